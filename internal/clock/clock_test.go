@@ -1,0 +1,83 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestFakeFiresInDeadlineOrderWithNowAtDeadline(t *testing.T) {
+	f := NewFake(epoch)
+	var got []time.Duration
+	rec := func() { got = append(got, f.Now().Sub(epoch)) }
+	f.AfterFunc(3*time.Second, rec)
+	f.AfterFunc(1*time.Second, rec)
+	f.AfterFunc(2*time.Second, func() {
+		rec()
+		f.AfterFunc(500*time.Millisecond, rec) // armed by a callback, due inside the advance
+	})
+	f.Advance(5 * time.Second)
+	want := []time.Duration{time.Second, 2 * time.Second, 2500 * time.Millisecond, 3 * time.Second}
+	if len(got) != len(want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("fired %v, want %v", got, want)
+		}
+	}
+	if now := f.Now().Sub(epoch); now != 5*time.Second {
+		t.Fatalf("now = %v, want 5s", now)
+	}
+}
+
+func TestFakeStopAndReset(t *testing.T) {
+	f := NewFake(epoch)
+	n := 0
+	tm := f.AfterFunc(time.Second, func() { n++ })
+	if !tm.Stop() {
+		t.Fatal("Stop of a pending timer reported false")
+	}
+	if tm.Stop() {
+		t.Fatal("second Stop reported true")
+	}
+	f.Advance(2 * time.Second)
+	if n != 0 {
+		t.Fatal("stopped timer fired")
+	}
+	if tm.Reset(time.Second) {
+		t.Fatal("Reset of a stopped timer reported pending")
+	}
+	f.Advance(999 * time.Millisecond)
+	if n != 0 {
+		t.Fatal("fired early")
+	}
+	f.Advance(time.Millisecond)
+	if n != 1 {
+		t.Fatalf("fired %d times, want 1", n)
+	}
+}
+
+func TestFakeStepJumpsToNextEvent(t *testing.T) {
+	f := NewFake(epoch)
+	if f.Step() {
+		t.Fatal("Step with nothing pending reported true")
+	}
+	fired := 0
+	f.AfterFunc(time.Minute, func() { fired++ })
+	f.AfterFunc(time.Minute, func() { fired++ })
+	f.AfterFunc(time.Hour, func() { fired++ })
+	if !f.Step() || fired != 2 || f.Now() != epoch.Add(time.Minute) {
+		t.Fatalf("after Step: fired=%d now=%v", fired, f.Now())
+	}
+	if f.Pending() != 1 {
+		t.Fatalf("pending = %d, want 1", f.Pending())
+	}
+}
+
+func TestRealAfterFunc(t *testing.T) {
+	done := make(chan struct{})
+	Real().AfterFunc(0, func() { close(done) })
+	<-done
+}

@@ -1,0 +1,88 @@
+// Package workload is the request mix that corput's lab, load generator,
+// test origins and benchmarks share: the second seed's workload model
+// (MC-WM-01). Requests belong to cost classes with a share of traffic and a
+// service time; the default mix is 70 % light balance inquiries at 15 ms and
+// 30 % heavy card authorizations at 140 ms.
+//
+// A mix without cost skew (one class, or every class with the same service
+// time) is refused as evidence: the seed's ADV-BW-01 forbids justifying a
+// balancer with uniform-cost benchmarks.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// CodeNoSkew is the diagnostic for a workload without cost skew.
+const CodeNoSkew = "ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED"
+
+// ErrNoSkew is returned (wrapped) by Mix.Validate for a uniform mix.
+var ErrNoSkew = errors.New(CodeNoSkew)
+
+// Class is one request cost class.
+type Class struct {
+	Name    string        `json:"name" yaml:"name"`
+	Percent float64       `json:"percent" yaml:"percent"` // share of requests, 0–100
+	Latency time.Duration `json:"latency" yaml:"latency"` // mean service time on a warm origin
+}
+
+// Mix is a workload: classes whose percents add up to 100.
+type Mix struct {
+	Classes []Class `json:"classes" yaml:"classes"`
+}
+
+// Default is the seed's mix: 70 % light at 15 ms, 30 % heavy at 140 ms.
+func Default() Mix {
+	return Mix{Classes: []Class{
+		{Name: "light", Percent: 70, Latency: 15 * time.Millisecond},
+		{Name: "heavy", Percent: 30, Latency: 140 * time.Millisecond},
+	}}
+}
+
+// Validate checks that the mix is well formed and has cost skew. A uniform
+// mix yields an error wrapping ErrNoSkew.
+func (m Mix) Validate() error {
+	if len(m.Classes) == 0 {
+		return fmt.Errorf("%w: workload has no classes; use at least two classes with different latencies, e.g. 70%% light 15ms and 30%% heavy 140ms", ErrNoSkew)
+	}
+	sum := 0.0
+	for i, c := range m.Classes {
+		if c.Name == "" {
+			return fmt.Errorf("workload.classes[%d].name: empty; name every class", i)
+		}
+		if c.Percent <= 0 || c.Percent > 100 {
+			return fmt.Errorf("workload.classes[%d].percent: %v is outside (0, 100]", i, c.Percent)
+		}
+		if c.Latency <= 0 {
+			return fmt.Errorf("workload.classes[%d].latency: must be positive, e.g. 15ms", i)
+		}
+		sum += c.Percent
+	}
+	if sum < 99.999 || sum > 100.001 {
+		return fmt.Errorf("workload.classes: percents add up to %v, want 100", sum)
+	}
+	skewed := false
+	for _, c := range m.Classes[1:] {
+		if c.Latency != m.Classes[0].Latency {
+			skewed = true
+		}
+	}
+	if !skewed {
+		return fmt.Errorf("%w: every workload class costs %v; a uniform-cost benchmark is not evidence (seed ADV-BW-01): add a heavy class, e.g. 30%% at 140ms", ErrNoSkew, m.Classes[0].Latency)
+	}
+	return nil
+}
+
+// Pick returns the class for a uniform draw u in [0, 1).
+func (m Mix) Pick(u float64) Class {
+	x := u * 100
+	for _, c := range m.Classes {
+		if x < c.Percent {
+			return c
+		}
+		x -= c.Percent
+	}
+	return m.Classes[len(m.Classes)-1]
+}
