@@ -1,0 +1,72 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// AdminSource is the gateway state the admin API reads. Implementations
+// return JSON-encodable snapshots; they are called on the admin listener's
+// goroutines and must not block the request path.
+type AdminSource interface {
+	// Origins describes every origin: endpoints, weights, ejections,
+	// active requests, EWMA latency, and per loop the subset and pool state.
+	Origins() any
+	// Subsets describes one origin's ring; ok is false for an unknown origin.
+	Subsets(origin string) (v any, ok bool)
+	// Ready reports whether config is applied and pools are pre-warmed.
+	Ready() bool
+}
+
+// AdminHandler serves the admin API of DESIGN.md §6: /metrics,
+// /admin/origins, /admin/subsets?origin=NAME, /healthz, /readyz, and the
+// dashboard at /.
+func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !src.Ready() {
+			writeText(w, http.StatusServiceUnavailable, "not ready\n")
+			return
+		}
+		writeText(w, http.StatusOK, "ready\n")
+	})
+	mux.HandleFunc("GET /admin/origins", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, src.Origins())
+	})
+	mux.HandleFunc("GET /admin/subsets", func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("origin")
+		if name == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing ?origin=NAME"})
+			return
+		}
+		v, ok := src.Subsets(name)
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown origin " + strconv.Quote(name)})
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+	if dashboard != nil {
+		mux.Handle("GET /{$}", dashboard)
+	}
+	return mux
+}
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(s))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,210 @@
+// Package telemetry owns corput's Prometheus metrics and the admin HTTP API.
+//
+// The metric names, types and labels are part of corput's external contract
+// (DESIGN.md §5); they are declared once, here, and nowhere else. Event
+// counters and histograms are updated by the request path through children
+// bound once per (origin, loop) or (origin, endpoint), so the hot path does no
+// label hashing. Gauges that describe state (open connections, utilization,
+// active requests, subset sizes, ejections, panic) are refreshed from the
+// gateway's own state just before each scrape, so they cost nothing between
+// scrapes and are never stale when read.
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// LatencyBuckets are the seed's (MC-MS-01) request-duration buckets in
+// seconds: 2, 5, 10, 15, 20, 30, 50, 100, 250 and 500 ms, plus +Inf.
+var LatencyBuckets = []float64{0.002, 0.005, 0.010, 0.015, 0.020, 0.030, 0.050, 0.100, 0.250, 0.500}
+
+// AcquireBuckets cover pool acquisition waits from 50 µs to 1 s.
+var AcquireBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// Close reasons, the values of corput_upstream_connections_closed_total's
+// reason label.
+const (
+	CloseIdle      = "idle"
+	CloseLifetime  = "lifetime"
+	CloseError     = "error"
+	CloseKeepalive = "keepalive"
+	CloseRemote    = "remote"
+	CloseEviction  = "eviction"
+	CloseShutdown  = "shutdown"
+)
+
+// Shed reasons, the values of corput_requests_shed_total's reason label.
+const (
+	ShedPendingFull    = "pending_full"
+	ShedAcquireTimeout = "acquire_timeout"
+	ShedNoHealthy      = "no_healthy"
+)
+
+// Metrics holds every collector of DESIGN.md §5 on its own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	ConnectionsCreated *prometheus.CounterVec   // origin, loop, protocol
+	ConnectionsClosed  *prometheus.CounterVec   // origin, reason
+	ConnectionsOpen    *prometheus.GaugeVec     // origin, loop, protocol
+	PoolUtilization    *prometheus.GaugeVec     // origin, loop
+	AcquireWait        *prometheus.HistogramVec // origin
+	RequestsActive     *prometheus.GaugeVec     // origin, endpoint
+	RequestDuration    *prometheus.HistogramVec // origin, code_class
+	OutlierEjections   *prometheus.CounterVec   // origin, reason
+	OutlierEjected     *prometheus.GaugeVec     // origin
+	PanicMode          *prometheus.GaugeVec     // origin
+	ZoneRequests       *prometheus.CounterVec   // origin, locality
+	RequestsShed       *prometheus.CounterVec   // origin, reason
+	SubsetSize         *prometheus.GaugeVec     // origin, loop
+	MembershipChanges  *prometheus.CounterVec   // origin
+	DownstreamRequests *prometheus.CounterVec   // code_class
+
+	mu      sync.Mutex // guards refresh
+	refresh []func()
+}
+
+// New creates the collectors and registers them, with the Go runtime and
+// process collectors, on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
+	m.ConnectionsCreated = counter("corput_upstream_connections_created_total",
+		"Upstream connections opened (connections.created, the churn metric).", "origin", "loop", "protocol")
+	m.ConnectionsClosed = counter("corput_upstream_connections_closed_total",
+		"Upstream connections closed, by reason.", "origin", "reason")
+	m.ConnectionsOpen = gauge("corput_upstream_connections_open",
+		"Upstream connections open now.", "origin", "loop", "protocol")
+	m.PoolUtilization = gauge("corput_pool_utilization",
+		"Busy streams over stream capacity of a (origin, loop) pool set.", "origin", "loop")
+	m.AcquireWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "corput_pool_acquire_wait_seconds", Help: "Time a request waited to acquire an upstream stream.",
+		Buckets: AcquireBuckets}, []string{"origin"})
+	m.RequestsActive = gauge("corput_upstream_requests_active",
+		"Requests in flight to an endpoint.", "origin", "endpoint")
+	m.RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "corput_upstream_request_duration_seconds", Help: "Upstream request duration, to response end.",
+		Buckets: LatencyBuckets}, []string{"origin", "code_class"})
+	m.OutlierEjections = counter("corput_outlier_ejections_total",
+		"Endpoints ejected by outlier detection.", "origin", "reason")
+	m.OutlierEjected = gauge("corput_outlier_ejected",
+		"Endpoints ejected now.", "origin")
+	m.PanicMode = gauge("corput_panic_mode",
+		"1 while the origin routes over all endpoints because too few are healthy.", "origin")
+	m.ZoneRequests = counter("corput_zone_requests_total",
+		"Requests by locality of the picked endpoint (zone hit ratio = local / total).", "origin", "locality")
+	m.RequestsShed = counter("corput_requests_shed_total",
+		"Requests answered 503 by the gateway itself.", "origin", "reason")
+	m.SubsetSize = gauge("corput_subset_size",
+		"Endpoints in a loop's subset.", "origin", "loop")
+	m.MembershipChanges = counter("corput_membership_changes_total",
+		"Applied (debounced) membership updates.", "origin")
+	m.DownstreamRequests = counter("corput_downstream_requests_total",
+		"Requests served to clients, by status class.", "code_class")
+
+	m.Registry.MustRegister(
+		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
+		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
+		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
+		m.MembershipChanges, m.DownstreamRequests,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// OnScrape registers f to run before every scrape, to bring state gauges up
+// to date. f must be quick and must not block on the request path.
+func (m *Metrics) OnScrape(f func()) {
+	m.mu.Lock()
+	m.refresh = append(m.refresh, f)
+	m.mu.Unlock()
+}
+
+// Refresh runs the OnScrape functions. The handler calls it; tests and the
+// lab may too.
+func (m *Metrics) Refresh() {
+	m.mu.Lock()
+	fs := append([]func(){}, m.refresh...)
+	m.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// Handler serves the Prometheus text exposition, refreshing gauges first.
+func (m *Metrics) Handler() http.Handler {
+	h := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.Refresh()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// CodeClass maps a status code to its class label: "2xx" … "5xx".
+func CodeClass(status int) string {
+	switch {
+	case status >= 500:
+		return "5xx"
+	case status >= 400:
+		return "4xx"
+	case status >= 300:
+		return "3xx"
+	case status >= 200:
+		return "2xx"
+	default:
+		return "1xx"
+	}
+}
+
+// CloseReasons lists every close reason, for pre-creating series.
+var CloseReasons = []string{CloseIdle, CloseLifetime, CloseError, CloseKeepalive, CloseRemote, CloseEviction, CloseShutdown}
+
+// ShedReasons lists every shed reason, for pre-creating series.
+var ShedReasons = []string{ShedPendingFull, ShedAcquireTimeout, ShedNoHealthy}
+
+// EjectConsecutive5xx is the ejection reason for consecutive failures.
+const EjectConsecutive5xx = "consecutive_5xx"
+
+// InitOrigin creates the zero-valued series of one origin so that a scrape
+// shows every metric from the start (a Prometheus vector exports nothing
+// until a child exists, and rate() needs the zero).
+func (m *Metrics) InitOrigin(origin string, loops int, protocols []string) {
+	for l := 0; l < loops; l++ {
+		loop := strconv.Itoa(l)
+		for _, p := range protocols {
+			m.ConnectionsCreated.WithLabelValues(origin, loop, p)
+			m.ConnectionsOpen.WithLabelValues(origin, loop, p)
+		}
+		m.PoolUtilization.WithLabelValues(origin, loop)
+		m.SubsetSize.WithLabelValues(origin, loop)
+	}
+	for _, r := range CloseReasons {
+		m.ConnectionsClosed.WithLabelValues(origin, r)
+	}
+	for _, r := range ShedReasons {
+		m.RequestsShed.WithLabelValues(origin, r)
+	}
+	for _, c := range []string{"2xx", "3xx", "4xx", "5xx"} {
+		m.RequestDuration.WithLabelValues(origin, c)
+		m.DownstreamRequests.WithLabelValues(c)
+	}
+	m.AcquireWait.WithLabelValues(origin)
+	m.OutlierEjections.WithLabelValues(origin, EjectConsecutive5xx)
+	m.OutlierEjected.WithLabelValues(origin)
+	m.PanicMode.WithLabelValues(origin)
+	m.ZoneRequests.WithLabelValues(origin, "local")
+	m.ZoneRequests.WithLabelValues(origin, "remote")
+	m.MembershipChanges.WithLabelValues(origin)
+}
