@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"net/http"
+)
+
+// Reasons a gateway-made response gives in X-Corput-Error.
+const (
+	ReasonPendingFull     = "pending_full"
+	ReasonAcquireTimeout  = "acquire_timeout"
+	ReasonNoHealthy       = "no_healthy"
+	ReasonOverCap         = "over_cap"
+	ReasonConnectFailed   = "connect_failed"
+	ReasonUpstreamTimeout = "upstream_timeout"
+	ReasonUpstreamReset   = "upstream_reset"
+	ReasonNoRoute         = "no_route"
+	ReasonBadRequest      = "bad_request"
+	ReasonShuttingDown    = "shutting_down"
+)
+
+// gatewayError is a response the gateway makes itself. The body names the
+// reason only: never an internal error text.
+type gatewayError struct {
+	status int
+	reason string
+	shed   bool // load shedding: adds Retry-After: 1
+}
+
+func (e gatewayError) write(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("X-Corput-Error", e.reason)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	if e.shed {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte(http.StatusText(e.status) + ": " + e.reason + "\n"))
+}
+
+var (
+	errPendingFull     = gatewayError{http.StatusServiceUnavailable, ReasonPendingFull, true}
+	errAcquireTimeout  = gatewayError{http.StatusServiceUnavailable, ReasonAcquireTimeout, true}
+	errNoHealthy       = gatewayError{http.StatusServiceUnavailable, ReasonNoHealthy, true}
+	errOverCap         = gatewayError{http.StatusServiceUnavailable, ReasonOverCap, true}
+	errShuttingDown    = gatewayError{http.StatusServiceUnavailable, ReasonShuttingDown, true}
+	errConnectFailed   = gatewayError{http.StatusBadGateway, ReasonConnectFailed, false}
+	errUpstreamReset   = gatewayError{http.StatusBadGateway, ReasonUpstreamReset, false}
+	errUpstreamTimeout = gatewayError{http.StatusGatewayTimeout, ReasonUpstreamTimeout, false}
+	errNoRoute         = gatewayError{http.StatusNotFound, ReasonNoRoute, false}
+	errBadRequest      = gatewayError{http.StatusBadRequest, ReasonBadRequest, false}
+)

@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, removed before
+// a request or response crosses the gateway.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopHeaders deletes hop-by-hop headers and every header named in
+// Connection. "TE: trailers" survives (gRPC needs it end to end), and so do
+// Connection/Upgrade when upgrade names the protocol being switched to.
+func removeHopHeaders(h http.Header, upgrade string) {
+	for _, v := range h["Connection"] {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Upgrade") {
+				h.Del(name)
+			}
+		}
+	}
+	teTrailers := false
+	for _, v := range h["Te"] {
+		if strings.EqualFold(strings.TrimSpace(v), "trailers") {
+			teTrailers = true
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	if teTrailers {
+		h["Te"] = []string{"trailers"}
+	}
+	if upgrade != "" {
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
+	}
+}
+
+// upgradeType returns the protocol a request or response asks to switch
+// to, or "".
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+// Forwarding sets the X-Forwarded-* headers. Incoming X-Forwarded-* values
+// are trusted only from peers inside a trusted proxy prefix; from anyone
+// else they are replaced, so a client cannot forge its address.
+type Forwarding struct {
+	Trusted []netip.Prefix
+}
+
+func (f Forwarding) trusted(peer netip.Addr) bool {
+	for _, p := range f.Trusted {
+		if p.Contains(peer) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply rewrites out's X-Forwarded-For, -Proto and -Host for a request
+// received from remoteAddr for host over TLS or not.
+func (f Forwarding) Apply(out http.Header, remoteAddr, host string, tls bool) {
+	ipStr, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		ipStr = remoteAddr
+	}
+	peer, perr := netip.ParseAddr(ipStr)
+	trusted := perr == nil && f.trusted(peer.Unmap())
+	prior := out["X-Forwarded-For"]
+	if trusted && len(prior) > 0 {
+		out.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+ipStr)
+	} else {
+		out.Set("X-Forwarded-For", ipStr)
+	}
+	if !trusted || out.Get("X-Forwarded-Proto") == "" {
+		if tls {
+			out.Set("X-Forwarded-Proto", "https")
+		} else {
+			out.Set("X-Forwarded-Proto", "http")
+		}
+	}
+	if !trusted || out.Get("X-Forwarded-Host") == "" {
+		out.Set("X-Forwarded-Host", host)
+	}
+}
