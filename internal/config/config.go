@@ -1,0 +1,379 @@
+// Package config owns corput's configuration file: the Go types for every
+// key of the contract in DESIGN.md §4, the seeds' defaults, a strict YAML
+// decoder and the validation that `corput check` and `corput serve` share.
+//
+// Invariants:
+//   - Unknown keys, duplicate keys, wrong types, malformed durations and
+//     out-of-range values are errors that name the key path
+//     (origins[0].pool.max_pending) and the line; Parse reports all of them
+//     at once, never only the first.
+//   - A key left out takes the seed's default (Default, DefaultOrigin); a key
+//     written explicitly is never silently replaced by a default.
+//   - A Config returned without error passes Validate: the gateway may use
+//     it without re-checking ranges.
+//   - The three diagnostics of the second seed (LB-PAY-001, ADV-UQ-01,
+//     ADV-AO-01, ADV-BW-01) carry their codes exactly:
+//     ERR_UNBOUNDED_QUEUE_REJECTED (INV-LB-05: at most 50 pending requests
+//     per host), ERR_AVERAGE_ONLY_TARGET_REJECTED (INV-LB-04: percentile
+//     targets) and ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED (MC-WM-01, via
+//     workload.Mix.Validate).
+//   - Relative file paths (TLS files, discovery.path) are resolved against
+//     the directory of the config file, as Prometheus does.
+//
+// docs/configuration.md documents every key; keep the two in step.
+package config
+
+import (
+	"net/netip"
+	"runtime"
+	"time"
+
+	"github.com/corput/corput/internal/workload"
+)
+
+// The diagnostic codes the contract fixes (DESIGN.md §4).
+const (
+	CodeUnboundedQueue = "ERR_UNBOUNDED_QUEUE_REJECTED"
+	CodeAverageOnly    = "ERR_AVERAGE_ONLY_TARGET_REJECTED"
+	CodeNoWorkloadSkew = workload.CodeNoSkew // ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED
+)
+
+// MaxPendingCeiling is the seed's bound on pending requests per host
+// (INV-LB-05). A larger, zero, negative or "unlimited" bound is rejected.
+const MaxPendingCeiling = 50
+
+// Config is one gateway's configuration file.
+type Config struct {
+	Listen     string     `yaml:"listen"`     // downstream address; HTTP/1.1 and h2c, HTTPS with h2 when TLS is set
+	TLS        *ServerTLS `yaml:"tls"`        // nil: plaintext downstream
+	Admin      string     `yaml:"admin"`      // admin listener: /metrics, /admin/*, /healthz, /readyz
+	Loops      int        `yaml:"loops"`      // 0 = GOMAXPROCS; see LoopCount
+	Fleet      Fleet      `yaml:"fleet"`      // this gateway's place among its peers
+	Downstream Downstream `yaml:"downstream"` // limits on client connections (additive)
+	Shutdown   Shutdown   `yaml:"shutdown"`   // graceful drain (additive)
+	Routes     []Route    `yaml:"routes"`
+	Origins    []Origin   `yaml:"origins"`
+	// Workload is the request mix of a lab or load run (additive); nil when
+	// the file has none. A mix without cost skew is rejected.
+	Workload *workload.Mix `yaml:"workload"`
+
+	file     string         // the name diagnostics are reported under
+	lines    map[string]int // key path → line, filled by Parse
+	warnings Diagnostics    // from the last Parse
+}
+
+// ServerTLS turns on HTTPS (with h2 by ALPN) on the downstream listener.
+type ServerTLS struct {
+	Cert     string `yaml:"cert"`      // PEM certificate chain
+	Key      string `yaml:"key"`       // PEM private key
+	ClientCA string `yaml:"client_ca"` // optional: PEM CAs; when set, clients must present a certificate signed by one
+}
+
+// Fleet places this gateway among its peers so that subsets are balanced
+// across the fleet (Ringsteady needs dense, stable instance indices).
+type Fleet struct {
+	Instance int `yaml:"instance"` // 0 ≤ instance < size
+	Size     int `yaml:"size"`     // gateways in the fleet
+}
+
+// Downstream bounds what clients may cost the gateway.
+type Downstream struct {
+	ReadHeaderTimeout time.Duration  `yaml:"read_header_timeout"`
+	IdleTimeout       time.Duration  `yaml:"idle_timeout"`
+	MaxHeaderBytes    int            `yaml:"max_header_bytes"`
+	TrustedProxies    []netip.Prefix `yaml:"trusted_proxies"` // X-Forwarded-* kept only from these peers
+}
+
+// Shutdown is the graceful drain on SIGTERM/SIGINT.
+type Shutdown struct {
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+}
+
+// Route sends requests for a host and path prefix to an origin. The
+// longest matching prefix wins; an exact host beats "*.suffix", which beats
+// "" (any host).
+type Route struct {
+	Host       string `yaml:"host"`        // "", "example.com" or "*.example.com"; lower-cased by Parse
+	PathPrefix string `yaml:"path_prefix"` // starts with "/"; default "/"
+	Origin     string `yaml:"origin"`      // name of an entry in origins
+}
+
+// Origin is a named cluster of endpoints and every policy that applies to
+// it.
+type Origin struct {
+	Name                  string        `yaml:"name"`
+	Protocol              Protocol      `yaml:"protocol"`
+	TLS                   *ClientTLS    `yaml:"tls"` // nil: plaintext upstream
+	Endpoints             []Endpoint    `yaml:"endpoints"`
+	Discovery             Discovery     `yaml:"discovery"`
+	Debounce              time.Duration `yaml:"debounce"` // membership changes applied at most this often
+	Subset                Subset        `yaml:"subset"`
+	Balancer              Balancer      `yaml:"balancer"`
+	Pool                  Pool          `yaml:"pool"`
+	SlowStart             SlowStart     `yaml:"slow_start"`
+	Outlier               Outlier       `yaml:"outlier"`
+	PanicThresholdPercent int           `yaml:"panic_threshold_percent"` // below this share of healthy endpoints, route over all
+	Zone                  Zone          `yaml:"zone"`
+	Retry                 Retry         `yaml:"retry"`
+	Timeouts              Timeouts      `yaml:"timeouts"`
+	SLO                   *SLO          `yaml:"slo"` // nil: no latency target declared
+}
+
+// Protocol is the upstream wire protocol.
+type Protocol string
+
+// The upstream protocols.
+const (
+	ProtocolAuto Protocol = "auto" // over TLS: ALPN picks h2 or h1; plaintext: h1
+	ProtocolH1   Protocol = "h1"
+	ProtocolH2   Protocol = "h2"  // HTTP/2 over TLS
+	ProtocolH2C  Protocol = "h2c" // HTTP/2 over cleartext (prior knowledge)
+)
+
+// ClientTLS is TLS towards an origin: server verification and optional mTLS.
+type ClientTLS struct {
+	CA                 string `yaml:"ca"`          // PEM CAs; empty: system roots
+	Cert               string `yaml:"cert"`        // client certificate for mTLS
+	Key                string `yaml:"key"`         // its key
+	ServerName         string `yaml:"server_name"` // SNI and verification name; empty: the endpoint host
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Endpoint is one statically configured member of an origin.
+type Endpoint struct {
+	Address string `yaml:"address"` // host:port
+	Zone    string `yaml:"zone"`
+	Weight  int    `yaml:"weight"` // ≥ 1; default 1
+}
+
+// Discovery is where an origin's membership comes from.
+type Discovery struct {
+	Type    DiscoveryType `yaml:"type"`
+	Path    string        `yaml:"path"`    // file: a watched YAML list of endpoints
+	Server  string        `yaml:"server"`  // xds: host:port of the ADS/EDS server
+	Cluster string        `yaml:"cluster"` // xds: EDS cluster name
+	NodeID  string        `yaml:"node_id"` // xds: node id sent to the server; empty: the gateway picks one
+}
+
+// DiscoveryType names a membership source.
+type DiscoveryType string
+
+// The membership sources.
+const (
+	DiscoveryStatic DiscoveryType = "static"
+	DiscoveryFile   DiscoveryType = "file"
+	DiscoveryXDS    DiscoveryType = "xds"
+)
+
+// Subset chooses which endpoints each loop uses.
+type Subset struct {
+	Algorithm SubsetAlgorithm `yaml:"algorithm"`
+	Size      int             `yaml:"size"`     // 0 = automatic, between MinSize and MaxSize
+	MinSize   int             `yaml:"min_size"` // automatic sizing bounds (Zuul: ideal 25–50)
+	MaxSize   int             `yaml:"max_size"`
+}
+
+// SubsetAlgorithm names a subsetting algorithm.
+type SubsetAlgorithm string
+
+// The subsetting algorithms.
+const (
+	SubsetRingsteady SubsetAlgorithm = "ringsteady"
+	SubsetNone       SubsetAlgorithm = "none"
+	SubsetHashmod    SubsetAlgorithm = "hashmod"
+	SubsetRandom     SubsetAlgorithm = "random"
+	SubsetRendezvous SubsetAlgorithm = "rendezvous"
+)
+
+// Balancer picks an endpoint within the healthy subset.
+type Balancer struct {
+	Policy     Policy        `yaml:"policy"`
+	Choices    int           `yaml:"choices"`     // endpoints sampled per pick (p2c, least_request, peak_ewma)
+	EWMADecay  time.Duration `yaml:"ewma_decay"`  // Peak EWMA time constant τ
+	DefaultRTT time.Duration `yaml:"default_rtt"` // Peak EWMA estimate of an endpoint not yet measured
+}
+
+// Policy names a load-balancing policy.
+type Policy string
+
+// The load-balancing policies.
+const (
+	PolicyRoundRobin   Policy = "round_robin"
+	PolicyRandom       Policy = "random"
+	PolicyP2C          Policy = "p2c"
+	PolicyLeastRequest Policy = "least_request"
+	PolicyPeakEWMA     Policy = "peak_ewma"
+)
+
+// Pool bounds and ages the connections of one (endpoint, loop).
+type Pool struct {
+	MaxConnections int           `yaml:"max_connections"` // per (endpoint, loop)
+	MaxPending     PendingLimit  `yaml:"max_pending"`     // per endpoint; 1..50
+	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+	OverCap        OverCapPolicy `yaml:"over_cap"`
+	IdleTimeout    time.Duration `yaml:"idle_timeout"` // 0: idle connections are never evicted
+	MaxLifetime    time.Duration `yaml:"max_lifetime"` // recycled with ±10 % jitter; 0: never
+	Keepalive      time.Duration `yaml:"keepalive"`    // probe interval on idle connections; 0: off
+	Prewarm        int           `yaml:"prewarm"`      // connections opened per (endpoint, loop) before ready
+}
+
+// PendingLimit is a bound on pending requests. It is its own type only so
+// that the decoder can turn "unlimited", "inf", "-1" or null into
+// ERR_UNBOUNDED_QUEUE_REJECTED instead of a type error.
+type PendingLimit int
+
+// OverCapPolicy says what a request does when its pool is at
+// max_connections.
+type OverCapPolicy string
+
+// The over-cap policies.
+const (
+	OverCapQueue     OverCapPolicy = "queue"     // wait up to acquire_timeout
+	OverCapTemporary OverCapPolicy = "temporary" // open a one-shot connection
+	OverCapReject    OverCapPolicy = "reject"    // 503 at once
+)
+
+// SlowStart ramps a new or newly healthy endpoint's weight:
+// weight × max(min_weight_percent, (t/window)^(1/aggression)).
+type SlowStart struct {
+	Window           time.Duration `yaml:"window"` // 0 disables slow start
+	MinWeightPercent int           `yaml:"min_weight_percent"`
+	Aggression       float64       `yaml:"aggression"`
+}
+
+// Outlier is passive outlier detection on consecutive 5xx responses.
+type Outlier struct {
+	Consecutive5xx     int           `yaml:"consecutive_5xx"`
+	BaseEjectionTime   time.Duration `yaml:"base_ejection_time"` // × times ejected
+	MaxEjectionTime    time.Duration `yaml:"max_ejection_time"`
+	MaxEjectionPercent int           `yaml:"max_ejection_percent"`
+}
+
+// Zone is zone-aware routing.
+type Zone struct {
+	Local        string `yaml:"local"`         // this gateway's zone; empty: no zone preference
+	LocalPercent int    `yaml:"local_percent"` // share of requests kept in the local zone
+}
+
+// Retry retries idempotent requests on another endpoint.
+type Retry struct {
+	Attempts      int       `yaml:"attempts"`       // retries after the first try; 0: none
+	BudgetPercent int       `yaml:"budget_percent"` // retries in flight ≤ this share of active requests
+	On            []RetryOn `yaml:"on"`
+}
+
+// RetryOn names a condition that makes a request retryable.
+type RetryOn string
+
+// The retry conditions.
+const (
+	RetryConnectFailure RetryOn = "connect-failure"
+	RetryRefusedStream  RetryOn = "refused-stream"
+	Retry503            RetryOn = "503"
+)
+
+// Timeouts towards the origin.
+type Timeouts struct {
+	Connect time.Duration `yaml:"connect"`
+	Request time.Duration `yaml:"request"` // whole exchange, headers and body
+}
+
+// SLO is a latency target. Percentiles are required; an average alone is
+// rejected (INV-LB-04). Zero means "not set".
+type SLO struct {
+	P50     time.Duration `yaml:"p50"`
+	P90     time.Duration `yaml:"p90"`
+	P95     time.Duration `yaml:"p95"`
+	P99     time.Duration `yaml:"p99"`
+	Max     time.Duration `yaml:"max"`
+	Average time.Duration `yaml:"average"`
+}
+
+// Default returns the configuration a file with no keys would have, before
+// validation (it has no routes or origins, which Validate requires).
+func Default() *Config {
+	return &Config{
+		Listen: "127.0.0.1:8080",
+		Admin:  "127.0.0.1:9901",
+		Fleet:  Fleet{Instance: 0, Size: 1},
+		Downstream: Downstream{
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    65536,
+		},
+		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
+	}
+}
+
+// DefaultOrigin returns an origin with every key at the seeds' default and
+// no name or endpoints.
+func DefaultOrigin() Origin {
+	return Origin{
+		Protocol:  ProtocolAuto,
+		Discovery: Discovery{Type: DiscoveryStatic},
+		Debounce:  2 * time.Second,
+		Subset:    Subset{Algorithm: SubsetRingsteady, MinSize: 25, MaxSize: 50},
+		Balancer: Balancer{
+			Policy:     PolicyPeakEWMA,
+			Choices:    2,
+			EWMADecay:  10 * time.Second,
+			DefaultRTT: 30 * time.Millisecond,
+		},
+		Pool: Pool{
+			MaxConnections: 64,
+			MaxPending:     MaxPendingCeiling,
+			AcquireTimeout: 100 * time.Millisecond,
+			OverCap:        OverCapQueue,
+			IdleTimeout:    60 * time.Second,
+			MaxLifetime:    10 * time.Minute,
+			Keepalive:      15 * time.Second,
+			Prewarm:        1,
+		},
+		SlowStart: SlowStart{Window: 60 * time.Second, MinWeightPercent: 10, Aggression: 1.0},
+		Outlier: Outlier{
+			Consecutive5xx:     3,
+			BaseEjectionTime:   30 * time.Second,
+			MaxEjectionTime:    300 * time.Second,
+			MaxEjectionPercent: 20,
+		},
+		PanicThresholdPercent: 80,
+		Zone:                  Zone{LocalPercent: 85},
+		Retry: Retry{
+			Attempts:      1,
+			BudgetPercent: 20,
+			On:            []RetryOn{RetryConnectFailure, RetryRefusedStream, Retry503},
+		},
+		Timeouts: Timeouts{Connect: time.Second, Request: 15 * time.Second},
+	}
+}
+
+// setDefaults is called by the decoder on every element of origins,
+// routes and endpoints before the element's keys are decoded onto it.
+func (o *Origin) setDefaults()   { *o = DefaultOrigin() }
+func (r *Route) setDefaults()    { r.PathPrefix = "/" }
+func (e *Endpoint) setDefaults() { e.Weight = 1 }
+
+// LoopCount is the number of loops to run: Loops, or GOMAXPROCS when 0.
+func (c *Config) LoopCount() int {
+	if c.Loops > 0 {
+		return c.Loops
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Origin returns the origin named name.
+func (c *Config) Origin(name string) (*Origin, bool) {
+	for i := range c.Origins {
+		if c.Origins[i].Name == name {
+			return &c.Origins[i], true
+		}
+	}
+	return nil, false
+}
+
+// Warnings are the non-fatal diagnostics found by Parse (settings that
+// depart from a seed's invariant but are legitimate in an experiment).
+func (c *Config) Warnings() Diagnostics { return c.warnings }
+
+// File is the name the config was parsed under.
+func (c *Config) File() string { return c.file }

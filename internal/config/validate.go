@@ -1,0 +1,548 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corput/corput/internal/workload"
+)
+
+// Validate checks a config, whether parsed or built in Go, and returns the
+// error-severity findings as Diagnostics, or nil.
+func (c *Config) Validate() error {
+	if errs := c.Diagnose().Errors(); len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// Diagnose returns every finding about the config, errors and warnings,
+// sorted by line.
+func (c *Config) Diagnose() Diagnostics {
+	r := &reporter{file: c.file, lines: c.lines}
+	c.diagnose(r)
+	r.diags.sort()
+	return r.diags
+}
+
+// Ranges of the plain numeric keys.
+const (
+	maxLoops          = 4096
+	maxConnections    = 100_000
+	maxWeight         = 1_000_000
+	maxRetryAttempts  = 10
+	maxChoices        = 16
+	minHeaderBytes    = 1 << 10
+	maxHeaderBytes    = 16 << 20
+	slowStartFloor    = 60 * time.Second // seed INV-LB-01
+	ejectionCapSeed   = 20               // seed INV-LB-03
+	consecutive5xxMax = 3                // seed INV-LB-02
+)
+
+func (c *Config) diagnose(r *reporter) {
+	checkAddr(r, "listen", c.Listen, addrListen)
+	checkAddr(r, "admin", c.Admin, addrListen)
+	if c.Admin != "" && c.Admin == c.Listen && !strings.HasSuffix(c.Admin, ":0") {
+		r.errorf("admin", "%q is also the listen address; give the admin API its own port, e.g. 127.0.0.1:9901", c.Admin)
+	}
+	if host, _, err := net.SplitHostPort(c.Admin); err == nil && !isLoopback(host) {
+		r.warnf("admin", "%q is reachable beyond this machine and the admin API has no authentication; prefer 127.0.0.1:9901 behind your own access control", c.Admin)
+	}
+	if c.TLS != nil {
+		checkServerTLS(r, "tls", c.TLS)
+	}
+	checkRange(r, "loops", c.Loops, 0, maxLoops, "0 means one loop per GOMAXPROCS")
+	if checkRange(r, "fleet.size", c.Fleet.Size, 1, math.MaxInt32, "the number of gateways in the fleet") {
+		checkRange(r, "fleet.instance", c.Fleet.Instance, 0, c.Fleet.Size-1, "this gateway's index, 0 ≤ instance < fleet.size")
+	}
+	checkPositive(r, "downstream.read_header_timeout", c.Downstream.ReadHeaderTimeout, "10s")
+	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
+	checkRange(r, "downstream.max_header_bytes", c.Downstream.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes, "65536 is the default")
+	for i, p := range c.Downstream.TrustedProxies {
+		if !p.IsValid() {
+			r.errorf(joinIndex("downstream.trusted_proxies", i), "not a CIDR prefix; write e.g. 10.0.0.0/8")
+		}
+	}
+	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
+
+	names := c.checkOrigins(r)
+	c.checkRoutes(r, names)
+	if c.Workload != nil {
+		checkWorkload(r, *c.Workload)
+	}
+}
+
+// checkOrigins validates every origin and returns how many routes may
+// refer to each name (filled in by checkRoutes).
+func (c *Config) checkOrigins(r *reporter) map[string]int {
+	if len(c.Origins) == 0 {
+		r.errorf("origins", "no origins; add at least one, e.g. {name: api, endpoints: [{address: 127.0.0.1:9001}]}")
+	}
+	names := map[string]int{}
+	for i := range c.Origins {
+		o := &c.Origins[i]
+		p := joinIndex("origins", i)
+		o.check(r, p)
+		if o.Name == "" {
+			continue
+		}
+		if _, dup := names[o.Name]; dup {
+			r.errorf(p+".name", "origin %q is defined twice; origin names must be unique", o.Name)
+		}
+		names[o.Name] = 0
+	}
+	return names
+}
+
+var hostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
+	if len(c.Routes) == 0 {
+		r.errorf("routes", "no routes; add one, e.g. {path_prefix: /, origin: NAME}")
+	}
+	type key struct{ host, prefix string }
+	seen := map[key]int{}
+	for i, rt := range c.Routes {
+		p := joinIndex("routes", i)
+		checkRouteHost(r, p+".host", rt.Host)
+		if !strings.HasPrefix(rt.PathPrefix, "/") {
+			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
+		}
+		switch n, ok := origins[rt.Origin]; {
+		case rt.Origin == "":
+			r.errorf(p+".origin", "missing; name the origin this route sends to")
+		case !ok:
+			r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", rt.Origin, strings.Join(originNames(c.Origins), ", "))
+		default:
+			origins[rt.Origin] = n + 1
+		}
+		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
+		if first, dup := seen[k]; dup {
+			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)
+		} else {
+			seen[k] = i
+		}
+	}
+	for i, o := range c.Origins {
+		if n, ok := origins[o.Name]; ok && n == 0 && len(c.Routes) > 0 {
+			r.warnf(joinIndex("origins", i)+".name", "origin %q has no route and gets no traffic", o.Name)
+		}
+	}
+}
+
+func checkRouteHost(r *reporter, path, host string) {
+	if host == "" {
+		return
+	}
+	h := strings.ToLower(strings.TrimPrefix(host, "*."))
+	if strings.ContainsAny(host, "/:") {
+		r.errorf(path, "%q must be a bare host name: no scheme, port or path (routes match the Host header without its port)", host)
+		return
+	}
+	for _, label := range strings.Split(h, ".") {
+		if !hostLabel.MatchString(label) {
+			r.errorf(path, "%q is not a host name; write example.com, *.example.com, or leave it empty for any host", host)
+			return
+		}
+	}
+}
+
+func originNames(origins []Origin) []string {
+	out := make([]string, 0, len(origins))
+	for _, o := range origins {
+		out = append(out, strconv.Quote(o.Name))
+	}
+	return out
+}
+
+var originName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func (o *Origin) check(r *reporter, p string) {
+	switch {
+	case o.Name == "":
+		r.errorf(p+".name", "missing; every origin needs a name that routes refer to")
+	case !originName.MatchString(o.Name):
+		r.errorf(p+".name", "%q: use 1–63 letters, digits, '.', '_' or '-' (it is a metric label)", o.Name)
+	}
+	o.checkProtocol(r, p)
+	o.checkMembership(r, p)
+	checkNonNegative(r, p+".debounce", o.Debounce, "2s")
+	o.checkSubset(r, p+".subset")
+	o.checkBalancer(r, p+".balancer")
+	o.checkPool(r, p+".pool")
+	o.checkHealth(r, p)
+	o.checkRetry(r, p+".retry")
+	checkPositive(r, p+".timeouts.connect", o.Timeouts.Connect, "1s")
+	checkPositive(r, p+".timeouts.request", o.Timeouts.Request, "15s")
+	if o.Timeouts.Connect > o.Timeouts.Request {
+		r.errorf(p+".timeouts.connect", "%v is longer than timeouts.request (%v); the request deadline covers the dial", o.Timeouts.Connect, o.Timeouts.Request)
+	}
+	if o.SLO != nil {
+		o.SLO.check(r, p+".slo")
+	}
+}
+
+func (o *Origin) checkProtocol(r *reporter, p string) {
+	checkEnum(r, p+".protocol", o.Protocol, ProtocolAuto, ProtocolH1, ProtocolH2, ProtocolH2C)
+	switch {
+	case o.Protocol == ProtocolH2 && o.TLS == nil:
+		r.errorf(p+".protocol", "h2 is HTTP/2 over TLS and this origin has no tls block; add tls: {} (system roots) or use h2c for cleartext HTTP/2")
+	case o.Protocol == ProtocolH2C && o.TLS != nil:
+		r.errorf(p+".protocol", "h2c is cleartext HTTP/2 but a tls block is set; use h2 (or auto) over TLS, or remove tls")
+	}
+	if t := o.TLS; t != nil {
+		checkKeyPair(r, p+".tls", t.Cert, t.Key)
+		if t.CA != "" {
+			checkCA(r, p+".tls.ca", t.CA)
+		}
+		if t.InsecureSkipVerify {
+			r.warnf(p+".tls.insecure_skip_verify", "the origin's certificate is not verified; anyone on the path can impersonate it. Set tls.ca instead")
+		}
+	}
+}
+
+func (o *Origin) checkMembership(r *reporter, p string) {
+	dp := p + ".discovery"
+	d := o.Discovery
+	checkEnum(r, dp+".type", d.Type, DiscoveryStatic, DiscoveryFile, DiscoveryXDS)
+	unused := func(key, value string, usedBy DiscoveryType) {
+		if value != "" {
+			r.errorf(dp+"."+key, "only used with discovery type %s, but the type is %s; remove it", usedBy, d.Type)
+		}
+	}
+	switch d.Type {
+	case DiscoveryStatic:
+		if len(o.Endpoints) == 0 {
+			r.errorf(p+".endpoints", "no endpoints; list at least one {address: host:port}, or use discovery type file or xds")
+		}
+		unused("path", d.Path, DiscoveryFile)
+		unused("server", d.Server, DiscoveryXDS)
+		unused("cluster", d.Cluster, DiscoveryXDS)
+		unused("node_id", d.NodeID, DiscoveryXDS)
+	case DiscoveryFile:
+		if d.Path == "" {
+			r.errorf(dp+".path", "missing; discovery type file needs the path of the watched endpoints file")
+		}
+		unused("server", d.Server, DiscoveryXDS)
+		unused("cluster", d.Cluster, DiscoveryXDS)
+		unused("node_id", d.NodeID, DiscoveryXDS)
+	case DiscoveryXDS:
+		if d.Server == "" {
+			r.errorf(dp+".server", "missing; discovery type xds needs the host:port of the xDS server")
+		} else {
+			checkAddr(r, dp+".server", d.Server, addrDial)
+		}
+		if d.Cluster == "" {
+			r.errorf(dp+".cluster", "missing; discovery type xds needs the EDS cluster name")
+		}
+		unused("path", d.Path, DiscoveryFile)
+	}
+	if d.Type != DiscoveryStatic && len(o.Endpoints) > 0 {
+		r.errorf(p+".endpoints", "static endpoints are not used with discovery type %s; remove them or use type static", d.Type)
+	}
+	seen := map[string]int{}
+	zones := map[string]bool{}
+	for i, e := range o.Endpoints {
+		ep := joinIndex(p+".endpoints", i)
+		checkAddr(r, ep+".address", e.Address, addrDial)
+		checkRange(r, ep+".weight", e.Weight, 1, maxWeight, "weights are relative; 1 is the default")
+		if first, dup := seen[e.Address]; dup {
+			r.errorf(ep+".address", "%q is listed twice (first as endpoints[%d]); list each endpoint once and use weight", e.Address, first)
+		} else {
+			seen[e.Address] = i
+		}
+		zones[e.Zone] = true
+	}
+	if o.Zone.Local != "" && d.Type == DiscoveryStatic && len(o.Endpoints) > 0 && !zones[o.Zone.Local] {
+		r.warnf(p+".zone.local", "no endpoint is in zone %q, so every request goes to a remote zone", o.Zone.Local)
+	}
+}
+
+func (o *Origin) checkSubset(r *reporter, p string) {
+	s := o.Subset
+	checkEnum(r, p+".algorithm", s.Algorithm, SubsetRingsteady, SubsetNone, SubsetHashmod, SubsetRandom, SubsetRendezvous)
+	checkRange(r, p+".size", s.Size, 0, maxConnections, "0 sizes the subset automatically between min_size and max_size")
+	if checkRange(r, p+".min_size", s.MinSize, 1, maxConnections, "25 is the default") {
+		checkRange(r, p+".max_size", s.MaxSize, s.MinSize, maxConnections, "at least min_size; 50 is the default")
+	}
+	if s.Algorithm == SubsetNone && s.Size > 0 {
+		r.warnf(p+".size", "ignored: algorithm none uses every endpoint")
+	}
+}
+
+func (o *Origin) checkBalancer(r *reporter, p string) {
+	b := o.Balancer
+	checkEnum(r, p+".policy", b.Policy, PolicyPeakEWMA, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom)
+	checkRange(r, p+".choices", b.Choices, 2, maxChoices, "2 (power of two choices) is the default")
+	checkPositive(r, p+".ewma_decay", b.EWMADecay, "10s")
+	checkPositive(r, p+".default_rtt", b.DefaultRTT, "30ms")
+}
+
+func (o *Origin) checkPool(r *reporter, p string) {
+	pl := o.Pool
+	checkRange(r, p+".max_connections", pl.MaxConnections, 1, maxConnections, "64 is the default")
+	if pl.MaxPending <= 0 || pl.MaxPending > MaxPendingCeiling {
+		r.codedf(p+".max_pending", CodeUnboundedQueue, "%s", unboundedMessage(strconv.Itoa(int(pl.MaxPending))))
+	}
+	checkEnum(r, p+".over_cap", pl.OverCap, OverCapQueue, OverCapTemporary, OverCapReject)
+	if checkPositive(r, p+".acquire_timeout", pl.AcquireTimeout, "100ms") && pl.AcquireTimeout >= o.Timeouts.Request && o.Timeouts.Request > 0 {
+		r.errorf(p+".acquire_timeout", "%v is not shorter than timeouts.request (%v); a request would time out while still waiting for a connection", pl.AcquireTimeout, o.Timeouts.Request)
+	}
+	checkNonNegative(r, p+".idle_timeout", pl.IdleTimeout, "60s")
+	checkNonNegative(r, p+".max_lifetime", pl.MaxLifetime, "10m")
+	checkNonNegative(r, p+".keepalive", pl.Keepalive, "15s")
+	checkRange(r, p+".prewarm", pl.Prewarm, 0, max(pl.MaxConnections, 0), "at most max_connections; 1 is the default")
+}
+
+// checkHealth covers slow start, outlier detection, panic and zones.
+func (o *Origin) checkHealth(r *reporter, p string) {
+	ss := o.SlowStart
+	if checkNonNegative(r, p+".slow_start.window", ss.Window, "60s") && ss.Window < slowStartFloor {
+		r.warnf(p+".slow_start.window", "%v is shorter than the seed's mandatory %v ramp for new endpoints (INV-LB-01); cold endpoints get full traffic sooner", ss.Window, slowStartFloor)
+	}
+	checkRange(r, p+".slow_start.min_weight_percent", ss.MinWeightPercent, 1, 100, "10 is the default")
+	if !(ss.Aggression > 0 && ss.Aggression <= 100) {
+		r.errorf(p+".slow_start.aggression", "%v is out of range; use a number in (0, 100], 1.0 (linear) is the default", ss.Aggression)
+	}
+
+	od := o.Outlier
+	if checkRange(r, p+".outlier.consecutive_5xx", od.Consecutive5xx, 1, 1000, "3 is the default") && od.Consecutive5xx > consecutive5xxMax {
+		r.warnf(p+".outlier.consecutive_5xx", "%d is above the seed's %d (INV-LB-02); a failing endpoint keeps receiving requests longer", od.Consecutive5xx, consecutive5xxMax)
+	}
+	checkPositive(r, p+".outlier.base_ejection_time", od.BaseEjectionTime, "30s")
+	if od.MaxEjectionTime < od.BaseEjectionTime {
+		r.errorf(p+".outlier.max_ejection_time", "%v is shorter than base_ejection_time (%v); use at least the base, 300s is the default", od.MaxEjectionTime, od.BaseEjectionTime)
+	}
+	if checkRange(r, p+".outlier.max_ejection_percent", od.MaxEjectionPercent, 0, 100, "20 is the default") && od.MaxEjectionPercent > ejectionCapSeed {
+		r.warnf(p+".outlier.max_ejection_percent", "%d %% is above the seed's ceiling of %d %% (INV-LB-03); ejections may remove more capacity than the rest can carry", od.MaxEjectionPercent, ejectionCapSeed)
+	}
+	checkRange(r, p+".panic_threshold_percent", o.PanicThresholdPercent, 0, 100, "80 is the default")
+	checkRange(r, p+".zone.local_percent", o.Zone.LocalPercent, 0, 100, "85 is the default")
+}
+
+func (o *Origin) checkRetry(r *reporter, p string) {
+	rt := o.Retry
+	checkRange(r, p+".attempts", rt.Attempts, 0, maxRetryAttempts, "retries after the first try; 1 is the default, 0 turns retries off")
+	checkRange(r, p+".budget_percent", rt.BudgetPercent, 0, 100, "20 is the default")
+	for i, on := range rt.On {
+		ip := joinIndex(p+".on", i)
+		checkEnum(r, ip, on, RetryConnectFailure, RetryRefusedStream, Retry503)
+		if slices.Index(rt.On, on) < i {
+			r.errorf(ip, "%q is listed twice; list it once", on)
+		}
+	}
+}
+
+// check rejects a target without percentiles (seed ADV-AO-01, INV-LB-04).
+func (s *SLO) check(r *reporter, p string) {
+	keys := []struct {
+		name string
+		v    time.Duration
+	}{{"p50", s.P50}, {"p90", s.P90}, {"p95", s.P95}, {"p99", s.P99}, {"max", s.Max}, {"average", s.Average}}
+	for _, k := range keys {
+		checkNonNegative(r, p+"."+k.name, k.v, "20ms")
+	}
+	anyPercentile := s.P50 > 0 || s.P90 > 0 || s.P95 > 0 || s.P99 > 0
+	switch {
+	case s.Average > 0 && s.P90 == 0 && s.P99 == 0:
+		r.codedf(p+".average", CodeAverageOnly, "an average target without p90 or p99 hides the tail: a 70/30 mix of 15ms and 140ms requests averages about 52ms while its p99 runs far above (seed ADV-AO-01, INV-LB-04); set p90 and p99, e.g. {p50: 8ms, p90: 14ms, p99: 20ms}")
+	case !anyPercentile:
+		r.errorf(p, "no percentile target; set at least p90 or p99, e.g. {p50: 8ms, p90: 14ms, p99: 20ms}, or remove slo")
+	case s.P90 == 0 && s.P99 == 0:
+		r.warnf(p, "no p90 or p99 target; the seed judges latency at p90 and p99 (INV-LB-04)")
+	}
+	// Set targets must not decrease with the percentile (max is the 100th).
+	prev := keys[0]
+	for _, k := range keys[1:5] {
+		if k.v == 0 {
+			continue
+		}
+		if prev.v > k.v {
+			r.errorf(p+"."+k.name, "%v is below %s (%v); a higher percentile cannot have a lower target", k.v, prev.name, prev.v)
+		}
+		prev = k
+	}
+}
+
+func checkWorkload(r *reporter, m workload.Mix) {
+	err := m.Validate()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, workload.ErrNoSkew) {
+		r.codedf("workload.classes", CodeNoWorkloadSkew, "%s", strings.TrimPrefix(err.Error(), workload.CodeNoSkew+": "))
+		return
+	}
+	// workload's messages start with the key path: "workload.classes[1].percent: ...".
+	key, msg, ok := strings.Cut(err.Error(), ": ")
+	if !ok || !strings.HasPrefix(key, "workload") {
+		key, msg = "workload", err.Error()
+	}
+	r.errorf(key, "%s", msg)
+}
+
+func checkServerTLS(r *reporter, p string, t *ServerTLS) {
+	if t.Cert == "" || t.Key == "" {
+		r.errorf(p, "HTTPS needs both cert and key (PEM files); set both, or remove tls to serve plaintext")
+	}
+	checkKeyPair(r, p, t.Cert, t.Key)
+	if t.ClientCA != "" {
+		checkCA(r, p+".client_ca", t.ClientCA)
+	}
+}
+
+// checkKeyPair checks that cert and key are set together, readable, and
+// belong to each other.
+func checkKeyPair(r *reporter, p, cert, key string) {
+	switch {
+	case cert == "" && key == "":
+		return
+	case key == "":
+		r.errorf(p+".key", "missing: cert is set, so key must name its private key file")
+		return
+	case cert == "":
+		r.errorf(p+".cert", "missing: key is set, so cert must name its certificate file")
+		return
+	}
+	okCert := checkReadable(r, p+".cert", cert)
+	okKey := checkReadable(r, p+".key", key)
+	if okCert && okKey {
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			r.errorf(p+".cert", "%s and %s do not load as a certificate and its key: %v", cert, key, err)
+		}
+	}
+}
+
+func checkCA(r *reporter, p, file string) {
+	if !checkReadable(r, p, file) {
+		return
+	}
+	pem, _ := os.ReadFile(file)
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		r.errorf(p, "%s holds no PEM certificate; give a file with one or more CERTIFICATE blocks", file)
+	}
+}
+
+func checkReadable(r *reporter, p, file string) bool {
+	st, err := os.Stat(file)
+	switch {
+	case err != nil:
+		r.errorf(p, "cannot read %s: %v (relative paths are resolved against the config file's directory)", file, unwrapPathError(err))
+		return false
+	case !st.Mode().IsRegular():
+		r.errorf(p, "%s is not a regular file", file)
+		return false
+	}
+	return true
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// addrKind says what an address is for.
+type addrKind int
+
+const (
+	addrListen addrKind = iota // host may be empty (all interfaces), port may be 0 (any free port)
+	addrDial                   // host and a non-zero port required
+)
+
+// checkAddr checks a host:port address.
+func checkAddr(r *reporter, p, addr string, kind addrKind) bool {
+	example := "127.0.0.1:9001"
+	if kind == addrListen {
+		example = "127.0.0.1:8080 or :8080"
+	}
+	if addr == "" {
+		r.errorf(p, "missing; give a host:port such as %s", example)
+		return false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		r.errorf(p, "%q is not host:port; write e.g. %s (IPv6 as [::1]:9001)", addr, example)
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	lowest := 1
+	if kind == addrListen {
+		lowest = 0
+	}
+	if err != nil || n < lowest || n > 65535 {
+		r.errorf(p, "port %q in %q must be a number from %d to 65535", port, addr, lowest)
+		return false
+	}
+	if kind == addrDial && host == "" {
+		r.errorf(p, "%q has no host; write e.g. %s", addr, example)
+		return false
+	}
+	if strings.ContainsAny(host, " /") {
+		r.errorf(p, "%q has an invalid host %q", addr, host)
+		return false
+	}
+	return true
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// checkEnum checks that v is one of allowed and lists them if not.
+func checkEnum[T ~string](r *reporter, p string, v T, allowed ...T) bool {
+	if slices.Contains(allowed, v) {
+		return true
+	}
+	list := make([]string, len(allowed))
+	for i, a := range allowed {
+		list[i] = string(a)
+	}
+	r.errorf(p, "%q is not one of: %s", v, strings.Join(list, ", "))
+	return false
+}
+
+// checkRange checks lo ≤ v ≤ hi; hint says what the key means.
+func checkRange(r *reporter, p string, v, lo, hi int, hint string) bool {
+	if v >= lo && v <= hi {
+		return true
+	}
+	if hi == math.MaxInt32 {
+		r.errorf(p, "%d is out of range; use at least %d (%s)", v, lo, hint)
+	} else {
+		r.errorf(p, "%d is out of range; use %d to %d (%s)", v, lo, hi, hint)
+	}
+	return false
+}
+
+func checkPositive(r *reporter, p string, d time.Duration, example string) bool {
+	if d > 0 {
+		return true
+	}
+	r.errorf(p, "%v must be positive, e.g. %s", d, example)
+	return false
+}
+
+func checkNonNegative(r *reporter, p string, d time.Duration, example string) bool {
+	if d >= 0 {
+		return true
+	}
+	r.errorf(p, "%v is negative; use 0 or a positive duration, e.g. %s", d, example)
+	return false
+}
