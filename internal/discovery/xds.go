@@ -1,0 +1,311 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/rng"
+)
+
+// Reconnect backoff defaults of the xDS client.
+const (
+	DefaultXDSBackoffBase = 250 * time.Millisecond
+	DefaultXDSBackoffMax  = 30 * time.Second
+)
+
+// XDSConfig configures an xDS client.
+type XDSConfig struct {
+	Server string // host:port of the ADS server (discovery.server)
+	NodeID string // node.id sent to the server; the snapshot cache keys on it
+	Zone   string // this gateway's zone, sent as node.locality.zone; optional
+	// Clusters maps each origin to the EDS cluster (ClusterLoadAssignment
+	// cluster_name) it follows. Several origins may follow one cluster; all
+	// share one stream.
+	Clusters map[string]string
+
+	BackoffBase time.Duration // first reconnect wait; 0 = DefaultXDSBackoffBase
+	BackoffMax  time.Duration // cap; 0 = DefaultXDSBackoffMax
+	Clock       clock.Clock   // for backoff; nil = clock.Real()
+	Rand        *rng.Source   // for jitter; nil = seeded from the node id
+	// DialOptions replace the default (plaintext) transport credentials:
+	// pass grpc.WithTransportCredentials with TLS for a control plane
+	// that requires it.
+	DialOptions []grpc.DialOption
+	Logger      *slog.Logger // nil = slog.Default()
+}
+
+// XDS is a state-of-the-world ADS client for EDS: one gRPC stream asks for
+// every configured cluster's ClusterLoadAssignment, ACKs each valid
+// response (version_info + response_nonce) and NACKs an invalid one
+// (error_detail, keeping the last accepted version). When the stream
+// breaks it reconnects with jittered exponential backoff, and the last
+// known membership stays in force meanwhile.
+//
+// From each ClusterLoadAssignment: locality zone → Endpoint.Zone,
+// load_balancing_weight → Endpoint.Weight (unset = 1), and only endpoints
+// whose health_status is HEALTHY or UNKNOWN are kept. Of the priorities,
+// the lowest that has such an endpoint is used (priority 0 unless all of it
+// is down). A cluster absent from a response keeps its membership (EDS is
+// not a full-state resource); a ClusterLoadAssignment with no endpoints
+// empties it.
+type XDS struct {
+	health
+	cfg      XDSConfig
+	names    []string            // cluster names asked for, sorted
+	origins  map[string][]string // cluster → origins following it
+	node     *corev3.Node
+	backoff  backoff
+	dialOpts []grpc.DialOption
+
+	// Owned by Run's goroutine.
+	last map[string][]Endpoint // origin → last membership emitted
+}
+
+var _ Source = (*XDS)(nil)
+
+// NewXDS returns an xDS client; it connects on Run.
+func NewXDS(cfg XDSConfig) (*XDS, error) {
+	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
+		return nil, fmt.Errorf("discovery.server %q is not host:port (%v); name the ADS server, e.g. istiod.istio-system.svc:15010", cfg.Server, err)
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("discovery.node_id is empty; the control plane needs a node id to choose this gateway's snapshot")
+	}
+	if len(cfg.Clusters) == 0 {
+		return nil, errors.New("discovery xds: no origin names a cluster; set discovery.cluster")
+	}
+	x := &XDS{cfg: cfg, origins: map[string][]string{}, last: map[string][]Endpoint{}}
+	for origin, cluster := range cfg.Clusters {
+		if cluster == "" {
+			return nil, fmt.Errorf("origin %s: discovery.cluster is empty; name the EDS cluster to follow", origin)
+		}
+		x.origins[cluster] = append(x.origins[cluster], origin)
+	}
+	x.names = slices.Sorted(maps.Keys(x.origins))
+	for _, o := range x.origins {
+		slices.Sort(o)
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = DefaultXDSBackoffBase
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = DefaultXDSBackoffMax
+	}
+	cfg.BackoffMax = max(cfg.BackoffMax, cfg.BackoffBase)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rng.New(seedOf(cfg.NodeID))
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	x.cfg = cfg
+	x.backoff = backoff{base: cfg.BackoffBase, max: cfg.BackoffMax, rand: cfg.Rand}
+	x.dialOpts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+	x.node = &corev3.Node{Id: cfg.NodeID, UserAgentName: "corput"}
+	if cfg.Zone != "" {
+		x.node.Locality = &corev3.Locality{Zone: cfg.Zone}
+	}
+	x.health.log = cfg.Logger.With("xds_server", cfg.Server)
+	return x, nil
+}
+
+// seedOf spreads node ids over seeds so that gateways of one fleet jitter
+// differently.
+func seedOf(s string) uint64 {
+	var h uint64
+	for i := 0; i < len(s); i++ {
+		h = rng.Mix64(h ^ uint64(s[i]))
+	}
+	return h
+}
+
+// Run holds a stream open to the server, reconnecting until ctx ends.
+func (x *XDS) Run(ctx context.Context, emit func(Update)) error {
+	for attempt := 0; ; attempt++ {
+		accepted, err := x.session(ctx, emit)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if accepted {
+			attempt = 0 // the server was healthy: start the backoff over
+		}
+		wait := x.backoff.delay(attempt)
+		x.fail(fmt.Errorf("xds server %s: %w; keeping the last known membership, reconnecting in %v", x.cfg.Server, err, wait.Round(time.Millisecond)))
+		if !sleep(ctx, x.cfg.Clock, wait) {
+			return nil
+		}
+	}
+}
+
+// session runs one stream until it breaks. It reports whether any response
+// on it was accepted.
+func (x *XDS) session(ctx context.Context, emit func(Update)) (accepted bool, err error) {
+	conn, err := grpc.NewClient(x.cfg.Server, x.dialOpts...)
+	if err != nil {
+		return false, fmt.Errorf("dial: %w", err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return false, fmt.Errorf("open stream: %w", err)
+	}
+	// A new stream starts with an empty version: a restarted control plane
+	// may reuse version strings for different content, so ask for all.
+	req := &discoveryv3.DiscoveryRequest{Node: x.node, TypeUrl: resource.EndpointType, ResourceNames: x.names}
+	if err := stream.Send(req); err != nil {
+		return false, fmt.Errorf("send request: %w", err)
+	}
+	var version string // last accepted on this stream
+	var rejected string
+	rejections := 0
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return accepted, fmt.Errorf("stream: %w", err)
+		}
+		next := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResourceNames: x.names, ResponseNonce: resp.GetNonce()}
+		updates, err := x.decode(resp)
+		if err != nil {
+			next.VersionInfo = version
+			next.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			x.fail(fmt.Errorf("xds server %s: rejected (NACK) version %q: %w; keeping the last accepted membership (version %q) until the control plane sends a valid one",
+				x.cfg.Server, resp.GetVersionInfo(), err, version))
+			// A snapshot cache answers a NACK by resending the same
+			// version at once; pace the NACKs so a bad snapshot does
+			// not become a busy loop.
+			if resp.GetVersionInfo() == rejected {
+				rejections++
+				if !sleep(ctx, x.cfg.Clock, x.backoff.delay(rejections-1)) {
+					return accepted, ctx.Err()
+				}
+			} else {
+				rejected, rejections = resp.GetVersionInfo(), 0
+			}
+		} else {
+			version, accepted, rejected, rejections = resp.GetVersionInfo(), true, "", 0
+			next.VersionInfo = version
+			x.ok()
+			for _, u := range updates {
+				if prev, ok := x.last[u.Origin]; ok && slices.Equal(prev, u.Endpoints) {
+					continue
+				}
+				x.last[u.Origin] = u.Endpoints
+				emit(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints)})
+			}
+		}
+		if err := stream.Send(next); err != nil {
+			return accepted, fmt.Errorf("send ACK/NACK: %w", err)
+		}
+	}
+}
+
+// decode turns a response into one Update per origin whose cluster it
+// carries. Any invalid resource rejects the whole response.
+func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, error) {
+	if resp.GetTypeUrl() != resource.EndpointType {
+		return nil, fmt.Errorf("unexpected type %q; corput asks only for %s", resp.GetTypeUrl(), resource.EndpointType)
+	}
+	var updates []Update
+	var errs []error
+	for i, a := range resp.GetResources() {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := a.UnmarshalTo(&cla); err != nil {
+			errs = append(errs, fmt.Errorf("resources[%d]: %w", i, err))
+			continue
+		}
+		origins, wanted := x.origins[cla.GetClusterName()]
+		if !wanted {
+			continue // not asked for: a server may send more than asked
+		}
+		eps, err := EndpointsFromCLA(&cla)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, o := range origins {
+			updates = append(updates, Update{Origin: o, Endpoints: eps})
+		}
+	}
+	return updates, errors.Join(errs...)
+}
+
+// EndpointsFromCLA converts a ClusterLoadAssignment into a membership: the
+// usable (HEALTHY or UNKNOWN) endpoints of its lowest priority that has
+// any, sorted by address, the first of duplicate addresses kept. An
+// endpoint that is not a TCP socket address with a numeric port, or whose
+// weight is out of range, makes the whole assignment invalid.
+func EndpointsFromCLA(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
+	byPriority := map[uint32][]Endpoint{}
+	for li, loc := range cla.GetEndpoints() {
+		for ei, lbe := range loc.GetLbEndpoints() {
+			e, err := endpointOf(loc, lbe)
+			if err != nil {
+				return nil, fmt.Errorf("cluster %q endpoints[%d].lb_endpoints[%d]: %w", cla.GetClusterName(), li, ei, err)
+			}
+			if usable(lbe.GetHealthStatus()) {
+				byPriority[loc.GetPriority()] = append(byPriority[loc.GetPriority()], e)
+			}
+		}
+	}
+	if len(byPriority) == 0 {
+		return []Endpoint{}, nil
+	}
+	eps := byPriority[slices.Min(slices.Collect(maps.Keys(byPriority)))]
+	slices.SortStableFunc(eps, func(a, b Endpoint) int { return strings.Compare(a.Address, b.Address) })
+	return slices.CompactFunc(eps, func(a, b Endpoint) bool { return a.Address == b.Address }), nil
+}
+
+func endpointOf(loc *endpointv3.LocalityLbEndpoints, lbe *endpointv3.LbEndpoint) (Endpoint, error) {
+	sa := lbe.GetEndpoint().GetAddress().GetSocketAddress()
+	if sa == nil {
+		return Endpoint{}, errors.New("no socket address (named endpoints, pipes and internal addresses are not supported)")
+	}
+	if sa.GetProtocol() != corev3.SocketAddress_TCP {
+		return Endpoint{}, fmt.Errorf("address %s uses %v; only TCP is supported", sa.GetAddress(), sa.GetProtocol())
+	}
+	if _, named := sa.GetPortSpecifier().(*corev3.SocketAddress_NamedPort); named {
+		return Endpoint{}, fmt.Errorf("address %s has a named port; send port_value", sa.GetAddress())
+	}
+	e := Endpoint{
+		Address: net.JoinHostPort(sa.GetAddress(), strconv.FormatUint(uint64(sa.GetPortValue()), 10)),
+		Zone:    loc.GetLocality().GetZone(),
+		Weight:  1,
+	}
+	if w := lbe.GetLoadBalancingWeight(); w != nil {
+		if w.GetValue() > MaxWeight {
+			return Endpoint{}, fmt.Errorf("address %s: load_balancing_weight %d is above %d", e.Address, w.GetValue(), MaxWeight)
+		}
+		e.Weight = int(w.GetValue())
+	}
+	return e, e.Validate()
+}
+
+// usable reports whether a health status lets an endpoint take traffic:
+// HEALTHY, or UNKNOWN (no health checking), as Envoy does. DEGRADED is left
+// out with the rest: corput has no degraded tier.
+func usable(s corev3.HealthStatus) bool {
+	return s == corev3.HealthStatus_HEALTHY || s == corev3.HealthStatus_UNKNOWN
+}
