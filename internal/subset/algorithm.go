@@ -1,0 +1,109 @@
+package subset
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Params describes what an Algorithm places: one origin for one fleet.
+type Params struct {
+	Origin string // seeds ringsteady's shuffle
+	Fleet  Fleet
+	Sizing Sizing // zero means DefaultSizing
+	Seed   uint64 // seeds the comparators' random choices
+}
+
+// Algorithm is a subsetting algorithm: it places an origin's endpoints on a
+// fleet's frontends. Ringsteady is the one corput serves with; the others are
+// comparators that Compare ranks it against.
+type Algorithm interface {
+	Name() string
+	// Place assigns endpoints to the frontends of p.Fleet. Comparators fix
+	// their subset size k = ceil(N/S) (or their subset count S) from
+	// p.Sizing's fresh choice for the initial N, as a configured size would.
+	Place(p Params, endpoints []string) (Placement, error)
+}
+
+// Placement is one origin's assignment under an Algorithm, changed by the
+// same events that change a live gateway's view.
+type Placement interface {
+	Add(addr string) error
+	Remove(addr string) error
+	SetFleet(Fleet) error
+	// Resize switches to the given subset count (a power of two): for
+	// algorithms with per-frontend subsets, to subsets of ceil(N/subsets)
+	// endpoints.
+	Resize(subsets int) error
+	// Assignment returns every frontend's members, indexed by frontend
+	// number g·K + l. The slices are read-only and may be shared.
+	Assignment() [][]string
+}
+
+// Algorithm names.
+const (
+	NameRingsteady = "ringsteady"
+	NameHashMod    = "hashmod"
+	NameRandom     = "random"
+	NameRendezvous = "rendezvous"
+	NameSRE        = "sre"
+)
+
+// Algorithms returns every algorithm, ringsteady first.
+func Algorithms() []Algorithm {
+	return []Algorithm{Ringsteady, HashMod, Random, Rendezvous, SRE}
+}
+
+// Lookup returns the algorithm called name (config subset.algorithm).
+func Lookup(name string) (Algorithm, error) {
+	var names []string
+	for _, a := range Algorithms() {
+		if a.Name() == name {
+			return a, nil
+		}
+		names = append(names, a.Name())
+	}
+	return nil, fmt.Errorf("subset algorithm %q: unknown; use one of %s", name, strings.Join(names, ", "))
+}
+
+// Ringsteady is the Ring as an Algorithm.
+var Ringsteady Algorithm = ringsteady{}
+
+type ringsteady struct{}
+
+func (ringsteady) Name() string { return NameRingsteady }
+
+func (ringsteady) Place(p Params, endpoints []string) (Placement, error) {
+	r, err := NewRing(Config{Origin: p.Origin, Sizing: p.Sizing, Fleet: p.Fleet}, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	return ringPlacement{r}, nil
+}
+
+type ringPlacement struct{ *Ring }
+
+func (p ringPlacement) Add(addr string) error {
+	_, err := p.Ring.Add(addr)
+	return err
+}
+
+func (p ringPlacement) Remove(addr string) error {
+	_, err := p.Ring.Remove(addr)
+	return err
+}
+
+func (p ringPlacement) Resize(subsets int) error {
+	return p.SetSizing(FixedSize(ceilDiv(p.Len(), subsets)))
+}
+
+func (p ringPlacement) Assignment() [][]string {
+	s := p.Snapshot()
+	out := make([][]string, s.fleet.Frontends())
+	for f := range out {
+		fe := s.fleet.Frontend(f)
+		out[f] = s.Members(fe.Gateway, fe.Loop)
+	}
+	return out
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

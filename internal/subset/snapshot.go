@@ -1,0 +1,164 @@
+package subset
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// Snapshot is an immutable view of a Ring: the fleet-wide assignment of
+// endpoints to frontends at one version. It is safe for concurrent use; the
+// owner publishes it with an atomic.Pointer and the request path reads
+// Members without locks or allocation. Slices it returns are shared and must
+// not be modified.
+type Snapshot struct {
+	origin    string
+	version   uint64
+	fleet     Fleet
+	log2S     int
+	mask      uint64
+	endpoints []string   // by index
+	members   [][]string // by residue r: the endpoints with index ≡ r (mod S), in index order
+}
+
+func newSnapshot(origin string, version uint64, fleet Fleet, subsets int, addrs []string) *Snapshot {
+	s := &Snapshot{
+		origin:    origin,
+		version:   version,
+		fleet:     fleet,
+		log2S:     bits.TrailingZeros(uint(subsets)),
+		mask:      uint64(subsets - 1),
+		endpoints: slices.Clone(addrs),
+		members:   make([][]string, subsets),
+	}
+	// One backing array in residue-major order; each subset is a
+	// capacity-limited window of it, so a caller's append cannot spill
+	// into a neighbour.
+	backing := make([]string, 0, len(addrs))
+	for r := range subsets {
+		start := len(backing)
+		for i := r; i < len(addrs); i += subsets {
+			backing = append(backing, addrs[i])
+		}
+		s.members[r] = backing[start:len(backing):len(backing)]
+	}
+	return s
+}
+
+// Members returns the endpoints that loop of gateway uses. It is O(1) and
+// does not allocate. It panics if gateway or loop is outside the fleet.
+func (s *Snapshot) Members(gateway, loop int) []string {
+	if uint(gateway) >= uint(s.fleet.Gateways) || uint(loop) >= uint(s.fleet.Loops) {
+		panic("subset: Members: frontend outside the fleet")
+	}
+	return s.members[uint64(gateway*s.fleet.Loops+loop)&s.mask]
+}
+
+// SubsetOf returns the subset number (ring arc) that loop of gateway uses.
+func (s *Snapshot) SubsetOf(gateway, loop int) int {
+	return arcOf(uint64(s.fleet.Number(Frontend{gateway, loop}))&s.mask, s.log2S)
+}
+
+// Subset returns the members of subset j, the arc [j/S, (j+1)/S).
+func (s *Snapshot) Subset(j int) []string { return s.members[s.residue(j)] }
+
+// Users returns the frontends that use subset j, in frontend-number order.
+func (s *Snapshot) Users(j int) []Frontend {
+	S := len(s.members)
+	var out []Frontend
+	for f := s.residue(j); f < s.fleet.Frontends(); f += S {
+		out = append(out, s.fleet.Frontend(f))
+	}
+	return out
+}
+
+// residue returns the index residue mod S of the endpoints on arc j; the
+// bit reversal is its own inverse.
+func (s *Snapshot) residue(j int) int { return arcOf(uint64(j), s.log2S) }
+
+// Endpoint describes one endpoint's place on the ring, for the admin API.
+type Endpoint struct {
+	Address  string  `json:"address"`
+	Index    int     `json:"index"`
+	Position float64 `json:"position"`
+	Subset   int     `json:"subset"`
+}
+
+// Endpoints returns every endpoint in index order with its ring position and
+// subset. Users(e.Subset) lists the frontends that use it.
+func (s *Snapshot) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(s.endpoints))
+	for i, a := range s.endpoints {
+		out[i] = Endpoint{Address: a, Index: i, Position: Position(i), Subset: arcOf(uint64(i), s.log2S)}
+	}
+	return out
+}
+
+// Origin returns the origin's name.
+func (s *Snapshot) Origin() string { return s.origin }
+
+// Version counts the ring's changes; it grows with every applied delta.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+// Fleet returns the fleet the snapshot assigns.
+func (s *Snapshot) Fleet() Fleet { return s.fleet }
+
+// Subsets returns the subset count S.
+func (s *Snapshot) Subsets() int { return len(s.members) }
+
+// Len returns the number of endpoints.
+func (s *Snapshot) Len() int { return len(s.endpoints) }
+
+// LoopChange is how one loop's subset changed between two snapshots.
+type LoopChange struct {
+	Loop    int
+	Added   []string
+	Removed []string
+}
+
+// Diff returns, for each loop of gateway whose members differ between old and
+// cur, the endpoints it gained and lost; loops that did not change are left
+// out. A nil old counts as an empty assignment, so every loop gains all of
+// its members. The gateway uses it to touch only the pools that changed.
+func Diff(old, cur *Snapshot, gateway int) []LoopChange {
+	loops := max(old.loops(gateway), cur.loops(gateway))
+	var out []LoopChange
+	for l := range loops {
+		a, b := old.membersOrNil(gateway, l), cur.membersOrNil(gateway, l)
+		if slices.Equal(a, b) {
+			continue
+		}
+		out = append(out, LoopChange{Loop: l, Added: minus(b, a), Removed: minus(a, b)})
+	}
+	return out
+}
+
+// loops returns how many loops gateway has in s, 0 if s is nil or the
+// gateway is outside s's fleet.
+func (s *Snapshot) loops(gateway int) int {
+	if s == nil || gateway < 0 || gateway >= s.fleet.Gateways {
+		return 0
+	}
+	return s.fleet.Loops
+}
+
+func (s *Snapshot) membersOrNil(gateway, loop int) []string {
+	if loop >= s.loops(gateway) {
+		return nil
+	}
+	return s.Members(gateway, loop)
+}
+
+// minus returns the elements of a that are not in b.
+func minus(a, b []string) []string {
+	in := make(map[string]bool, len(b))
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
