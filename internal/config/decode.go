@@ -99,7 +99,7 @@ func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 	}
 	d.budget--
 	if d.budget == 0 {
-		d.errorf(path, "the document expands to more than %d values (aliases nested too deep); write the config without nested aliases", maxNodes)
+		d.errorf(path, "the document expands to more than %d values through aliases and merge keys; write the config with fewer nested aliases", maxNodes)
 	}
 	if d.budget <= 0 {
 		return nil

@@ -129,7 +129,19 @@ func (r *reporter) lineOf(path string) int {
 	return 0
 }
 
+// maxDiagnostics bounds the findings kept for one config; a file with more
+// is reported as such instead of flooding the terminal.
+const maxDiagnostics = 100
+
 func (r *reporter) add(sev Severity, path, code, format string, args []any) {
+	switch {
+	case len(r.diags) == maxDiagnostics:
+		r.diags = append(r.diags, Diagnostic{File: r.file,
+			Message: "too many problems; fix the ones above and run corput check again"})
+		return
+	case len(r.diags) > maxDiagnostics:
+		return
+	}
 	r.diags = append(r.diags, Diagnostic{
 		File: r.file, Line: r.lineOf(path), Key: path, Code: code, Severity: sev,
 		Message: fmt.Sprintf(format, args...),

@@ -68,11 +68,6 @@ func (c *Config) diagnose(r *reporter) {
 	checkPositive(r, "downstream.read_header_timeout", c.Downstream.ReadHeaderTimeout, "10s")
 	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
 	checkRange(r, "downstream.max_header_bytes", c.Downstream.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes, "65536 is the default")
-	for i, p := range c.Downstream.TrustedProxies {
-		if !p.IsValid() {
-			r.errorf(joinIndex("downstream.trusted_proxies", i), "not a CIDR prefix; write e.g. 10.0.0.0/8")
-		}
-	}
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 
 	names := c.checkOrigins(r)
@@ -183,8 +178,7 @@ func (o *Origin) check(r *reporter, p string) {
 	o.checkHealth(r, p)
 	o.checkRetry(r, p+".retry")
 	checkPositive(r, p+".timeouts.connect", o.Timeouts.Connect, "1s")
-	checkPositive(r, p+".timeouts.request", o.Timeouts.Request, "15s")
-	if o.Timeouts.Connect > o.Timeouts.Request {
+	if checkPositive(r, p+".timeouts.request", o.Timeouts.Request, "15s") && o.Timeouts.Connect > o.Timeouts.Request {
 		r.errorf(p+".timeouts.connect", "%v is longer than timeouts.request (%v); the request deadline covers the dial", o.Timeouts.Connect, o.Timeouts.Request)
 	}
 	if o.SLO != nil {
@@ -247,7 +241,7 @@ func (o *Origin) checkMembership(r *reporter, p string) {
 		}
 		unused("path", d.Path, DiscoveryFile)
 	}
-	if d.Type != DiscoveryStatic && len(o.Endpoints) > 0 {
+	if (d.Type == DiscoveryFile || d.Type == DiscoveryXDS) && len(o.Endpoints) > 0 {
 		r.errorf(p+".endpoints", "static endpoints are not used with discovery type %s; remove them or use type static", d.Type)
 	}
 	seen := map[string]int{}
@@ -290,7 +284,7 @@ func (o *Origin) checkBalancer(r *reporter, p string) {
 
 func (o *Origin) checkPool(r *reporter, p string) {
 	pl := o.Pool
-	checkRange(r, p+".max_connections", pl.MaxConnections, 1, maxConnections, "64 is the default")
+	capOK := checkRange(r, p+".max_connections", pl.MaxConnections, 1, maxConnections, "64 is the default")
 	if pl.MaxPending <= 0 || pl.MaxPending > MaxPendingCeiling {
 		r.codedf(p+".max_pending", CodeUnboundedQueue, "%s", unboundedMessage(strconv.Itoa(int(pl.MaxPending))))
 	}
@@ -301,7 +295,9 @@ func (o *Origin) checkPool(r *reporter, p string) {
 	checkNonNegative(r, p+".idle_timeout", pl.IdleTimeout, "60s")
 	checkNonNegative(r, p+".max_lifetime", pl.MaxLifetime, "10m")
 	checkNonNegative(r, p+".keepalive", pl.Keepalive, "15s")
-	checkRange(r, p+".prewarm", pl.Prewarm, 0, max(pl.MaxConnections, 0), "at most max_connections; 1 is the default")
+	if capOK {
+		checkRange(r, p+".prewarm", pl.Prewarm, 0, pl.MaxConnections, "at most max_connections; 1 is the default")
+	}
 }
 
 // checkHealth covers slow start, outlier detection, panic and zones.
@@ -361,10 +357,11 @@ func (s *SLO) check(r *reporter, p string) {
 	case s.P90 == 0 && s.P99 == 0:
 		r.warnf(p, "no p90 or p99 target; the seed judges latency at p90 and p99 (INV-LB-04)")
 	}
-	// Set targets must not decrease with the percentile (max is the 100th).
+	// Targets that are set must not decrease with the percentile (max is
+	// the 100th).
 	prev := keys[0]
-	for _, k := range keys[1:5] {
-		if k.v == 0 {
+	for _, k := range keys[:5] {
+		if k.v <= 0 {
 			continue
 		}
 		if prev.v > k.v {

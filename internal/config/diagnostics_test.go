@@ -1,0 +1,416 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// origin returns a valid one-origin config with extra appended inside the
+// origin block; the first line of extra is line 5 of the result.
+func origin(extra string) string {
+	return "routes: [{origin: api}]\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n" + indent(extra, "    ")
+}
+
+// bare returns a one-origin config without endpoints, extra appended
+// inside the origin block from line 4.
+func bare(extra string) string {
+	return "routes: [{origin: api}]\norigins:\n  - name: api\n" + indent(extra, "    ")
+}
+
+// top returns a valid config with extra as its first lines.
+func top(extra string) string {
+	return extra + "\n" + strings.TrimPrefix(minimal, "\n")
+}
+
+func indent(s, by string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = by + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// want is one expected error diagnostic.
+type want struct {
+	key  string
+	code string
+	text string // a substring of the message
+	line int    // 0: not checked
+}
+
+func TestDiagnostics(t *testing.T) {
+	cases := []struct {
+		name string
+		src  string
+		want []want
+	}{
+		// Strict keys.
+		{"unknown top-level key", top("lisen: 127.0.0.1:8080"),
+			[]want{{"lisen", "", `unknown key "lisen" at the top level; did you mean "listen"?`, 1}}},
+		{"unknown nested key", origin("pool:\n  max_pendng: 10"),
+			[]want{{"origins[0].pool.max_pendng", "", `did you mean "max_pending"? (known keys: max_connections, max_pending,`, 6}}},
+		{"unknown key without suggestion", origin("colour: blue"),
+			[]want{{"origins[0].colour", "", `unknown key "colour" in origins[0] (known keys: name, protocol,`, 5}}},
+		{"duplicate key", origin("debounce: 1s\ndebounce: 2s"),
+			[]want{{"origins[0].debounce", "", "duplicate key (first set on line 5)", 6}}},
+		{"non-scalar key", origin("? [a]\n: 1"),
+			[]want{{"origins[0]", "", "a key must be a plain name", 0}}},
+
+		// Types.
+		{"mapping expected", origin("pool: [1, 2]"),
+			[]want{{"origins[0].pool", "", "want a mapping with keys max_connections, max_pending", 5}}},
+		{"list expected", origin("retry: {on: connect-failure}"),
+			[]want{{"origins[0].retry.on", "", `want a list, got "connect-failure"`, 5}}},
+		{"whole number expected", top("loops: 1.5"),
+			[]want{{"loops", "", `want a whole number, got "1.5"`, 1}}},
+		{"number expected", origin("slow_start: {aggression: fast}"),
+			[]want{{"origins[0].slow_start.aggression", "", `want a number, got "fast"`, 5}}},
+		{"bool expected", origin("tls: {insecure_skip_verify: maybe}"),
+			[]want{{"origins[0].tls.insecure_skip_verify", "", `want true or false, got "maybe"`, 5}}},
+		{"string expected", origin("zone: {local: [a]}"),
+			[]want{{"origins[0].zone.local", "", "want a string, got a list", 5}}},
+		{"duration without unit", origin("pool: {idle_timeout: 60}"),
+			[]want{{"origins[0].pool.idle_timeout", "", `"60" has no unit; write a Go duration such as 60s or 60ms`, 5}}},
+		{"duration garbage", origin("timeouts:\n  connect: abc"),
+			[]want{{"origins[0].timeouts.connect", "", `"abc" is not a duration; write a Go duration such as 250ms`, 6}}},
+		{"cidr without length", top("downstream: {trusted_proxies: [10.0.0.1]}"),
+			[]want{{"downstream.trusted_proxies[0]", "", `"10.0.0.1" is not a CIDR prefix; write e.g. 10.0.0.0/8, or 10.0.0.1/32`, 1}}},
+
+		// ERR_UNBOUNDED_QUEUE_REJECTED in every spelling.
+		{"max_pending zero", origin("pool: {max_pending: 0}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, "0 is not a bounded pending queue", 5}}},
+		{"max_pending negative", origin("pool: {max_pending: -1}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `"-1" is not a bounded`, 5}}},
+		{"max_pending above ceiling", origin("pool: {max_pending: 51}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, "51 is not a bounded pending queue; the ceiling is 50", 5}}},
+		{"max_pending huge", origin("pool: {max_pending: 100000}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, "100000", 5}}},
+		{"max_pending unlimited", origin("pool: {max_pending: unlimited}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `"unlimited" is not a bounded`, 5}}},
+		{"max_pending Unlimited", origin("pool: {max_pending: Unlimited}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `"Unlimited"`, 5}}},
+		{"max_pending quoted -1", origin(`pool: {max_pending: "-1"}`),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `"-1" is not a bounded`, 5}}},
+		{"max_pending inf", origin("pool: {max_pending: inf}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `"inf"`, 5}}},
+		{"max_pending .inf", origin("pool: {max_pending: .inf}"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, `".inf"`, 5}}},
+		{"max_pending null", origin("pool:\n  max_pending:"),
+			[]want{{"origins[0].pool.max_pending", CodeUnboundedQueue, "an empty value is not a bounded", 6}}},
+		{"max_pending text", origin("pool: {max_pending: lots}"),
+			[]want{{"origins[0].pool.max_pending", "", `want a whole number, got "lots"`, 5}}},
+
+		// ERR_AVERAGE_ONLY_TARGET_REJECTED and SLO shape.
+		{"slo average only", origin("slo: {average: 20ms}"),
+			[]want{{"origins[0].slo.average", CodeAverageOnly, "an average target without p90 or p99 hides the tail", 5}}},
+		{"slo average and p50", origin("slo: {average: 20ms, p50: 8ms}"),
+			[]want{{"origins[0].slo.average", CodeAverageOnly, "without p90 or p99", 5}}},
+		{"slo average, p50 and max", origin("slo: {average: 20ms, p50: 8ms, max: 1s}"),
+			[]want{{"origins[0].slo.average", CodeAverageOnly, "", 5}}},
+		{"slo empty", origin("slo: {}"),
+			[]want{{"origins[0].slo", "", "no percentile target; set at least p90 or p99", 5}}},
+		{"slo max only", origin("slo: {max: 100ms}"),
+			[]want{{"origins[0].slo", "", "no percentile target", 5}}},
+		{"slo decreasing", origin("slo: {p50: 8ms, p90: 30ms, p99: 20ms}"),
+			[]want{{"origins[0].slo.p99", "", "20ms is below p90 (30ms)", 5}}},
+		{"slo max below p99", origin("slo: {p99: 20ms, max: 10ms}"),
+			[]want{{"origins[0].slo.max", "", "10ms is below p99 (20ms)", 5}}},
+		{"slo negative", origin("slo: {p99: -5ms}"),
+			[]want{{"origins[0].slo", "", "no percentile target", 5}, {"origins[0].slo.p99", "", "-5ms is negative", 5}}},
+
+		// ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED.
+		{"workload one class", top("workload: {classes: [{name: ping, percent: 100, latency: 4ms}]}"),
+			[]want{{"workload.classes", CodeNoWorkloadSkew, "every workload class costs 4ms", 1}}},
+		{"workload equal latencies", top("workload:\n  classes:\n    - {name: a, percent: 70, latency: 15ms}\n    - {name: b, percent: 30, latency: 15ms}"),
+			[]want{{"workload.classes", CodeNoWorkloadSkew, "uniform-cost benchmark is not evidence", 2}}},
+		{"workload no classes", top("workload: {classes: []}"),
+			[]want{{"workload.classes", CodeNoWorkloadSkew, "workload has no classes", 1}}},
+		{"workload empty block", top("workload: {}"),
+			[]want{{"workload.classes", CodeNoWorkloadSkew, "workload has no classes", 1}}},
+		{"workload percents", top("workload:\n  classes:\n    - {name: a, percent: 60, latency: 15ms}\n    - {name: b, percent: 30, latency: 140ms}"),
+			[]want{{"workload.classes", "", "percents add up to 90, want 100", 2}}},
+		{"workload bad class", top("workload:\n  classes:\n    - {name: a, percent: 70, latency: 15ms}\n    - {name: b, percent: 130, latency: 140ms}"),
+			[]want{{"workload.classes[1].percent", "", "130 is outside (0, 100]", 4}}},
+		{"workload unknown key", top("workload: {classes: [{name: a, percent: 100, latency: 1ms, cost: 3}]}"),
+			[]want{{"workload.classes", CodeNoWorkloadSkew, "", 1}, {"workload.classes[0].cost", "", `unknown key "cost"`, 1}}},
+
+		// Routes and origins.
+		{"no routes or origins", "listen: 127.0.0.1:8080\n",
+			[]want{{"origins", "", "no origins; add at least one", 0}, {"routes", "", "no routes; add one", 0}}},
+		{"route to unknown origin", "routes: [{origin: api}, {path_prefix: /x, origin: nope}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[1].origin", "", `"nope" is not an origin; define it under origins or use one of: "api"`, 1}}},
+		{"route without origin", "routes: [{origin: api}, {path_prefix: /x}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[1].origin", "", "missing; name the origin", 1}}},
+		{"route prefix without slash", "routes: [{path_prefix: api, origin: api}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[0].path_prefix", "", `"api" must start with /`, 1}}},
+		{"route host with port", "routes: [{host: example.com:8080, origin: api}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[0].host", "", "must be a bare host name: no scheme, port or path", 1}}},
+		{"route host with scheme", "routes: [{host: \"http://example.com\", origin: api}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[0].host", "", "bare host name", 1}}},
+		{"route host bad label", "routes: [{host: exa_mple.com, origin: api}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[0].host", "", "is not a host name", 1}}},
+		{"duplicate route", "routes:\n  - {host: A.com, origin: api}\n  - {host: a.com, path_prefix: /, origin: api}\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[1]", "", "as routes[0]; the second route could never match", 3}}},
+		{"duplicate origin", "routes: [{origin: api}]\norigins:\n  - {name: api, endpoints: [{address: 127.0.0.1:1}]}\n  - {name: api, endpoints: [{address: 127.0.0.1:2}]}",
+			[]want{{"origins[1].name", "", `origin "api" is defined twice`, 4}}},
+		{"origin without name", "routes: [{origin: api}]\norigins:\n  - {name: api, endpoints: [{address: 127.0.0.1:1}]}\n  - {endpoints: [{address: 127.0.0.1:2}]}",
+			[]want{{"origins[1].name", "", "missing; every origin needs a name", 4}}},
+		{"origin bad name", "routes: [{origin: api}]\norigins:\n  - {name: api, endpoints: [{address: 127.0.0.1:1}]}\n  - {name: 'a b', endpoints: [{address: 127.0.0.1:2}]}",
+			[]want{{"origins[1].name", "", "use 1–63 letters", 4}}},
+
+		// Membership.
+		{"static without endpoints", "routes: [{origin: api}]\norigins:\n  - name: api",
+			[]want{{"origins[0].endpoints", "", "no endpoints; list at least one", 3}}},
+		{"endpoint without port", bare("zone: {local: a}\nendpoints: [{address: localhost, zone: a}]"),
+			[]want{{"origins[0].endpoints[0].address", "", `"localhost" is not host:port`, 5}}},
+		{"endpoint port zero", bare("endpoints: [{address: \"127.0.0.1:0\"}]"),
+			[]want{{"origins[0].endpoints[0].address", "", "must be a number from 1 to 65535", 4}}},
+		{"endpoint named port", bare("endpoints: [{address: \"127.0.0.1:http\"}]"),
+			[]want{{"origins[0].endpoints[0].address", "", `port "http"`, 4}}},
+		{"endpoint without host", bare("endpoints: [{address: \":9000\"}]"),
+			[]want{{"origins[0].endpoints[0].address", "", "has no host", 4}}},
+		{"endpoint weight zero", bare("endpoints: [{address: 127.0.0.1:1, weight: 0}]"),
+			[]want{{"origins[0].endpoints[0].weight", "", "0 is out of range; use 1 to 1000000", 4}}},
+		{"duplicate endpoint", bare("endpoints:\n  - {address: 127.0.0.1:1}\n  - {address: 127.0.0.1:1}"),
+			[]want{{"origins[0].endpoints[1].address", "", "listed twice (first as endpoints[0])", 6}}},
+		{"file discovery without path", "routes: [{origin: api}]\norigins:\n  - name: api\n    discovery: {type: file}",
+			[]want{{"origins[0].discovery.path", "", "discovery type file needs the path", 4}}},
+		{"xds without server or cluster", "routes: [{origin: api}]\norigins:\n  - name: api\n    discovery: {type: xds, path: x.yaml}",
+			[]want{
+				{"origins[0].discovery.cluster", "", "needs the EDS cluster name", 4},
+				{"origins[0].discovery.path", "", "only used with discovery type file, but the type is xds", 4},
+				{"origins[0].discovery.server", "", "needs the host:port of the xDS server", 4},
+			}},
+		{"xds with static endpoints", origin("discovery: {type: xds, server: 127.0.0.1:18000, cluster: api}"),
+			[]want{{"origins[0].endpoints", "", "static endpoints are not used with discovery type xds", 4}}},
+		{"static with xds keys", origin("discovery: {server: 127.0.0.1:18000}"),
+			[]want{{"origins[0].discovery.server", "", "only used with discovery type xds, but the type is static", 5}}},
+		{"discovery type", origin("discovery: {type: dns}"),
+			[]want{{"origins[0].discovery.type", "", `"dns" is not one of: static, file, xds`, 5}}},
+
+		// Enums and protocol.
+		{"protocol", origin("protocol: h3"),
+			[]want{{"origins[0].protocol", "", `"h3" is not one of: auto, h1, h2, h2c`, 5}}},
+		{"h2 without tls", origin("protocol: h2"),
+			[]want{{"origins[0].protocol", "", "h2 is HTTP/2 over TLS and this origin has no tls block", 5}}},
+		{"h2c with tls", origin("protocol: h2c\ntls: {}"),
+			[]want{{"origins[0].protocol", "", "h2c is cleartext HTTP/2 but a tls block is set", 5}}},
+		{"policy", origin("balancer: {policy: least_conn}"),
+			[]want{{"origins[0].balancer.policy", "", `"least_conn" is not one of: peak_ewma, least_request, p2c, round_robin, random`, 5}}},
+		{"subset algorithm", origin("subset: {algorithm: maglev}"),
+			[]want{{"origins[0].subset.algorithm", "", "is not one of: ringsteady, none, hashmod, random, rendezvous", 5}}},
+		{"over_cap", origin("pool: {over_cap: block}"),
+			[]want{{"origins[0].pool.over_cap", "", "is not one of: queue, temporary, reject", 5}}},
+		{"retry on", origin("retry: {on: [connect-failure, 500]}"),
+			[]want{{"origins[0].retry.on[1]", "", `"500" is not one of: connect-failure, refused-stream, 503`, 5}}},
+		{"retry on twice", origin("retry: {on: [\"503\", 503]}"),
+			[]want{{"origins[0].retry.on[1]", "", "listed twice", 5}}},
+
+		// Ranges.
+		{"panic percent", origin("panic_threshold_percent: 101"),
+			[]want{{"origins[0].panic_threshold_percent", "", "101 is out of range; use 0 to 100", 5}}},
+		{"local percent", origin("zone: {local_percent: -1}"),
+			[]want{{"origins[0].zone.local_percent", "", "-1 is out of range", 5}}},
+		{"ejection percent", origin("outlier: {max_ejection_percent: 150}"),
+			[]want{{"origins[0].outlier.max_ejection_percent", "", "150 is out of range; use 0 to 100", 5}}},
+		{"retry budget", origin("retry: {budget_percent: 200, attempts: 11}"),
+			[]want{{"origins[0].retry.attempts", "", "11 is out of range", 5}, {"origins[0].retry.budget_percent", "", "200 is out of range", 5}}},
+		{"consecutive_5xx zero", origin("outlier: {consecutive_5xx: 0}"),
+			[]want{{"origins[0].outlier.consecutive_5xx", "", "0 is out of range", 5}}},
+		{"ejection times", origin("outlier: {base_ejection_time: 30s, max_ejection_time: 10s}"),
+			[]want{{"origins[0].outlier.max_ejection_time", "", "10s is shorter than base_ejection_time (30s)", 5}}},
+		{"choices", origin("balancer: {choices: 1}"),
+			[]want{{"origins[0].balancer.choices", "", "1 is out of range; use 2 to 16", 5}}},
+		{"ewma decay", origin("balancer: {ewma_decay: 0s}"),
+			[]want{{"origins[0].balancer.ewma_decay", "", "0s must be positive, e.g. 10s", 5}}},
+		{"max_connections", origin("pool: {max_connections: 0}"),
+			[]want{{"origins[0].pool.max_connections", "", "0 is out of range", 5}}},
+		{"prewarm above cap", origin("pool: {max_connections: 2, prewarm: 3}"),
+			[]want{{"origins[0].pool.prewarm", "", "3 is out of range; use 0 to 2", 5}}},
+		{"negative idle", origin("pool: {idle_timeout: -1s}"),
+			[]want{{"origins[0].pool.idle_timeout", "", "-1s is negative", 5}}},
+		{"acquire beyond request", origin("pool: {acquire_timeout: 20s}"),
+			[]want{{"origins[0].pool.acquire_timeout", "", "20s is not shorter than timeouts.request (15s)", 5}}},
+		{"connect beyond request", origin("timeouts: {connect: 5s, request: 2s}"),
+			[]want{{"origins[0].timeouts.connect", "", "5s is longer than timeouts.request (2s)", 5}}},
+		{"zero request timeout", origin("timeouts: {request: 0s}"),
+			[]want{{"origins[0].timeouts.request", "", "0s must be positive", 5}}},
+		{"subset sizes", origin("subset: {min_size: 40, max_size: 30}"),
+			[]want{{"origins[0].subset.max_size", "", "30 is out of range; use 40 to", 5}}},
+		{"aggression", origin("slow_start: {aggression: 0}"),
+			[]want{{"origins[0].slow_start.aggression", "", "0 is out of range; use a number in (0, 100]", 5}}},
+		{"min weight", origin("slow_start: {min_weight_percent: 0}"),
+			[]want{{"origins[0].slow_start.min_weight_percent", "", "0 is out of range", 5}}},
+
+		// Top-level keys.
+		{"listen not host:port", top("listen: 8080"),
+			[]want{{"listen", "", `"8080" is not host:port`, 1}}},
+		{"listen empty", top(`listen: ""`),
+			[]want{{"listen", "", "missing; give a host:port", 1}}},
+		{"admin equals listen", top("listen: 127.0.0.1:8080\nadmin: 127.0.0.1:8080"),
+			[]want{{"admin", "", "is also the listen address", 2}}},
+		{"fleet instance", top("fleet: {instance: 4, size: 4}"),
+			[]want{{"fleet.instance", "", "4 is out of range; use 0 to 3", 1}}},
+		{"fleet size", top("fleet: {size: 0}"),
+			[]want{{"fleet.size", "", "0 is out of range; use at least 1", 1}}},
+		{"loops", top("loops: -1"),
+			[]want{{"loops", "", "-1 is out of range; use 0 to 4096", 1}}},
+		{"header bytes", top("downstream: {max_header_bytes: 10}"),
+			[]want{{"downstream.max_header_bytes", "", "10 is out of range", 1}}},
+		{"drain", top("shutdown: {drain_timeout: 0s}"),
+			[]want{{"shutdown.drain_timeout", "", "0s must be positive", 1}}},
+		{"downstream tls without key", top("tls: {cert: a.pem}"),
+			[]want{{"tls", "", "HTTPS needs both cert and key", 1}, {"tls.key", "", "missing: cert is set", 1}}},
+		{"origin tls key without cert", origin("tls: {key: k.pem}"),
+			[]want{{"origins[0].tls.cert", "", "missing: key is set, so cert must name", 5}}},
+		{"origin tls files missing", origin("tls: {cert: nope.pem, key: nope.key, ca: nope-ca.pem}"),
+			[]want{
+				{"origins[0].tls.ca", "", "cannot read nope-ca.pem: no such file or directory", 5},
+				{"origins[0].tls.cert", "", "cannot read nope.pem", 5},
+				{"origins[0].tls.key", "", "cannot read nope.key", 5},
+			}},
+
+		// Whole-file problems.
+		{"empty file", "", []want{{"", "", "the file is empty", 0}}},
+		{"comments only", "# nothing\n", []want{{"", "", "the file is empty", 0}}},
+		{"not a mapping", "- a\n- b\n", []want{{"", "", "want a mapping with keys listen, tls, admin", 1}}},
+		{"yaml syntax", "listen: [\n", []want{{"", "", "YAML syntax:", 0}}},
+		{"yaml syntax with line", "routes:\n  - a\n b: c\n", []want{{"", "", "YAML syntax: did not find expected key", 2}}},
+		{"two documents", minimal + "---\nloops: 2\n", []want{{"", "", "a second YAML document", 6}}},
+		{"tab indentation", "routes:\n\t- {origin: api}\n", []want{{"", "", "YAML syntax:", 2}}},
+		{"unknown anchor", "routes: *nope\n", []want{{"", "", "YAML syntax:", 0}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ds := parseDiags(t, c.src).Errors()
+			if len(ds) != len(c.want) {
+				t.Fatalf("got %d errors, want %d:\n%v\n--- source ---\n%s", len(ds), len(c.want), ds, c.src)
+			}
+			for i, w := range c.want {
+				d := ds[i]
+				if d.Key != w.key || d.Code != w.code || !strings.Contains(d.Message, w.text) || (w.line != 0 && d.Line != w.line) {
+					t.Errorf("diagnostic %d:\n got %s (line %d)\nwant %s with code %q, line %d, message containing %q",
+						i, d, d.Line, w.key, w.code, w.line, w.text)
+				}
+				if d.File != "test.yaml" {
+					t.Errorf("diagnostic %d names file %q", i, d.File)
+				}
+			}
+		})
+	}
+}
+
+// TestAllDiagnosticsAtOnce: independent mistakes in different places are
+// all reported by one Parse, in line order.
+func TestAllDiagnosticsAtOnce(t *testing.T) {
+	src := `listen: nowhere
+loops: many
+routes: [{origin: ghost}]
+origins:
+  - name: api
+    protocol: h3
+    endpoints: [{address: 127.0.0.1:9001, weight: 0}]
+    pool: {max_pending: 500, idle_timeout: 60, max_pendnig: 1}
+    slo: {average: 25ms}
+workload: {classes: [{name: ping, percent: 100, latency: 1ms}]}
+`
+	ds := parseDiags(t, src)
+	var got []string
+	for _, d := range ds {
+		got = append(got, fmt.Sprintf("%d %s %s", d.Line, d.Key, d.Code))
+	}
+	wantLines := []string{
+		"1 listen ",
+		"2 loops ",
+		"3 routes[0].origin ",
+		"5 origins[0].name ",
+		"6 origins[0].protocol ",
+		"7 origins[0].endpoints[0].weight ",
+		"8 origins[0].pool.idle_timeout ",
+		"8 origins[0].pool.max_pending " + CodeUnboundedQueue,
+		"8 origins[0].pool.max_pendnig ",
+		"9 origins[0].slo.average " + CodeAverageOnly,
+		"10 workload.classes " + CodeNoWorkloadSkew,
+	}
+	if strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s\n--- full ---\n%v", strings.Join(got, "\n"), strings.Join(wantLines, "\n"), ds)
+	}
+	for _, code := range []string{CodeUnboundedQueue, CodeAverageOnly, CodeNoWorkloadSkew} {
+		if !ds.HasCode(code) {
+			t.Errorf("HasCode(%s) = false", code)
+		}
+	}
+	if ds.HasCode("ERR_NOT_A_CODE") {
+		t.Error("HasCode reported a code no diagnostic carries")
+	}
+	if n := strings.Count(ds.Error(), "\n") + 1; n != len(ds) {
+		t.Errorf("Error() has %d lines for %d diagnostics", n, len(ds))
+	}
+}
+
+// TestWarnings: departures from the seeds' invariants are accepted with a
+// warning that names the invariant.
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name string
+		src  string
+		key  string
+		text string
+	}{
+		{"short slow start", origin("slow_start: {window: 10s}"), "origins[0].slow_start.window", "INV-LB-01"},
+		{"slow start off", origin("slow_start: {window: 0s}"), "origins[0].slow_start.window", "INV-LB-01"},
+		{"lax outlier", origin("outlier: {consecutive_5xx: 5}"), "origins[0].outlier.consecutive_5xx", "INV-LB-02"},
+		{"ejection cap", origin("outlier: {max_ejection_percent: 50}"), "origins[0].outlier.max_ejection_percent", "INV-LB-03"},
+		{"p50 only", origin("slo: {p50: 8ms}"), "origins[0].slo", "INV-LB-04"},
+		{"insecure origin", origin("tls: {insecure_skip_verify: true}"), "origins[0].tls.insecure_skip_verify", "not verified"},
+		{"public admin", top("admin: 0.0.0.0:9901"), "admin", "no authentication"},
+		{"remote-only zone", origin("zone: {local: us-east-1a}"), "origins[0].zone.local", "no endpoint is in zone"},
+		{"unused origin", minimal + "  - {name: spare, endpoints: [{address: 127.0.0.1:2}]}\n", "origins[1].name", "has no route"},
+		{"subset size with none", origin("subset: {algorithm: none, size: 8}"), "origins[0].subset.size", "ignored"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := mustParse(t, c.src)
+			ws := cfg.Warnings()
+			if len(ws) != 1 || ws[0].Key != c.key || ws[0].Severity != SeverityWarning || !strings.Contains(ws[0].Message, c.text) {
+				t.Fatalf("warnings = %v, want one on %s mentioning %q", ws, c.key, c.text)
+			}
+			if !strings.Contains(ws[0].String(), ": warning: ") {
+				t.Errorf("a warning must read as one: %s", ws[0])
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("warnings must not fail Validate: %v", err)
+			}
+		})
+	}
+}
+
+// TestErrorsKeepWarnings: a refused config lists its warnings too, after
+// sorting, so the user sees everything at once.
+func TestErrorsKeepWarnings(t *testing.T) {
+	ds := parseDiags(t, origin("slow_start: {window: 5s}\npool: {max_pending: 0}"))
+	if len(ds.Errors()) != 1 || len(ds.Warnings()) != 1 || ds[0].Line != 5 || ds[1].Line != 6 {
+		t.Fatalf("diagnostics = %v", ds)
+	}
+}
+
+// TestMergeBomb: merge keys that expand exponentially are refused after
+// a bounded amount of work.
+func TestMergeBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x0: &m0 {max_connections: 1}\n")
+	for i := 1; i <= 9; i++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*m%d, ", i-1), 10), ", ")
+		fmt.Fprintf(&b, "x%d: &m%d {<<: [%s]}\n", i, i, refs)
+	}
+	src := b.String() + strings.TrimPrefix(minimal, "\n") + "    pool: {<<: *m9}\n"
+	ds := parseDiags(t, src)
+	found := false
+	for _, d := range ds {
+		found = found || strings.Contains(d.Message, "through aliases and merge keys")
+	}
+	if !found {
+		t.Fatalf("merge bomb not refused: %v", ds)
+	}
+}
