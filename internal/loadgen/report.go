@@ -1,0 +1,131 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corput/corput/internal/workload"
+)
+
+// RawNote labels a raw run's report.
+const RawNote = "raw throughput test: tiny uniform responses, throughput only; not evidence for a balancer (" + workload.CodeNoSkew + " applies to any such use)"
+
+// Report is a run's outcome. Latencies are percentiles, never an average:
+// p50/p90/p99/max per class and overall, over every answered request
+// (whatever its status); a request without an answer (refused, reset, timed
+// out) has status "0" and no latency.
+type Report struct {
+	Target       string           `json:"target"`
+	Raw          bool             `json:"raw"`
+	Note         string           `json:"note,omitempty"`
+	Seed         uint64           `json:"seed"`
+	Rate         float64          `json:"rate"`       // asked, per second; 0 = closed loop (raw only)
+	DurationS    float64          `json:"duration_s"` // asked
+	ElapsedS     float64          `json:"elapsed_s"`  // first request sent to last answer
+	Requests     int64            `json:"requests"`
+	Answered     int64            `json:"answered"`
+	Throughput   float64          `json:"throughput_rps"` // answered / elapsed
+	SuccessRatio float64          `json:"success_ratio"`  // 2xx and 3xx / requests
+	StatusCodes  map[string]int64 `json:"status_codes"`
+	Errors       map[string]int64 `json:"errors,omitempty"` // transport errors by message
+	Overall      *Latency         `json:"overall,omitempty"`
+	Classes      []ClassReport    `json:"classes,omitempty"`
+	// Origins counts answers by the origin that served them (the
+	// X-Corput-Origin header of corput's test origins).
+	Origins map[string]int64 `json:"origins,omitempty"`
+}
+
+// ClassReport is one workload class.
+type ClassReport struct {
+	Name         string           `json:"name"`
+	Percent      float64          `json:"percent"` // asked share
+	Requests     int64            `json:"requests"`
+	SuccessRatio float64          `json:"success_ratio"`
+	StatusCodes  map[string]int64 `json:"status_codes"`
+	Latency      Latency          `json:"latency"`
+}
+
+// Latency are percentiles in milliseconds (nearest rank).
+type Latency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// latencyOf sorts d in place and reads its percentiles.
+func latencyOf(d []time.Duration) Latency {
+	slices.Sort(d)
+	l := Latency{Count: len(d)}
+	if len(d) == 0 {
+		return l
+	}
+	l.P50, l.P90, l.P99 = rank(d, 0.50), rank(d, 0.90), rank(d, 0.99)
+	l.Max = ms(d[len(d)-1])
+	return l
+}
+
+// rank is the nearest-rank percentile q of sorted d.
+func rank(d []time.Duration, q float64) float64 {
+	i := int(float64(len(d))*q+0.999999999) - 1
+	return ms(d[min(max(i, 0), len(d)-1)])
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}
+
+// Format writes the report as the text `corput load` prints.
+func (r Report) Format(w io.Writer) {
+	if r.Raw {
+		fmt.Fprintf(w, "RAW THROUGHPUT TEST — %s\n", r.Note)
+	}
+	rate := "closed loop"
+	if r.Rate > 0 {
+		rate = strconv.FormatFloat(r.Rate, 'g', -1, 64) + " req/s Poisson"
+	}
+	fmt.Fprintf(w, "target %s, %s for %gs (seed %d)\n", r.Target, rate, r.DurationS, r.Seed)
+	fmt.Fprintf(w, "requests %d, answered %d, success %.2f%%, throughput %.1f req/s over %.2fs\n",
+		r.Requests, r.Answered, 100*r.SuccessRatio, r.Throughput, r.ElapsedS)
+	fmt.Fprintf(w, "status %s\n", counts(r.StatusCodes))
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(w, "errors %s\n", counts(r.Errors))
+	}
+	if r.Overall != nil {
+		fmt.Fprintf(w, "\n%-10s %7s %9s %8s %9s %9s %9s %9s\n", "class", "share", "requests", "success", "p50 ms", "p90 ms", "p99 ms", "max ms")
+		for _, c := range r.Classes {
+			row(w, c.Name, fmt.Sprintf("%.1f%%", 100*ratio(c.Requests, r.Requests)), c.Requests, c.SuccessRatio, c.Latency)
+		}
+		row(w, "overall", "", r.Requests, r.SuccessRatio, *r.Overall)
+	}
+	if len(r.Origins) > 0 {
+		fmt.Fprintf(w, "\norigins %s\n", counts(r.Origins))
+	}
+}
+
+func row(w io.Writer, name, share string, n int64, success float64, l Latency) {
+	fmt.Fprintf(w, "%-10s %7s %9d %7.2f%% %9.1f %9.1f %9.1f %9.1f\n", name, share, n, 100*success, l.P50, l.P90, l.P99, l.Max)
+}
+
+// counts formats a tally as "k=v k=v", keys sorted.
+func counts(m map[string]int64) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", k, m[k])
+	}
+	return b.String()
+}
