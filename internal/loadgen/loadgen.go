@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -158,7 +159,7 @@ func (o *Options) check() error {
 		o.Mix = workload.Default()
 	}
 	if err := o.Mix.Validate(); err != nil {
-		return fmt.Errorf("loadgen: %w (for a tiny-response throughput test that is not balancer evidence, ask for the raw test)", err)
+		return fmt.Errorf("loadgen: %w (for a tiny-response throughput test that is not balancer evidence, ask for the raw test: Options.Raw, corput load --raw)", err)
 	}
 	return nil
 }
@@ -280,7 +281,7 @@ func (c *collector) add(r *vegeta.Result) {
 		c.failed++
 	}
 	if r.Code == 0 {
-		msg := r.Error
+		msg := errorKind(r.Error)
 		if _, seen := c.errors[msg]; !seen && len(c.errors) >= maxErrorKinds {
 			msg = "other"
 		}
@@ -292,6 +293,15 @@ func (c *collector) add(r *vegeta.Result) {
 	if id := r.Headers.Get(origin.IDHeader); id != "" {
 		c.origins[id]++
 	}
+}
+
+// errorKind drops the method and URL net/http puts before a transport
+// error, so one failure is one kind whatever the class.
+func errorKind(msg string) string {
+	if _, rest, ok := strings.Cut(msg, "\": "); ok && strings.HasPrefix(msg, "Get \"") {
+		return rest
+	}
+	return msg
 }
 
 func (c *collector) report() Report {

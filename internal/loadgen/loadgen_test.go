@@ -184,6 +184,11 @@ func TestFailuresAreCountedNotHidden(t *testing.T) {
 	if rep.Requests == 0 || rep.Answered != 0 || rep.StatusCodes["0"] != rep.Requests || len(rep.Errors) == 0 || rep.Overall.Count != 0 {
 		t.Fatalf("refused connections: %+v", rep)
 	}
+	for msg := range rep.Errors {
+		if strings.Contains(msg, closed) || !strings.Contains(msg, "refused") {
+			t.Errorf("error kind %q: want the cause, without the URL", msg)
+		}
+	}
 }
 
 func TestH2CAndTLS(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 // RawNote labels a raw run's report.
-const RawNote = "raw throughput test: tiny uniform responses, throughput only; not evidence for a balancer (" + workload.CodeNoSkew + " applies to any such use)"
+const RawNote = "RAW THROUGHPUT TEST: tiny uniform responses, throughput only; not evidence for a balancer (" + workload.CodeNoSkew + " applies to any such use)"
 
 // Report is a run's outcome. Latencies are percentiles, never an average:
 // p50/p90/p99/max per class and overall, over every answered request
@@ -89,7 +89,7 @@ func ratio(n, of int64) float64 {
 // Format writes the report as the text `corput load` prints.
 func (r Report) Format(w io.Writer) {
 	if r.Raw {
-		fmt.Fprintf(w, "RAW THROUGHPUT TEST — %s\n", r.Note)
+		fmt.Fprintln(w, r.Note)
 	}
 	rate := "closed loop"
 	if r.Rate > 0 {
@@ -99,8 +99,8 @@ func (r Report) Format(w io.Writer) {
 	fmt.Fprintf(w, "requests %d, answered %d, success %.2f%%, throughput %.1f req/s over %.2fs\n",
 		r.Requests, r.Answered, 100*r.SuccessRatio, r.Throughput, r.ElapsedS)
 	fmt.Fprintf(w, "status %s\n", counts(r.StatusCodes))
-	if len(r.Errors) > 0 {
-		fmt.Fprintf(w, "errors %s\n", counts(r.Errors))
+	for _, msg := range slices.Sorted(maps.Keys(r.Errors)) {
+		fmt.Fprintf(w, "error ×%d: %s\n", r.Errors[msg], msg)
 	}
 	if r.Overall != nil {
 		fmt.Fprintf(w, "\n%-10s %7s %9s %8s %9s %9s %9s %9s\n", "class", "share", "requests", "success", "p50 ms", "p90 ms", "p99 ms", "max ms")
@@ -115,7 +115,15 @@ func (r Report) Format(w io.Writer) {
 }
 
 func row(w io.Writer, name, share string, n int64, success float64, l Latency) {
-	fmt.Fprintf(w, "%-10s %7s %9d %7.2f%% %9.1f %9.1f %9.1f %9.1f\n", name, share, n, 100*success, l.P50, l.P90, l.P99, l.Max)
+	fmt.Fprintf(w, "%-10s %7s %9d %7.2f%%", name, share, n, 100*success)
+	for _, v := range []float64{l.P50, l.P90, l.P99, l.Max} {
+		if l.Count == 0 {
+			fmt.Fprintf(w, " %9s", "-")
+		} else {
+			fmt.Fprintf(w, " %9.1f", v)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // counts formats a tally as "k=v k=v", keys sorted.

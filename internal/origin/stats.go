@@ -114,7 +114,7 @@ func (st Stats) Since(t int64) []Second {
 			return st.Seconds[i:]
 		}
 	}
-	return nil
+	return []Second{}
 }
 
 func (s *Server) allClasses() []*class {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/corput/corput/internal/origin"
+)
+
+func init() {
+	register(command{name: "origin", summary: "a test origin with a workload profile (classes, workers, warm-up, 5xx, h1/h2c/TLS)", run: runOrigin})
+}
+
+// runOrigin is `corput origin`: it serves until SIGINT or SIGTERM. The
+// first line on stdout is "listening on URL"; on a terminal a status line
+// follows, refreshed every second.
+func runOrigin(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("corput origin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := origin.BindFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: corput origin --listen ADDR [--profile NAME] [--workers N] [--slowdown F] [--warmup 8x:40s] [--error-rate P] [--proto h1|h2c|tls]")
+		fmt.Fprintln(stderr, "\nA request's class is the last segment of its path (/light, /heavy); any other path is a tiny immediate 200.")
+		fmt.Fprintln(stderr, "GET "+origin.StatsPath+" is the ground truth as JSON. Profiles: "+strings.Join(origin.ProfileNames(), ", ")+".")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	opts, err := f.Options()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	opts.ErrorLog = stderr
+	srv, err := origin.Start(opts)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer srv.Close()
+	if err := f.WriteCA(srv); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	o := srv.Options()
+	fmt.Fprintf(stdout, "listening on %s (profile %s, %s, workers %d, slowdown %g, warm-up %s, error rate %g)\n",
+		srv.URL(), o.Profile, o.Proto, o.Workers, o.Slowdown, o.Warmup, o.ErrorRate)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if file, ok := stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		showStatus(ctx, srv, stdout)
+	}
+	<-ctx.Done()
+	st := srv.Stats()
+	t := st.Total()
+	fmt.Fprintf(stdout, "\nstopped: %d connections accepted, %d requests (%d ok, %d 500, %d cut), peak %d in service, %d waiting\n",
+		st.Connections.Accepted, t.Total(), t.OK, t.Error, t.Canceled, st.Concurrency.Max, st.Queued.Max)
+	return 0
+}
+
+// showStatus redraws one status line every second until ctx ends.
+func showStatus(ctx context.Context, srv *origin.Server, w io.Writer) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var prev int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st := srv.Stats()
+		n := st.Total().Total()
+		fmt.Fprintf(w, "\r%d open / %d accepted connections, %d req/s, in service %d (peak %d), waiting %d, warm-up %.2fx   ",
+			st.Connections.Open, st.Connections.Accepted, n-prev, st.Concurrency.Current, st.Concurrency.Max, st.Queued.Current, st.WarmupFactor)
+		prev = n
+	}
+}
