@@ -1,0 +1,443 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/rng"
+)
+
+const testNode = "gw-0"
+
+// controlPlane is a real go-control-plane ADS server (snapshot cache, gRPC)
+// on loopback.
+type controlPlane struct {
+	t      *testing.T
+	addr   string
+	cache  cachev3.SnapshotCache
+	grpc   *grpc.Server
+	served chan struct{}
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards requests
+	requests []*discoveryv3.DiscoveryRequest
+}
+
+// startControlPlane listens on addr ("127.0.0.1:0" for a fresh port).
+func startControlPlane(t *testing.T, addr string) *controlPlane {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cp := &controlPlane{t: t, addr: lis.Addr().String(), cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil),
+		grpc: grpc.NewServer(), served: make(chan struct{}), cancel: cancel}
+	srv := serverv3.NewServer(ctx, cp.cache, serverv3.CallbackFuncs{
+		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			cp.requests = append(cp.requests, r)
+			return nil
+		},
+	})
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.grpc, srv)
+	go func() {
+		defer close(cp.served)
+		_ = cp.grpc.Serve(lis)
+	}()
+	t.Cleanup(cp.stop)
+	return cp
+}
+
+func (cp *controlPlane) stop() {
+	cp.grpc.Stop()
+	cp.cancel()
+	<-cp.served
+}
+
+func (cp *controlPlane) set(version string, clas ...*endpointv3.ClusterLoadAssignment) {
+	cp.t.Helper()
+	res := make([]types.Resource, len(clas))
+	for i, c := range clas {
+		res[i] = c
+	}
+	snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{resource.EndpointType: res})
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	if err := cp.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+// nacks returns the NACKs the server has received.
+func (cp *controlPlane) nacks() []*discoveryv3.DiscoveryRequest {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var out []*discoveryv3.DiscoveryRequest
+	for _, r := range cp.requests {
+		if r.GetErrorDetail() != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// acked reports whether the server has seen an ACK of version.
+func (cp *controlPlane) acked(version string) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, r := range cp.requests {
+		if r.GetErrorDetail() == nil && r.GetVersionInfo() == version && r.GetResponseNonce() != "" {
+			return r.GetTypeUrl() == resource.EndpointType
+		}
+	}
+	return false
+}
+
+// lbe is one endpoint of a test ClusterLoadAssignment.
+type lbe struct {
+	addr   string // host:port
+	weight uint32 // 0 = unset
+	health corev3.HealthStatus
+}
+
+func (e lbe) proto() *endpointv3.LbEndpoint {
+	host, port, _ := net.SplitHostPort(e.addr)
+	var p uint32
+	fmt.Sscan(port, &p)
+	out := &endpointv3.LbEndpoint{
+		HealthStatus: e.health,
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p}}}}}},
+	}
+	if e.weight > 0 {
+		out.LoadBalancingWeight = wrapperspb.UInt32(e.weight)
+	}
+	return out
+}
+
+// locality is one zone (at one priority) of a test assignment.
+type locality struct {
+	zone     string
+	priority uint32
+	eps      []lbe
+}
+
+func cla(cluster string, locs ...locality) *endpointv3.ClusterLoadAssignment {
+	out := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
+	for _, l := range locs {
+		le := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: l.zone}, Priority: l.priority}
+		for _, e := range l.eps {
+			le.LbEndpoints = append(le.LbEndpoints, e.proto())
+		}
+		out.Endpoints = append(out.Endpoints, le)
+	}
+	return out
+}
+
+func TestEndpointsFromCLA(t *testing.T) {
+	const (
+		healthy   = corev3.HealthStatus_HEALTHY
+		unknown   = corev3.HealthStatus_UNKNOWN
+		unhealthy = corev3.HealthStatus_UNHEALTHY
+	)
+	got, err := EndpointsFromCLA(cla("c",
+		locality{zone: "us-east-1b", eps: []lbe{{"10.0.0.2:80", 0, unknown}, {"10.0.0.9:80", 5, unhealthy}}},
+		locality{zone: "us-east-1a", eps: []lbe{
+			{"10.0.0.1:80", 3, healthy},
+			{"10.0.0.3:80", 1, corev3.HealthStatus_DRAINING},
+			{"10.0.0.4:80", 1, corev3.HealthStatus_DEGRADED},
+			{"10.0.0.5:80", 1, corev3.HealthStatus_TIMEOUT},
+			{"10.0.0.1:80", 7, healthy}, // duplicate: the first is kept
+		}},
+		locality{zone: "us-west-2a", priority: 1, eps: []lbe{{"10.1.0.1:80", 1, healthy}}},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Endpoint{{"10.0.0.1:80", "us-east-1a", 3}, {"10.0.0.2:80", "us-east-1b", 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v (healthy/unknown only, priority 0, weight unset = 1)", got, want)
+	}
+
+	// All of priority 0 down: priority 1 takes over.
+	got, err = EndpointsFromCLA(cla("c",
+		locality{zone: "a", eps: []lbe{{"10.0.0.1:80", 1, unhealthy}}},
+		locality{zone: "b", priority: 1, eps: []lbe{{"[fd00::1]:80", 2, healthy}}},
+	))
+	if err != nil || !slices.Equal(got, []Endpoint{{"[fd00::1]:80", "b", 2}}) {
+		t.Fatalf("failover to priority 1: got %v, %v", got, err)
+	}
+
+	// Nothing usable: an empty membership, not nil.
+	if got, err := EndpointsFromCLA(cla("c")); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("empty assignment: got %#v, %v", got, err)
+	}
+}
+
+func TestEndpointsFromCLARejectsWhatCannotBeDialled(t *testing.T) {
+	withAddr := func(a *corev3.Address) *endpointv3.ClusterLoadAssignment {
+		return &endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: a}}}},
+		}}}
+	}
+	sock := func(s *corev3.SocketAddress) *corev3.Address {
+		return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: s}}
+	}
+	cases := map[string]*endpointv3.ClusterLoadAssignment{
+		"no socket address": withAddr(nil),
+		"pipe":              withAddr(&corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/x"}}}),
+		"named port": withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1",
+			PortSpecifier: &corev3.SocketAddress_NamedPort{NamedPort: "http"}})),
+		"udp": withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1", Protocol: corev3.SocketAddress_UDP,
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 53}})),
+		"port 0": withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1"})),
+		"weight 0": cla("c", locality{eps: []lbe{{addr: "10.0.0.1:80"}}}),
+		"weight too large": cla("c", locality{eps: []lbe{{"10.0.0.1:80", MaxWeight + 1, 0}}}),
+	}
+	cases["weight 0"].Endpoints[0].LbEndpoints[0].LoadBalancingWeight = wrapperspb.UInt32(0)
+	for name, c := range cases {
+		if _, err := EndpointsFromCLA(c); err == nil || !strings.Contains(err.Error(), `cluster "c" endpoints[0].lb_endpoints[0]`) {
+			t.Errorf("%s: err = %v; want a rejection naming the endpoint", name, err)
+		}
+	}
+}
+
+// xdsHarness runs an XDS client against a control plane and collects
+// its updates.
+type xdsHarness struct {
+	t       *testing.T
+	src     *XDS
+	updates chan Update
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startXDS(t *testing.T, cfg XDSConfig) *xdsHarness {
+	t.Helper()
+	src, err := NewXDS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &xdsHarness{t: t, src: src, updates: make(chan Update, 64), cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- src.Run(ctx, func(u Update) { h.updates <- u }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-h.done; err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	})
+	return h
+}
+
+func (h *xdsHarness) next() Update {
+	h.t.Helper()
+	select {
+	case u := <-h.updates:
+		return u
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no update from the xDS client")
+		return Update{}
+	}
+}
+
+// eventually polls cond until it holds; it fails the test after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func testXDSConfig(server string, clk clock.Clock) XDSConfig {
+	logger, _ := newTestLogger()
+	return XDSConfig{
+		Server: server, NodeID: testNode, Zone: "us-east-1a",
+		Clusters:    map[string]string{"payments": "payments-eds", "search": "search-eds"},
+		BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+		Clock: clk, Rand: rng.New(1), Logger: logger,
+	}
+}
+
+func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
+	cp := startControlPlane(t, "127.0.0.1:0")
+	search := cla("search-eds", locality{zone: "us-east-1a", eps: []lbe{{"10.2.0.1:80", 0, 0}, {"10.2.0.2:80", 1, corev3.HealthStatus_UNHEALTHY}}})
+	payments := func(n int) *endpointv3.ClusterLoadAssignment {
+		l := locality{zone: "us-east-1b"}
+		for i := 1; i <= n; i++ {
+			l.eps = append(l.eps, lbe{fmt.Sprintf("10.1.0.%d:80", i), uint32(i), corev3.HealthStatus_HEALTHY})
+		}
+		return cla("payments-eds", l)
+	}
+	paymentsWant := func(n int) []Endpoint {
+		var out []Endpoint
+		for i := 1; i <= n; i++ {
+			out = append(out, Endpoint{fmt.Sprintf("10.1.0.%d:80", i), "us-east-1b", i})
+		}
+		return out
+	}
+	cp.set("1", payments(2), search)
+	h := startXDS(t, testXDSConfig(cp.addr, clock.Real()))
+
+	// Both origins arrive over one stream, with zone, weight and health.
+	got := map[string][]Endpoint{}
+	for range 2 {
+		u := h.next()
+		got[u.Origin] = u.Endpoints
+	}
+	if !slices.Equal(got["payments"], paymentsWant(2)) || !slices.Equal(got["search"], []Endpoint{{"10.2.0.1:80", "us-east-1a", 1}}) {
+		t.Fatalf("initial membership %v", got)
+	}
+	eventually(t, "the ACK of version 1", func() bool { return cp.acked("1") })
+
+	// An add is followed; the unchanged origin is not re-emitted.
+	cp.set("2", payments(3), search)
+	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(3)) {
+		t.Fatalf("after add: %v", u)
+	}
+	eventually(t, "the ACK of version 2", func() bool { return cp.acked("2") })
+
+	// A malformed assignment is NACKed with the last accepted version and
+	// a reason; membership stays.
+	bad := payments(3)
+	bad.Endpoints[0].LbEndpoints[1].HostIdentifier = &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{}}
+	cp.set("3", bad, search)
+	eventually(t, "a NACK", func() bool { return len(cp.nacks()) > 0 })
+	nack := cp.nacks()[0]
+	if nack.GetVersionInfo() != "2" || nack.GetResponseNonce() == "" || !strings.Contains(nack.GetErrorDetail().GetMessage(), "no socket address") {
+		t.Fatalf("NACK = version %q nonce %q detail %q; want version 2, a nonce and the reason",
+			nack.GetVersionInfo(), nack.GetResponseNonce(), nack.GetErrorDetail().GetMessage())
+	}
+	if err := h.src.Err(); err == nil || !strings.Contains(err.Error(), `rejected (NACK) version "3"`) {
+		t.Fatalf("Err() = %v; want the rejection", err)
+	}
+
+	// A valid snapshot after it is accepted; a remove is followed.
+	cp.set("4", payments(1), search)
+	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(1)) {
+		t.Fatalf("after remove: %v", u)
+	}
+	eventually(t, "Err to clear", func() bool { return h.src.Err() == nil })
+
+	// The control plane goes away: the client says so and emits nothing,
+	// so the last known membership stays in force.
+	addr := cp.addr
+	cp.stop()
+	eventually(t, "Err to report the outage", func() bool {
+		err := h.src.Err()
+		return err != nil && strings.Contains(err.Error(), "keeping the last known membership")
+	})
+	select {
+	case u := <-h.updates:
+		t.Fatalf("emitted %v while the control plane was down", u)
+	default:
+	}
+
+	// It comes back on the same address with a fresh cache: the client
+	// reconnects and follows; search, unchanged, is not re-emitted.
+	cp2 := startControlPlane(t, addr)
+	cp2.set("1", payments(2), search)
+	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(2)) {
+		t.Fatalf("after restart: %v", u)
+	}
+	eventually(t, "Err to clear after reconnect", func() bool { return h.src.Err() == nil })
+	select {
+	case u := <-h.updates:
+		t.Fatalf("unexpected extra update %v", u)
+	default:
+	}
+}
+
+func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
+	cp := startControlPlane(t, "127.0.0.1:0")
+	clk := clock.NewFake(epoch)
+	search := cla("search-eds", locality{eps: []lbe{{"10.2.0.1:80", 0, 0}}})
+	bad := cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", MaxWeight + 1, 0}}})
+	cp.set("bad", bad, search)
+	h := startXDS(t, testXDSConfig(cp.addr, clk))
+
+	// The snapshot cache resends a NACKed version at once. The first
+	// NACK goes out immediately; the next waits on the clock.
+	eventually(t, "a paced NACK", func() bool { return clk.Pending() == 1 })
+	if n := len(cp.nacks()); n != 1 {
+		t.Fatalf("%d NACKs before the clock moved; want 1", n)
+	}
+	clk.Advance(DefaultXDSBackoffMax) // beyond any backoff
+	eventually(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.nacks()) == 2 })
+
+	// A fixed snapshot is picked up when the paced NACK goes out.
+	cp.set("good", cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", 2, 0}}}), search)
+	clk.Advance(DefaultXDSBackoffMax)
+	u := h.next()
+	if u.Origin != "payments" && u.Origin != "search" {
+		t.Fatalf("unexpected update %v", u)
+	}
+	eventually(t, "the ACK of the fixed snapshot", func() bool { return cp.acked("good") })
+}
+
+func TestNewXDSValidates(t *testing.T) {
+	cases := []struct {
+		cfg  XDSConfig
+		want string
+	}{
+		{XDSConfig{Server: "nohost", NodeID: "n", Clusters: map[string]string{"o": "c"}}, "discovery.server"},
+		{XDSConfig{Server: "h:1", Clusters: map[string]string{"o": "c"}}, "discovery.node_id"},
+		{XDSConfig{Server: "h:1", NodeID: "n"}, "discovery.cluster"},
+		{XDSConfig{Server: "h:1", NodeID: "n", Clusters: map[string]string{"o": ""}}, "origin o: discovery.cluster is empty"},
+	}
+	for _, c := range cases {
+		if _, err := NewXDS(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err = %v; want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+func TestBackoffIsJitteredExponentialAndCapped(t *testing.T) {
+	b := backoff{base: 100 * time.Millisecond, max: time.Second, rand: rng.New(7)}
+	for attempt := range 70 {
+		ceil := min(time.Second, 100*time.Millisecond<<min(attempt, 20))
+		for range 50 {
+			if d := b.delay(attempt); d < ceil/2 || d > ceil {
+				t.Fatalf("attempt %d: delay %v outside [%v, %v]", attempt, d, ceil/2, ceil)
+			}
+		}
+	}
+	a := backoff{base: time.Second, max: time.Minute, rand: rng.New(42)}
+	c := backoff{base: time.Second, max: time.Minute, rand: rng.New(42)}
+	distinct := map[time.Duration]bool{}
+	for i := range 20 {
+		d := a.delay(3)
+		if d != c.delay(3) {
+			t.Fatalf("draw %d: the same seed gave different delays", i)
+		}
+		distinct[d] = true
+	}
+	if len(distinct) < 10 {
+		t.Fatalf("only %d distinct delays in 20 draws: not jittered", len(distinct))
+	}
+}
