@@ -1,0 +1,184 @@
+package balance
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+)
+
+// Member is one endpoint of an origin as membership sources describe it.
+type Member struct {
+	Address string // host:port, unique within the origin
+	Zone    string // "" when unknown
+	Weight  int    // relative; 0 means 1
+}
+
+// Outcome is how a picked request ended, as far as the endpoint is to blame.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// Success is any response that is not a 5xx: its latency feeds the
+	// endpoint's Peak EWMA and it ends a run of failures.
+	Success Outcome = iota
+	// ServerError is a 5xx response: its latency is recorded and it counts
+	// toward consecutive_5xx ejection.
+	ServerError
+	// ConnectFailure is a failed dial or a connection reset before any
+	// response: it counts toward ejection; its latency is not a round trip
+	// and is not recorded.
+	ConnectFailure
+	// Shed is a request the gateway gave up on before it reached the
+	// endpoint (pending queue full, pool saturated, client gone): it
+	// counts for nothing and must not count against the endpoint.
+	Shed
+)
+
+// OutcomeOf maps a response status code to Success or ServerError.
+func OutcomeOf(status int) Outcome {
+	if status >= 500 && status <= 599 {
+		return ServerError
+	}
+	return Success
+}
+
+// Health states of an endpoint (Endpoint.state).
+const (
+	healthy int32 = iota
+	failing       // reached consecutive_5xx but not ejected: the cap is full
+	ejected
+)
+
+// Endpoint is one member of an origin and the state every loop of the gateway
+// shares about it: in-flight and pending counts, the Peak EWMA latency, slow
+// start and outlier state. Picker.Pick hands out *Endpoint; it stays valid
+// (Done, Release work) after the endpoint leaves the origin.
+type Endpoint struct {
+	origin *Origin
+	addr   string
+
+	active      atomic.Int64 // picked and not yet Done
+	pending     atomic.Int64 // admitted (TryAdmit) and not yet Released
+	consecutive atomic.Int32 // failures in a row
+	state       atomic.Int32 // healthy, failing or ejected; written under origin.mu
+	rtt         latencyEstimate
+
+	// Guarded by origin.mu.
+	zone        string
+	weight      int
+	from        int64 // slow start began (ns since the origin's epoch), or warm
+	until       int64 // ejected until (ns since epoch); meaningful while ejected
+	times       int   // ejections in a row, before decay
+	back        int64 // last joined or returned from ejection (ns since epoch)
+	gen         uint64
+	returnTimer clock.Timer
+	removed     bool
+}
+
+// Address returns the endpoint's host:port.
+func (e *Endpoint) Address() string { return e.addr }
+
+// Active returns the requests picked for this endpoint and not yet Done,
+// across all loops.
+func (e *Endpoint) Active() int64 { return e.active.Load() }
+
+// Pending returns the requests admitted and not yet Released.
+func (e *Endpoint) Pending() int64 { return e.pending.Load() }
+
+// TryAdmit takes one of the endpoint's MaxPending admission slots and
+// reports whether it got one. It never blocks and never lets the count exceed
+// the bound. On false the gateway sheds at once (503, Retry-After: 1,
+// X-Corput-Error: pending_full — see ErrPendingFull) and calls Done with
+// Shed; on true it calls Release exactly once when the request leaves the
+// queue.
+func (e *Endpoint) TryAdmit() bool {
+	limit := e.origin.prm.maxPend
+	for {
+		n := e.pending.Load()
+		if n >= limit {
+			return false
+		}
+		if e.pending.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release returns an admission slot taken by TryAdmit.
+func (e *Endpoint) Release() { e.pending.Add(-1) }
+
+// Done ends a request that Pick handed out; call it exactly once per
+// successful Pick. latency is the time from sending the request to the
+// response headers (ignored for ConnectFailure and Shed). A failure that
+// completes a run of consecutive_5xx ejects the endpoint before Done
+// returns, unless the ejection cap is full.
+func (e *Endpoint) Done(latency time.Duration, out Outcome) {
+	e.active.Add(-1)
+	if out == Shed {
+		return
+	}
+	o := e.origin
+	now := o.nowNs()
+	if out != ConnectFailure {
+		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+	}
+	if out == Success {
+		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
+			o.recovered(e)
+		}
+		return
+	}
+	if e.consecutive.Add(1) >= o.prm.failures {
+		// A failing endpoint (cap full) is ejected at its next failure
+		// once an ejection slot is free; until then it costs no lock.
+		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
+			o.failed(e)
+		}
+	}
+}
+
+// EndpointStatus is what the admin API shows about one endpoint.
+type EndpointStatus struct {
+	Address         string        `json:"address"`
+	Zone            string        `json:"zone"`
+	Weight          int           `json:"weight"`
+	EffectiveWeight float64       `json:"effective_weight"` // slow-start weight now
+	Active          int64         `json:"active"`
+	Pending         int64         `json:"pending"`
+	EWMALatency     time.Duration `json:"ewma_latency_ns"`
+	Ejected         bool          `json:"ejected"`
+	EjectedUntil    time.Time     `json:"ejected_until,omitzero"`
+	TimesEjected    int           `json:"times_ejected"`
+	Failing         bool          `json:"failing"` // failed consecutive_5xx times, not ejected because of the cap
+}
+
+// Status returns the endpoint's state now.
+func (e *Endpoint) Status() EndpointStatus {
+	o := e.origin
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return e.statusLocked(o.nowNs())
+}
+
+func (e *Endpoint) statusLocked(now int64) EndpointStatus {
+	o := e.origin
+	s := EndpointStatus{
+		Address:         e.addr,
+		Zone:            e.zone,
+		Weight:          e.weight,
+		EffectiveWeight: o.prm.effective(float64(e.weight), e.from, now),
+		Active:          e.active.Load(),
+		Pending:         e.pending.Load(),
+		EWMALatency:     time.Duration(e.rtt.at(now, o.prm.tauMs)),
+		TimesEjected:    o.decayedTimesLocked(e, now),
+	}
+	switch e.state.Load() {
+	case ejected:
+		s.Ejected = true
+		s.EjectedUntil = o.epoch.Add(time.Duration(e.until))
+	case failing:
+		s.Failing = true
+	}
+	return s
+}

@@ -1,0 +1,74 @@
+package balance
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// latencyEstimate is one endpoint's peak-sensitive, exponentially weighted moving
+// average of latency (Finagle's and linkerd's Peak EWMA), lock-free.
+//
+// The estimate and the instant it was last written share one 64-bit word:
+// the high half is the estimate in ns as a float32 (24 bits of precision),
+// the low half the instant in ms since the origin's epoch, mod 2^32. Readers
+// load the word once; writers CAS it. The estimate at instant t is the stored
+// value decayed by exp(−Δ/τ), Δ = t − stamp, so it falls toward zero while
+// the endpoint is idle and a slow endpoint is tried again. A sample above the
+// current estimate replaces it at once (the peak); a lower one is blended in
+// with weight 1 − exp(−Δ/τ).
+//
+// Δ is computed as a signed 32-bit difference of ms stamps: an estimate left
+// untouched for more than 24.8 days stops decaying until its next sample.
+type latencyEstimate struct {
+	word atomic.Uint64
+}
+
+func packEWMA(estNs float64, ms uint32) uint64 {
+	return uint64(math.Float32bits(float32(estNs)))<<32 | uint64(ms)
+}
+
+func unpackEWMA(w uint64) (estNs float64, ms uint32) {
+	return float64(math.Float32frombits(uint32(w >> 32))), uint32(w)
+}
+
+func msOf(nowNs int64) uint32 { return uint32(nowNs / 1e6) }
+
+// decay is exp(−Δ/τ) for the ms elapsed from stamp to now; 1 when none has
+// (or when a concurrent writer stamped a later instant).
+func decay(now, stamp uint32, tauMs float64) float64 {
+	d := int32(now - stamp)
+	if d <= 0 {
+		return 1
+	}
+	return math.Exp(-float64(d) / tauMs)
+}
+
+func (p *latencyEstimate) reset(estNs float64, nowNs int64) {
+	p.word.Store(packEWMA(estNs, msOf(nowNs)))
+}
+
+// at returns the estimate in ns at instant nowNs.
+func (p *latencyEstimate) at(nowNs int64, tauMs float64) float64 {
+	est, stamp := unpackEWMA(p.word.Load())
+	return est * decay(msOf(nowNs), stamp, tauMs)
+}
+
+// observe folds in a latency sample taken at nowNs.
+func (p *latencyEstimate) observe(sampleNs float64, nowNs int64, tauMs float64) {
+	ms := msOf(nowNs)
+	for {
+		old := p.word.Load()
+		est, stamp := unpackEWMA(old)
+		w := decay(ms, stamp, tauMs)
+		next := sampleNs
+		if cur := est * w; sampleNs <= cur {
+			next = cur + sampleNs*(1-w)
+		}
+		if int32(ms-stamp) < 0 {
+			ms = stamp // a concurrent writer stamped a later instant: keep it
+		}
+		if p.word.CompareAndSwap(old, packEWMA(next, ms)) {
+			return
+		}
+	}
+}

@@ -1,0 +1,362 @@
+package balance
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/rng"
+)
+
+// Options are an Origin's injected parts.
+type Options struct {
+	// Clock is the source of time and timers; nil means clock.Real().
+	Clock clock.Clock
+	// Rand seeds every Picker of the origin (each gets its own source drawn
+	// from it); nil means a source seeded from the origin's name.
+	Rand *rng.Source
+	// Observer receives ejections, panic changes and zone picks; nil means
+	// NopObserver.
+	Observer Observer
+}
+
+// Origin is one named cluster of endpoints and the balancing state that
+// spans its loops: membership, the outlier detector with its ejection cap,
+// panic routing and zone preference. Each loop picks through its own Picker.
+//
+// Lock order: Origin.mu, then the clock's own lock (AfterFunc). Observer
+// methods other than ZonePick run under Origin.mu.
+type Origin struct {
+	name   string
+	cfg    Config
+	prm    params
+	clk    clock.Clock
+	epoch  time.Time
+	rand   *rng.Source
+	obs    Observer
+	policy chooser
+	room   atomic.Bool // an ejection slot is free; mirrors nEjected < maxEjectLocked()
+
+	mu        sync.Mutex // guards following, and Endpoint fields marked so
+	list      []*Endpoint
+	byAddr    map[string]*Endpoint
+	pickers   []*Picker
+	nEjected  int
+	nFailing  int
+	panic     bool
+	zoned     bool    // zone routing applies (local zone set, origin large enough)
+	localFrac float64 // share of picks kept in the local zone while zoned
+	closed    bool
+}
+
+// NewOrigin validates cfg and members and returns the origin. Endpoints
+// present at creation are taken as warm (no slow start); endpoints added
+// later by Update ramp up.
+func NewOrigin(name string, cfg Config, members []Member, opt Options) (*Origin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("origin %s: %w", name, err)
+	}
+	if err := validateMembers(members); err != nil {
+		return nil, fmt.Errorf("origin %s: %w", name, err)
+	}
+	o := &Origin{
+		name:   name,
+		cfg:    cfg,
+		prm:    newParams(cfg),
+		clk:    opt.Clock,
+		rand:   opt.Rand,
+		obs:    opt.Observer,
+		policy: newChooser(cfg.Policy),
+		byAddr: map[string]*Endpoint{},
+	}
+	if o.clk == nil {
+		o.clk = clock.Real()
+	}
+	if o.rand == nil {
+		seed := uint64(0)
+		for _, b := range []byte(name) {
+			seed = rng.Mix64(seed ^ uint64(b))
+		}
+		o.rand = rng.New(seed)
+	}
+	if o.obs == nil {
+		o.obs = NopObserver{}
+	}
+	o.epoch = o.clk.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.applyLocked(members, warm)
+	return o, nil
+}
+
+// Name returns the origin's name.
+func (o *Origin) Name() string { return o.name }
+
+// nowNs is the time in ns since the origin's epoch.
+func (o *Origin) nowNs() int64 { return int64(o.clk.Now().Sub(o.epoch)) }
+
+func validateMembers(members []Member) error {
+	seen := make(map[string]int, len(members))
+	for i, m := range members {
+		if m.Address == "" {
+			return fmt.Errorf("endpoints[%d].address: empty; write it as host:port", i)
+		}
+		if first, dup := seen[m.Address]; dup {
+			return fmt.Errorf("endpoints[%d].address: %q is listed twice (first as endpoints[%d]); list each endpoint once", i, m.Address, first)
+		}
+		seen[m.Address] = i
+		if m.Weight < 0 {
+			return fmt.Errorf("endpoints[%d].weight: %d is negative; weights are ≥ 1 (0 means 1)", i, m.Weight)
+		}
+	}
+	return nil
+}
+
+// Update replaces the origin's membership. Survivors keep their shared state
+// (counters, EWMA, outlier state) and take the new zone and weight; new
+// endpoints enter slow start; removed endpoints leave every Picker at once
+// (requests in flight to them still end with Done). Invalid members change
+// nothing.
+func (o *Origin) Update(members []Member) error {
+	if err := validateMembers(members); err != nil {
+		return fmt.Errorf("origin %s: %w", o.name, err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.nowNs()
+	from := int64(warm)
+	if o.prm.window > 0 {
+		from = now
+	}
+	o.applyLocked(members, from)
+	return nil
+}
+
+// applyLocked sets the membership; new endpoints start slow start at from.
+func (o *Origin) applyLocked(members []Member, from int64) {
+	now := o.nowNs()
+	list := make([]*Endpoint, 0, len(members))
+	byAddr := make(map[string]*Endpoint, len(members))
+	for _, m := range members {
+		e := o.byAddr[m.Address]
+		if e == nil {
+			e = &Endpoint{origin: o, addr: m.Address, from: from, back: now}
+			e.rtt.reset(o.prm.rttNs, now)
+		}
+		e.zone = m.Zone
+		e.weight = max(m.Weight, 1)
+		list = append(list, e)
+		byAddr[m.Address] = e
+	}
+	for _, e := range o.list {
+		if byAddr[e.addr] == e {
+			continue
+		}
+		e.removed = true
+		if e.returnTimer != nil {
+			e.returnTimer.Stop()
+		}
+		switch e.state.Load() {
+		case ejected:
+			o.nEjected--
+			o.obs.EjectedCount(o.nEjected)
+		case failing:
+			o.nFailing--
+		}
+	}
+	o.list, o.byAddr = list, byAddr
+	o.refreshLocked()
+}
+
+// maxEjectLocked is the ejection cap: max_ejection_percent of the origin,
+// rounded down, and at least one.
+func (o *Origin) maxEjectLocked() int {
+	return max(1, len(o.list)*o.cfg.Outlier.MaxEjectionPercent/100)
+}
+
+// failed handles an endpoint whose failure run reached consecutive_5xx:
+// eject it if the cap allows, else mark it failing.
+func (o *Origin) failed(e *Endpoint) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := e.state.Load()
+	if o.closed || e.removed || st == ejected || e.consecutive.Load() < o.prm.failures {
+		return
+	}
+	switch {
+	case o.nEjected < o.maxEjectLocked():
+		if st == failing {
+			o.nFailing--
+		}
+		o.ejectLocked(e, o.nowNs())
+	case st == healthy:
+		e.state.Store(failing)
+		o.nFailing++
+	default:
+		return
+	}
+	o.refreshLocked()
+}
+
+// recovered handles a success that ended a failing endpoint's run.
+func (o *Origin) recovered(e *Endpoint) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e.removed || e.state.Load() != failing || e.consecutive.Load() >= o.prm.failures {
+		return
+	}
+	e.state.Store(healthy)
+	o.nFailing--
+	o.refreshLocked()
+}
+
+func (o *Origin) ejectLocked(e *Endpoint, now int64) {
+	od := o.cfg.Outlier
+	e.times = o.decayedTimesLocked(e, now) + 1
+	d := od.MaxEjectionTime
+	if int64(e.times) <= int64(od.MaxEjectionTime/od.BaseEjectionTime) {
+		d = min(od.BaseEjectionTime*time.Duration(e.times), od.MaxEjectionTime)
+	}
+	e.until = now + int64(d)
+	e.state.Store(ejected)
+	o.nEjected++
+	e.gen++
+	gen := e.gen
+	e.returnTimer = o.clk.AfterFunc(d, func() { o.restore(e, gen) })
+	o.obs.Ejected(e.addr, ReasonConsecutive5xx, d)
+	o.obs.EjectedCount(o.nEjected)
+}
+
+// restore returns an endpoint from ejection when its time is up: it is
+// healthy again, its failure run starts from zero and it re-enters slow
+// start.
+func (o *Origin) restore(e *Endpoint, gen uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || e.removed || e.gen != gen || e.state.Load() != ejected {
+		return
+	}
+	now := o.nowNs()
+	e.state.Store(healthy)
+	e.consecutive.Store(0)
+	e.returnTimer = nil
+	e.back = now
+	if o.prm.window > 0 {
+		e.from = now
+	}
+	o.nEjected--
+	o.obs.EjectedCount(o.nEjected)
+	o.refreshLocked()
+}
+
+// decayedTimesLocked is the ejection count after decay: one less for every
+// base_ejection_time spent in service since the last return.
+func (o *Origin) decayedTimesLocked(e *Endpoint, now int64) int {
+	if e.state.Load() == ejected || e.times == 0 {
+		return e.times
+	}
+	clean := (now - e.back) / int64(o.cfg.Outlier.BaseEjectionTime)
+	return int(max(0, int64(e.times)-clean))
+}
+
+// refreshLocked recomputes panic, the zone split and the ejection room
+// after any change of membership or health, and republishes every loop's
+// snapshot.
+func (o *Origin) refreshLocked() {
+	n := len(o.list)
+	o.room.Store(o.nEjected < o.maxEjectLocked())
+	healthyN := n - o.nEjected - o.nFailing
+	panic := n > 0 && healthyN*100 < o.cfg.PanicThresholdPercent*n
+	if panic != o.panic {
+		o.panic = panic
+		o.obs.PanicMode(panic)
+	}
+	z := o.cfg.Zone
+	o.zoned = z.Local != "" && z.LocalPercent > 0 && n >= z.MinOriginSize
+	if o.zoned {
+		total, up := 0, 0
+		for _, e := range o.list {
+			if e.zone == z.Local {
+				total += e.weight
+				if e.state.Load() == healthy {
+					up += e.weight
+				}
+			}
+		}
+		o.localFrac = 0
+		if total > 0 {
+			o.localFrac = float64(z.LocalPercent) / 100 * float64(up) / float64(total)
+		}
+	}
+	for _, p := range o.pickers {
+		p.snap.Store(o.buildLocked(p))
+	}
+}
+
+// Panic reports whether the origin routes over all endpoints because too few
+// are healthy.
+func (o *Origin) Panic() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.panic
+}
+
+// Ejected returns the number of endpoints ejected now.
+func (o *Origin) Ejected() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.nEjected
+}
+
+// Endpoint returns the member with address addr, or nil.
+func (o *Origin) Endpoint(addr string) *Endpoint {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byAddr[addr]
+}
+
+// Endpoints returns the members in membership order.
+func (o *Origin) Endpoints() []*Endpoint {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.list)
+}
+
+// OriginStatus is what the admin API shows about an origin's balancing.
+type OriginStatus struct {
+	Name      string           `json:"name"`
+	Policy    Policy           `json:"policy"`
+	Panic     bool             `json:"panic"`
+	Ejected   int              `json:"ejected"`
+	Endpoints []EndpointStatus `json:"endpoints"`
+}
+
+// Status returns the origin's state now.
+func (o *Origin) Status() OriginStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.nowNs()
+	s := OriginStatus{Name: o.name, Policy: o.cfg.Policy, Panic: o.panic, Ejected: o.nEjected,
+		Endpoints: make([]EndpointStatus, 0, len(o.list))}
+	for _, e := range o.list {
+		s.Endpoints = append(s.Endpoints, e.statusLocked(now))
+	}
+	return s
+}
+
+// Close stops the origin's timers. Pickers keep answering from their last
+// snapshot; ejected endpoints stay ejected.
+func (o *Origin) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	for _, e := range o.list {
+		if e.returnTimer != nil {
+			e.returnTimer.Stop()
+			e.returnTimer = nil
+		}
+	}
+}

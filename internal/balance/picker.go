@@ -1,0 +1,218 @@
+package balance
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/corput/corput/internal/rng"
+)
+
+// Picker chooses endpoints for one loop. It reads an immutable snapshot —
+// the loop's subset intersected with the healthy set, zone-split, with
+// weights — published by atomic swap whenever membership, health, panic or
+// the subset change. Pick takes no lock and allocates nothing, and is safe
+// for concurrent use by every goroutine of the loop.
+type Picker struct {
+	origin *Origin
+	choose chooser
+	rand   *rng.Source
+	snap   atomic.Pointer[snapshot]
+
+	subset []string // guarded by origin.mu
+}
+
+// snapshot is what one loop may pick from until the next change.
+type snapshot struct {
+	groups    [2]group // [0]: local zone (or everything); [1]: other zones
+	split     bool     // choose between the groups by localFrac
+	localFrac float64
+	count     bool // report ZonePick
+	clock     bool // Pick needs the time (Peak EWMA, or slow start in progress)
+}
+
+// group is a set of candidates a policy chooses among.
+type group struct {
+	entries   []entry
+	prm       *params
+	equal     bool    // every configured weight is the same
+	slowUntil int64   // no entry is in slow start from this instant on; warm: none is now
+	maxWeight float64 // the largest configured weight
+	next      atomic.Uint64
+}
+
+// entry is one candidate as of the snapshot.
+type entry struct {
+	ep       *Endpoint
+	weight   float64       // configured
+	from     int64         // slow start began, or warm
+	local    bool          // in the gateway's zone
+	deadline atomic.Uint64 // EDF virtual finish time (float64 bits)
+}
+
+// uniform reports whether every candidate has the same effective weight at
+// instant now.
+func (g *group) uniform(now int64) bool { return g.equal && now >= g.slowUntil }
+
+// weight is e's slow-start weight at instant now.
+func (g *group) weight(e *entry, now int64) float64 { return g.prm.effective(e.weight, e.from, now) }
+
+// NewPicker returns a Picker for a loop whose subset holds the given
+// addresses (the subset engine's choice for that loop). An empty subset means
+// every endpoint of the origin. Addresses that are not members are ignored
+// until they become members.
+func (o *Origin) NewPicker(subset []string) *Picker {
+	p := &Picker{origin: o, choose: o.policy, rand: rng.New(o.rand.Uint64())}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p.subset = slices.Clone(subset)
+	o.pickers = append(o.pickers, p)
+	p.snap.Store(o.buildLocked(p))
+	return p
+}
+
+// SetSubset replaces the loop's subset.
+func (p *Picker) SetSubset(subset []string) {
+	o := p.origin
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p.subset = slices.Clone(subset)
+	if slices.Contains(o.pickers, p) {
+		p.snap.Store(o.buildLocked(p))
+	}
+}
+
+// Close detaches the picker from its origin; later Picks fail with
+// ErrNoHealthy.
+func (p *Picker) Close() {
+	o := p.origin
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pickers = slices.DeleteFunc(o.pickers, func(q *Picker) bool { return q == p })
+	p.snap.Store(&snapshot{})
+}
+
+// Pick chooses an endpoint and counts the request as active on it. Every
+// successful Pick must be followed by exactly one Done on the endpoint
+// (Done with Shed when the request never reaches it). Pick fails with
+// ErrNoHealthy only when the origin has no endpoint the loop may use: while
+// any endpoint of the origin is healthy it always returns one.
+func (p *Picker) Pick() (*Endpoint, error) {
+	s := p.snap.Load()
+	g := &s.groups[0]
+	if s.split && p.rand.Float64() >= s.localFrac {
+		g = &s.groups[1]
+	}
+	if len(g.entries) == 0 {
+		return nil, ErrNoHealthy
+	}
+	var now int64
+	if s.clock {
+		now = p.origin.nowNs()
+	}
+	e := p.choose.choose(g, now, p.rand)
+	e.ep.active.Add(1)
+	if s.count {
+		p.origin.obs.ZonePick(e.local)
+	}
+	return e.ep, nil
+}
+
+// Candidates returns the addresses the picker chooses among now, for the
+// admin API and tests.
+func (p *Picker) Candidates() []string {
+	s := p.snap.Load()
+	var out []string
+	for i := range s.groups {
+		for j := range s.groups[i].entries {
+			out = append(out, s.groups[i].entries[j].ep.addr)
+		}
+	}
+	return out
+}
+
+// buildLocked computes p's snapshot from the origin's state:
+//
+//   - members: the subset's endpoints (every endpoint for an empty subset);
+//   - in panic: all members, ejected ones included;
+//   - otherwise the members that are not ejected, and when none is left,
+//     every endpoint of the origin that is not ejected (the fallback);
+//   - zone-split into local and remote when zone routing applies and both
+//     sides have candidates.
+func (o *Origin) buildLocked(p *Picker) *snapshot {
+	members := o.list
+	if len(p.subset) > 0 {
+		members = make([]*Endpoint, 0, len(p.subset))
+		for _, a := range p.subset {
+			if e := o.byAddr[a]; e != nil {
+				members = append(members, e)
+			}
+		}
+	}
+	cands := members
+	if o.panic {
+		if len(cands) == 0 {
+			cands = o.list
+		}
+	} else {
+		cands = inService(members)
+		if len(cands) == 0 {
+			cands = inService(o.list)
+		}
+	}
+	now := o.nowNs()
+	s := &snapshot{count: o.cfg.Zone.Local != "", clock: o.cfg.Policy == PeakEWMA}
+	var local, remote []*Endpoint
+	if o.zoned && !o.panic {
+		for _, e := range cands {
+			if e.zone == o.cfg.Zone.Local {
+				local = append(local, e)
+			} else {
+				remote = append(remote, e)
+			}
+		}
+	}
+	if len(local) > 0 && len(remote) > 0 {
+		s.split, s.localFrac = true, o.localFrac
+		o.fillLocked(&s.groups[0], local, now, p.rand)
+		o.fillLocked(&s.groups[1], remote, now, p.rand)
+	} else {
+		o.fillLocked(&s.groups[0], cands, now, p.rand)
+	}
+	for i := range s.groups {
+		s.clock = s.clock || s.groups[i].slowUntil != warm
+	}
+	return s
+}
+
+// inService returns the endpoints of eps that are not ejected.
+func inService(eps []*Endpoint) []*Endpoint {
+	out := make([]*Endpoint, 0, len(eps))
+	for _, e := range eps {
+		if e.state.Load() != ejected {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (o *Origin) fillLocked(g *group, eps []*Endpoint, now int64, r *rng.Source) {
+	g.prm = &o.prm
+	g.entries = make([]entry, len(eps))
+	g.equal = true
+	g.slowUntil = warm
+	for i, ep := range eps {
+		e := &g.entries[i]
+		e.ep, e.weight, e.local = ep, float64(ep.weight), o.cfg.Zone.Local != "" && ep.zone == o.cfg.Zone.Local
+		e.from = warm
+		if at := o.prm.warmAt(ep.from); at > now {
+			e.from = ep.from
+			g.slowUntil = max(g.slowUntil, at)
+		}
+		g.equal = g.equal && e.weight == g.entries[0].weight
+		g.maxWeight = max(g.maxWeight, e.weight)
+		e.deadline.Store(f64bits(1 / g.weight(e, now)))
+	}
+	if len(eps) > 0 {
+		g.next.Store(uint64(r.IntN(len(eps))))
+	}
+}

@@ -1,0 +1,60 @@
+package balance
+
+import (
+	"math"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/workload"
+)
+
+// sim is a small open-loop event simulation on a clock.Fake: Poisson
+// arrivals at rate per second, each request of a class drawn from the mix,
+// served by its endpoint in latency(endpoint, class latency, now) with no
+// queueing (an endpoint's latency does not depend on its load). It drives
+// the real Picker and Endpoint code from one goroutine.
+type sim struct {
+	clk     *clock.Fake
+	r       *rng.Source
+	p       *Picker
+	rate    float64
+	mix     workload.Mix
+	latency func(ep *Endpoint, base time.Duration) time.Duration
+	onPick  func(ep *Endpoint) // after the pick, before the request ends
+	picks   map[string]int
+	started bool
+}
+
+func (s *sim) arrive() {
+	if ep, err := s.p.Pick(); err == nil {
+		d := s.latency(ep, s.mix.Pick(s.r.Float64()).Latency)
+		s.picks[ep.Address()]++
+		if s.onPick != nil {
+			s.onPick(ep)
+		}
+		s.clk.AfterFunc(d, func() { ep.Done(d, Success) })
+	}
+	gap := -math.Log(1-s.r.Float64()) / s.rate
+	s.clk.AfterFunc(time.Duration(gap*float64(time.Second)), s.arrive)
+}
+
+// run simulates until the clock reads until and returns the picks per
+// address made meanwhile. Arrivals go on across runs.
+func (s *sim) run(until time.Time) map[string]int {
+	s.picks = map[string]int{}
+	if !s.started {
+		s.started = true
+		s.clk.AfterFunc(0, s.arrive)
+	}
+	s.clk.AdvanceTo(until)
+	return s.picks
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
