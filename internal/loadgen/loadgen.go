@@ -289,7 +289,9 @@ func (c *collector) add(r *vegeta.Result) {
 		return
 	}
 	c.answered++
-	t.lat = append(t.lat, r.Latency)
+	if !c.o.Raw { // a raw report has no latencies
+		t.lat = append(t.lat, r.Latency)
+	}
 	if id := r.Headers.Get(origin.IDHeader); id != "" {
 		c.origins[id]++
 	}
