@@ -211,8 +211,8 @@ func TestEndpointsFromCLARejectsWhatCannotBeDialled(t *testing.T) {
 			PortSpecifier: &corev3.SocketAddress_NamedPort{NamedPort: "http"}})),
 		"udp": withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1", Protocol: corev3.SocketAddress_UDP,
 			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 53}})),
-		"port 0": withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1"})),
-		"weight 0": cla("c", locality{eps: []lbe{{addr: "10.0.0.1:80"}}}),
+		"port 0":           withAddr(sock(&corev3.SocketAddress{Address: "10.0.0.1"})),
+		"weight 0":         cla("c", locality{eps: []lbe{{addr: "10.0.0.1:80"}}}),
 		"weight too large": cla("c", locality{eps: []lbe{{"10.0.0.1:80", MaxWeight + 1, 0}}}),
 	}
 	cases["weight 0"].Endpoints[0].LbEndpoints[0].LoadBalancingWeight = wrapperspb.UInt32(0)
@@ -439,5 +439,58 @@ func TestBackoffIsJitteredExponentialAndCapped(t *testing.T) {
 	}
 	if len(distinct) < 10 {
 		t.Fatalf("only %d distinct delays in 20 draws: not jittered", len(distinct))
+	}
+}
+
+func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
+	cp := startControlPlane(t, "127.0.0.1:0")
+	search := cla("search-eds", locality{eps: []lbe{{"10.2.0.1:80", 0, 0}}})
+	members := func(n int) *endpointv3.ClusterLoadAssignment {
+		l := locality{zone: "a"}
+		for i := range 3 {
+			l.eps = append(l.eps, lbe{fmt.Sprintf("10.1.%d.%d:80", n, i), 0, 0})
+		}
+		return cla("payments-eds", l)
+	}
+	cp.set("0", members(0), search)
+
+	clk := clock.NewFake(epoch)
+	var mu sync.Mutex
+	applies := map[string][]Update{}
+	d := NewDebouncer(clk, func(u Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		applies[u.Origin] = append(applies[u.Origin], u)
+	})
+	defer d.Close()
+	src, err := NewXDS(testXDSConfig(cp.addr, clock.Real()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, d.Offer) }()
+	defer func() { cancel(); <-done }()
+	count := func(origin string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(applies[origin])
+	}
+	eventually(t, "the first membership", func() bool { return count("payments") == 1 && count("search") == 1 })
+
+	// 100 changes while the fake clock stands still: all inside one window.
+	for v := 1; v <= 100; v++ {
+		cp.set(fmt.Sprint(v), members(v), search)
+	}
+	eventually(t, "the ACK of version 100", func() bool { return cp.acked("100") })
+	if n := count("payments"); n != 1 {
+		t.Fatalf("%d applies during the window; want only the first", n)
+	}
+	clk.Advance(DefaultDebounce)
+	mu.Lock()
+	defer mu.Unlock()
+	p := applies["payments"]
+	if len(p) != 2 || p[1].Endpoints[0].Address != "10.1.100.0:80" || len(applies["search"]) != 1 {
+		t.Fatalf("applies %v; want one more for payments, with version 100's membership, and none for search", applies)
 	}
 }
