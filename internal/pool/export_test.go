@@ -1,0 +1,51 @@
+package pool
+
+import "fmt"
+
+// CheckInvariants verifies the bookkeeping that every operation must keep;
+// the tests call it after each step and the race test calls it concurrently.
+func (p *Pool) CheckInvariants() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	healthy, onFree := 0, 0
+	for i, pc := range p.conns {
+		switch {
+		case pc.idx != i:
+			return fmt.Errorf("conn %d: idx %d", i, pc.idx)
+		case pc.closed:
+			return fmt.Errorf("conn %d: closed but still pooled", i)
+		case pc.inUse < 0:
+			return fmt.Errorf("conn %d: inUse %d", i, pc.inUse)
+		case pc.ln.on && (pc.draining || pc.freeStreams() <= 0):
+			return fmt.Errorf("conn %d: on the free list while draining=%v free=%d", i, pc.draining, pc.freeStreams())
+		case !pc.ln.on && !pc.draining && pc.freeStreams() > 0:
+			return fmt.Errorf("conn %d: has %d free streams but is not on the free list", i, pc.freeStreams())
+		}
+		if !pc.draining {
+			healthy++
+		}
+		if pc.ln.on {
+			onFree++
+		}
+	}
+	for i, pc := range p.temps {
+		if pc.idx != i || !pc.temp || pc.closed {
+			return fmt.Errorf("temp %d: idx %d temp %v closed %v", i, pc.idx, pc.temp, pc.closed)
+		}
+	}
+	switch {
+	case healthy != p.healthy:
+		return fmt.Errorf("healthy %d, counted %d", p.healthy, healthy)
+	case onFree != p.free.len():
+		return fmt.Errorf("free list length %d, %d conns on it", p.free.len(), onFree)
+	case p.waiters.len() > 0 && p.free.len() > 0:
+		return fmt.Errorf("%d waiters while %d connections have a free stream", p.waiters.len(), p.free.len())
+	case len(p.conns)+p.dialing > p.cfg.MaxConnections:
+		return fmt.Errorf("%d open + %d dialling > max %d", len(p.conns), p.dialing, p.cfg.MaxConnections)
+	case p.waiters.len() > p.cfg.MaxPending:
+		return fmt.Errorf("%d waiters > max %d", p.waiters.len(), p.cfg.MaxPending)
+	case p.dialing < 0 || p.tempDialing < 0:
+		return fmt.Errorf("dialing %d, tempDialing %d", p.dialing, p.tempDialing)
+	}
+	return nil
+}

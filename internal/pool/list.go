@@ -1,0 +1,80 @@
+package pool
+
+// links are the intrusive pointers that put a T on one list. Intrusive lists
+// cost no allocation per push, and remove from the middle in O(1): the pool
+// keeps its free connections and its waiters on them.
+type links[T any] struct {
+	prev, next *T
+	on         bool
+}
+
+// linked is a pointer to a T that carries links.
+type linked[T any] interface {
+	*T
+	links() *links[T]
+}
+
+// list is a doubly linked list of *T through their links. The zero value is
+// empty. All guarded by Pool.mu.
+type list[T any, P linked[T]] struct {
+	head, tail *T
+	n          int
+}
+
+func (l *list[T, P]) len() int { return l.n }
+
+func (l *list[T, P]) front() P { return l.head }
+
+func (l *list[T, P]) back() P { return l.tail }
+
+func (l *list[T, P]) pushBack(x P) {
+	lx := x.links()
+	lx.prev, lx.next, lx.on = l.tail, nil, true
+	if l.tail != nil {
+		P(l.tail).links().next = x
+	} else {
+		l.head = x
+	}
+	l.tail = x
+	l.n++
+}
+
+func (l *list[T, P]) pushFront(x P) {
+	lx := x.links()
+	lx.prev, lx.next, lx.on = nil, l.head, true
+	if l.head != nil {
+		P(l.head).links().prev = x
+	} else {
+		l.tail = x
+	}
+	l.head = x
+	l.n++
+}
+
+// remove takes x off the list; a no-op when x is not on it.
+func (l *list[T, P]) remove(x P) {
+	lx := x.links()
+	if !lx.on {
+		return
+	}
+	if lx.prev != nil {
+		P(lx.prev).links().next = lx.next
+	} else {
+		l.head = lx.next
+	}
+	if lx.next != nil {
+		P(lx.next).links().prev = lx.prev
+	} else {
+		l.tail = lx.prev
+	}
+	*lx = links[T]{}
+	l.n--
+}
+
+func (l *list[T, P]) popFront() P {
+	x := P(l.head)
+	if x != nil {
+		l.remove(x)
+	}
+	return x
+}
