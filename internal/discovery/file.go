@@ -217,9 +217,9 @@ func parseEndpoint(n *yaml.Node) (Endpoint, int, error) {
 		var err error
 		switch k.Value {
 		case "address":
-			err = v.Decode(&e.Address)
+			e.Address, err = scalarString(v)
 		case "zone":
-			err = v.Decode(&e.Zone)
+			e.Zone, err = scalarString(v)
 		case "weight":
 			if err = v.Decode(&e.Weight); err != nil || e.Weight < 1 || e.Weight > MaxWeight {
 				return e, v.Line, fmt.Errorf("weight %s is not a whole number in 1..%d; write one, or leave weight out for 1", describe(v), MaxWeight)
@@ -238,6 +238,18 @@ func parseEndpoint(n *yaml.Node) (Endpoint, int, error) {
 		return e, n.Line, err
 	}
 	return e, n.Line, nil
+}
+
+// scalarString reads a scalar as YAML decodes one into a string field (a
+// null is ""), without the cost of a decoder.
+func scalarString(n *yaml.Node) (string, error) {
+	switch {
+	case n.Kind != yaml.ScalarNode:
+		return "", errors.New("not a scalar")
+	case n.Tag == "!!null":
+		return "", nil
+	}
+	return n.Value, nil
 }
 
 // resolve follows a YAML alias to the node it names.

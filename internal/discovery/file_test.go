@@ -271,3 +271,10 @@ func TestNewFileRejectsMissingPath(t *testing.T) {
 		t.Fatalf("err = %v; want it to name discovery.path", err)
 	}
 }
+
+func TestParseEndpointsNullZoneIsEmpty(t *testing.T) {
+	got, err := ParseEndpoints("f", []byte("endpoints:\n  - {address: a:1, zone: ~}\n  - {address: b:1, zone: 7}\n"))
+	if err != nil || !slices.Equal(got, []Endpoint{{"a:1", "", 1}, {"b:1", "7", 1}}) {
+		t.Fatalf("got %v, %v; a null zone is \"\", a number is its text", got, err)
+	}
+}
