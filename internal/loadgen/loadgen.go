@@ -90,7 +90,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	classes := rng.New(rng.Mix64(o.Seed)) // independent of the arrival stream
 	targeter := func(t *vegeta.Target) error {
 		t.Method = "GET"
-		t.URL = targets[o.pick(classes.Float64())].url
+		t.URL = targets[pick(targets, o.Mix, classes.Float64())].url
 		return nil
 	}
 	var pacer vegeta.Pacer = NewPoisson(o.Rate, rng.New(o.Seed))
@@ -216,19 +216,18 @@ func (o *Options) targets() ([]target, error) {
 	return ts, nil
 }
 
-// pick is the index of the class a uniform draw u selects.
-func (o *Options) pick(u float64) int {
-	if o.Raw {
+// pick is the index of the target of the class a uniform draw u selects.
+func pick(targets []target, mix workload.Mix, u float64) int {
+	if len(targets) == 1 {
 		return 0
 	}
-	x := u * 100
-	for i, c := range o.Mix.Classes {
-		if x < c.Percent {
+	name := mix.Pick(u).Name
+	for i := range targets {
+		if targets[i].name == name {
 			return i
 		}
-		x -= c.Percent
 	}
-	return len(o.Mix.Classes) - 1
+	return 0
 }
 
 // collector tallies results as they arrive.

@@ -47,22 +47,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.enter()
 	fail := s.fails()
-	done := true
-	if c.latency > 0 {
-		done = s.work(c.latency)
-	}
-	if done {
-		s.respond(w, c, fail)
-	} else {
-		c.canceled.Add(1)
-	}
+	done := c.latency == 0 || s.work(c.latency)
+	// Account before answering, so a client that has its answer sees
+	// counters that include it.
 	s.leave()
 	if queued {
 		<-s.sem
 	}
 	if !done {
+		c.canceled.Add(1)
 		panic(http.ErrAbortHandler) // closing: cut the response, as a dying origin would
 	}
+	s.respond(w, c, fail)
 }
 
 // classOf maps a path to its class by the last segment: /light, /api/heavy.

@@ -30,8 +30,10 @@ type Stats struct {
 	WarmupFactor  float64 `json:"warmup_factor"` // now
 
 	Connections Connections `json:"connections"`
-	Concurrency Level       `json:"concurrency"` // requests in service
-	Queued      Level       `json:"queued"`      // waiting for a worker
+	// Concurrency counts requests in service: class requests holding a
+	// worker, and raw requests (which need none).
+	Concurrency Level `json:"concurrency"`
+	Queued      Level `json:"queued"` // waiting for a worker
 	// Requests counts finished requests by class name (RawClass included)
 	// and outcome.
 	Requests map[string]Counts `json:"requests"`
