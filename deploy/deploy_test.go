@@ -1,0 +1,306 @@
+package deploy
+
+import (
+	"io/fs"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// mutation is one plausible mistake in a deployment file and the problem
+// the checks must report for it.
+type mutation struct {
+	name      string
+	file      string // in Files
+	old, new  string // replaced once; old must occur
+	wantError string // a substring of the reported problems
+}
+
+// mutated returns a copy of dir in Files with the mutation applied.
+func mutated(t *testing.T, dir string, mu mutation) fs.FS {
+	t.Helper()
+	out := fstest.MapFS{}
+	err := fs.WalkDir(Files, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(Files, p)
+		out[strings.TrimPrefix(p, dir+"/")] = &fstest.MapFile{Data: data}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := out[mu.file]
+	if f == nil || !strings.Contains(string(f.Data), mu.old) {
+		t.Fatalf("%s: %q not found in %s/%s; update the mutation", mu.name, mu.old, dir, mu.file)
+	}
+	f.Data = []byte(strings.Replace(string(f.Data), mu.old, mu.new, 1))
+	return out
+}
+
+func kubernetesFiles(t *testing.T) fs.FS {
+	t.Helper()
+	sub, err := fs.Sub(Files, "kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func TestManifestsDecodeStrictly(t *testing.T) {
+	m, err := loadManifests(kubernetesFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{
+		"StatefulSet": len(m.statefulSets), "Service": len(m.services), "ConfigMap": len(m.configMaps),
+		"ServiceAccount": len(m.serviceAccounts), "PodDisruptionBudget": len(m.pdbs),
+		"PodMonitor": len(m.podMonitors), "Kustomization": len(m.kustomizations),
+	}
+	want := map[string]int{
+		"StatefulSet": 1, "Service": 2, "ConfigMap": 1, "ServiceAccount": 1,
+		"PodDisruptionBudget": 1, "PodMonitor": 1, "Kustomization": 1,
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: decoded %d, want %d", k, got[k], n)
+		}
+	}
+}
+
+func TestManifestsAgree(t *testing.T) {
+	m, err := loadManifests(kubernetesFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.problems() {
+		t.Error(p)
+	}
+}
+
+// TestManifestChecksCatchMistakes proves each check can fail: every
+// mutation is a mistake someone could make, and must be reported.
+func TestManifestChecksCatchMistakes(t *testing.T) {
+	for _, mu := range []mutation{
+		{"misspelt field", "statefulset.yaml", "  replicas: 3", "  replcas: 3", `unknown field "spec.replcas"`},
+		{"field in the wrong case", "statefulset.yaml", "serviceName:", "ServiceName:", `"spec.ServiceName"`},
+		{"duplicate field", "poddisruptionbudget.yaml", "  maxUnavailable: 1\n", "  maxUnavailable: 1\n  maxUnavailable: 2\n", "already set"},
+		{"misspelt kind", "podmonitor.yaml", "kind: PodMonitor", "kind: PodMonitr", "not a kind the deployment uses"},
+		{"misspelt field of a CRD", "podmonitor.yaml", "honorLabels: true", "honourLabels: true", `unknown field "spec.podMetricsEndpoints[0].honourLabels"`},
+		{"fleet size out of step with replicas", "statefulset.yaml", `value: "3"`, `value: "4"`, "CORPUT_FLEET_SIZE"},
+		{"fleet instance not the ordinal", "statefulset.yaml", "apps.kubernetes.io/pod-index", "statefulset.kubernetes.io/pod-name", "CORPUT_FLEET_INSTANCE"},
+		{"readiness on the wrong path", "statefulset.yaml", "path: /readyz", "path: /ready", "readinessProbe: path"},
+		{"liveness on the traffic port", "statefulset.yaml", "path: /healthz\n              port: admin", "path: /healthz\n              port: http", "livenessProbe: port"},
+		{"grace period no longer than the drain", "statefulset.yaml", "terminationGracePeriodSeconds: 35", "terminationGracePeriodSeconds: 25", "the drain would be killed"},
+		{"admin on loopback", "configmap.yaml", "admin: 0.0.0.0:9901", "admin: 127.0.0.1:9901", "binds 127.0.0.1 only"},
+		{"admin port not the container's", "configmap.yaml", "admin: 0.0.0.0:9901", "admin: 0.0.0.0:9902", "not the container port named \"admin\""},
+		{"config the gateway refuses", "configmap.yaml", "max_pending: 50 ", "max_pending: 0 ", "ERR_UNBOUNDED_QUEUE_REJECTED"},
+		{"config moved", "statefulset.yaml", "/etc/corput/corput.yaml", "/etc/corput/gateway.yaml", `has no key "gateway.yaml"`},
+		{"admin port published", "service.yaml", "targetPort: http", "targetPort: admin", "publishes the admin port"},
+		{"no governing Service", "statefulset.yaml", "serviceName: corput-peers", "serviceName: corput", "names no headless Service"},
+		{"PDB selects no pod", "poddisruptionbudget.yaml", "      app.kubernetes.io/component: gateway\n", "      app.kubernetes.io/component: gatway\n", "PodDisruptionBudget corput: selector"},
+		{"writable root filesystem", "statefulset.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem must be true"},
+		{"capabilities kept", "statefulset.yaml", `drop: ["ALL"]`, `drop: ["NET_RAW"]`, "capabilities must drop ALL"},
+		{"no memory limit", "statefulset.yaml", "              memory: 512Mi\n", "", "memory: want both"},
+		{"no zone spread", "statefulset.yaml", "topologyKey: topology.kubernetes.io/zone", "topologyKey: example.com/rack", "no topology spread across topology.kubernetes.io/zone"},
+		{"corput's endpoint label renamed by the scrape", "podmonitor.yaml", "honorLabels: true", "honorLabels: false", "set honorLabels: true"},
+		{"file left out of the kustomization", "kustomization.yaml", "  - podmonitor.yaml\n", "", "podmonitor.yaml is not in resources"},
+		{"namespace hard-coded", "serviceaccount.yaml", "  name: corput\n", "  name: corput\n  namespace: prod\n", `sets namespace "prod"`},
+	} {
+		t.Run(mu.name, func(t *testing.T) {
+			var got string
+			m, err := loadManifests(mutated(t, "kubernetes", mu))
+			if err != nil {
+				got = err.Error()
+			} else {
+				got = strings.Join(m.problems(), "\n")
+			}
+			t.Logf("reported: %s", got)
+			if !strings.Contains(got, mu.wantError) {
+				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
+			}
+		})
+	}
+}
+
+func loadDashboard(t *testing.T, fsys fs.FS) *grafanaDashboard {
+	t.Helper()
+	data, err := fs.ReadFile(fsys, "corput.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d grafanaDashboard
+	if err := strictDecode(data, &d); err != nil {
+		t.Fatalf("grafana/corput.json: %v", err)
+	}
+	return &d
+}
+
+func grafanaFiles(t *testing.T) fs.FS {
+	t.Helper()
+	sub, err := fs.Sub(Files, "grafana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func TestDashboardMatchesTelemetry(t *testing.T) {
+	d := loadDashboard(t, grafanaFiles(t))
+	series, err := exportedSeries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := 0
+	for _, p := range d.allPanels() {
+		queries += len(p.Targets)
+	}
+	if queries < 15 {
+		t.Errorf("%d queries; the dashboard should cover every DESIGN.md §5 metric", queries)
+	}
+	for _, p := range d.problems(series) {
+		t.Error(p)
+	}
+}
+
+// TestDashboardChecksCatchMistakes proves each dashboard check can fail.
+func TestDashboardChecksCatchMistakes(t *testing.T) {
+	series, err := exportedSeries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mu := range []mutation{
+		{"misspelt key", "corput.json", `"gridPos"`, `"gridpos"`, `unknown field "panels[0].gridpos"`},
+		{"metric that does not exist", "corput.json", "corput_upstream_connections_created_total{", "corput_upstream_connection_created_total{", "corput_upstream_connection_created_total is not a metric telemetry.New exports"},
+		{"grouping by a label the metric lacks", "corput.json", "sum by (code_class) (rate(corput_downstream_requests_total", "sum by (origin) (rate(corput_downstream_requests_total", `corput_downstream_requests_total has no label "origin"`},
+		{"selector label the metric lacks", "corput.json", `corput_downstream_requests_total{job=~\"$job\"}`, `corput_downstream_requests_total{job=~\"$job\",origin=~\"$origin\"}`, `corput_downstream_requests_total has no label "origin"`},
+		{"label value never exported", "corput.json", `locality=\"local\"`, `locality=\"locl\"`, `no series has such a value`},
+		{"rate of a gauge", "corput.json", `max by (origin) (corput_pool_utilization{job=~\"$job\",origin=~\"$origin\"})`, `max by (origin) (rate(corput_pool_utilization{job=~\"$job\",origin=~\"$origin\"}[5m]))`, "rate() of corput_pool_utilization, a GAUGE"},
+		{"rate without a range", "corput.json", `rate(corput_requests_shed_total{job=~\"$job\",origin=~\"$origin\"}[$__rate_interval])`, `rate(corput_requests_shed_total{job=~\"$job\",origin=~\"$origin\"})`, "rate() needs a range selector"},
+		{"quantile without le", "corput.json", "histogram_quantile(0.99, sum by (le) (", "histogram_quantile(0.99, sum by (origin) (", "drops the le label"},
+		{"quantile of a sum series", "corput.json", "corput_pool_acquire_wait_seconds_bucket", "corput_pool_acquire_wait_seconds_sum", "not a _bucket series"},
+		{"misspelt function", "corput.json", "histogram_quantile(0.5,", "histogram_quantil(0.5,", `unknown function "histogram_quantil"`},
+		{"undefined variable", "corput.json", `origin=~\"$origin\"`, `origin=~\"$orgin\"`, "variable $orgin is not defined"},
+		{"variable query on a missing label", "corput.json", "label_values(corput_downstream_requests_total, job)\"", "label_values(corput_downstream_requests_total, origin)\"", `corput_downstream_requests_total has no label "origin"`},
+		{"duplicate panel id", "corput.json", `"id": 2,`, `"id": 1,`, "id must be positive and unique"},
+		{"panel off the grid", "corput.json", `"x": 20,`, `"x": 22,`, "off the 24-column grid"},
+		{"panels overlap", "corput.json", `"x": 20,`, `"x": 16,`, "overlaps panel"},
+		{"metric without a panel", "corput.json", "sum by (origin) (increase(corput_membership_changes_total", "sum by (origin) (increase(corput_outlier_ejections_total", "corput_membership_changes_total (exported by telemetry) has no panel"},
+	} {
+		t.Run(mu.name, func(t *testing.T) {
+			fsys := mutated(t, "grafana", mu)
+			data, err := fs.ReadFile(fsys, mu.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d grafanaDashboard
+			got := ""
+			if err := strictDecode(data, &d); err != nil {
+				got = err.Error()
+			} else {
+				got = strings.Join(d.problems(series), "\n")
+			}
+			t.Logf("reported: %s", got)
+			if !strings.Contains(got, mu.wantError) {
+				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
+			}
+		})
+	}
+}
+
+// render prints a parsed expression back in a canonical form, to compare
+// trees in tests.
+func (e *expr) render() string {
+	var b strings.Builder
+	switch e.kind {
+	case selectorExpr:
+		b.WriteString(e.name)
+		if len(e.matchers) > 0 {
+			parts := make([]string, len(e.matchers))
+			for i, m := range e.matchers {
+				parts[i] = m.label + m.op + strconv.Quote(m.value)
+			}
+			b.WriteString("{" + strings.Join(parts, ",") + "}")
+		}
+	case numberExpr:
+		b.WriteString(e.name)
+	case stringExpr:
+		b.WriteString(strconv.Quote(e.name))
+	case callExpr, aggExpr:
+		b.WriteString(e.name)
+		if len(e.grouping) > 0 || e.without {
+			b.WriteString(map[bool]string{false: " by (", true: " without ("}[e.without] + strings.Join(e.grouping, ",") + ") ")
+		}
+		parts := make([]string, len(e.args))
+		for i, a := range e.args {
+			parts[i] = a.render()
+		}
+		b.WriteString("(" + strings.Join(parts, ", ") + ")")
+	case binaryExpr:
+		b.WriteString("(" + e.args[0].render() + " " + e.name)
+		if e.grouping != nil || e.without {
+			b.WriteString(map[bool]string{false: " on(", true: " ignoring("}[e.without] + strings.Join(e.grouping, ",") + ")")
+		}
+		b.WriteString(" " + e.args[1].render() + ")")
+	}
+	if e.rng != "" {
+		b.WriteString("[" + e.rng + "]")
+	}
+	return b.String()
+}
+
+func TestParsePromQL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`up`, `up`},
+		{`rate(a_total{x="1", y=~"b|c",}[5m])`, `rate(a_total{x="1",y=~"b|c"}[5m])`},
+		{`sum by (le, origin) (rate(h_bucket{o=~"$o"}[$__rate_interval]))`, `sum by (le,origin) (rate(h_bucket{o=~"$o"}[$__rate_interval]))`},
+		{`sum(rate(a[1m])) without (loop)`, `sum without (loop) (rate(a[1m]))`},
+		{`histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))`, `histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))`},
+		{`topk(10, sum by (endpoint) (g))`, `topk(10, sum by (endpoint) (g))`},
+		{`count(max by (o) (p) > 0) or vector(0)`, `(count((max by (o) (p) > 0)) or vector(0))`},
+		{`a / on(origin) group_left b`, `(a / on(origin) b)`},
+		{`a / ignoring(locality) b`, `(a / ignoring(locality) b)`},
+		{`-a + 2e3`, `(a + 2e3)`}, // signs and precedence are not modelled
+		{`a == bool b`, `(a == b)`},
+		{`max_over_time(rate(a[1m])[10m:1m])`, `max_over_time(rate(a[1m])[10m:1m])`},
+		{`label_x{a!="b\"c"}`, `label_x{a!="b\"c"}`},
+	} {
+		e, err := parsePromQL(c.in)
+		if err != nil {
+			t.Errorf("parsePromQL(%q): %v", c.in, err)
+			continue
+		}
+		if got := e.render(); got != c.want {
+			t.Errorf("parsePromQL(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	for _, bad := range []string{
+		`sum(rate(a[5m])`,         // unclosed call
+		`rte(a[5m])`,              // unknown function
+		`a{b="c"`,                 // unclosed matchers
+		`a{b=1}`,                  // unquoted value
+		`a{b="c}`,                 // unterminated string
+		`sum by (o)`,              // aggregation without its argument
+		`a offset 5m`,             // modifier the checker does not understand
+		`{__name__="a"}`,          // selector without a name
+		`a ] b`,                   // stray bracket
+		`topk(a)`,                 // missing parameter
+		`a[5m`,                    // unclosed range
+		`histogram_quantile(0.9)`, // too few arguments
+		`sum by (o) (a) by (o)`,   // grouped twice
+		`a b`,                     // two expressions
+		`and`,                     // keyword alone
+	} {
+		if e, err := parsePromQL(bad); err == nil {
+			t.Errorf("parsePromQL(%q) = %s, want an error", bad, e.render())
+		}
+	}
+}

@@ -1,0 +1,34 @@
+// Package deploy holds the files that run a corput fleet and watch it
+// (issue 10): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
+// gateway's fleet position is its pod ordinal; its ConfigMap, Services,
+// PodDisruptionBudget, PodMonitor and kustomization) and the Grafana
+// dashboard grafana/corput.json on the metrics of DESIGN.md §5.
+//
+// The package has no code of its own beyond embedding the files. Its
+// tests are the point: they keep the files honest without anyone reading
+// them by eye.
+//
+//   - Every manifest decodes strictly (unknown, misspelt or duplicate fields
+//     fail) into the k8s.io/api types, or, for the Prometheus Operator and
+//     kustomize kinds whose Go types are not among our modules, into small
+//     local mirrors of the fields used.
+//   - The manifests agree with each other and with corput: selectors match
+//     the pod labels, probes reach /readyz and /healthz on the admin port
+//     the embedded config really listens on, the admin port is published by
+//     no Service that leaves the cluster, CORPUT_FLEET_SIZE equals the
+//     replica count, and the grace period outlasts the preStop sleep plus
+//     the config's drain timeout. The embedded config passes config.Parse.
+//   - Every PromQL expression of the dashboard names a metric the registry
+//     of telemetry.New exports, with labels (in selectors and in by/on
+//     clauses) and label values that metric really has; rate() is only
+//     taken of counters and histogram_quantile only of buckets grouped by
+//     le; and every corput_* metric has a panel.
+package deploy
+
+import "embed"
+
+// Files holds kubernetes/*.yaml and grafana/corput.json, as validated by
+// this package's tests.
+//
+//go:embed kubernetes grafana
+var Files embed.FS

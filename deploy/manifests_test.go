@@ -1,0 +1,621 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corput/corput/internal/config"
+)
+
+// strictDecode decodes one YAML (or JSON) document into v the way the API
+// server's strict field validation does: a duplicate key, an unknown field
+// or a field in the wrong case is an error naming the field.
+func strictDecode(doc []byte, v any) error {
+	js, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(js, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// podMonitor mirrors the fields of the Prometheus Operator's
+// monitoring.coreos.com/v1 PodMonitor that the manifests use; its Go types
+// are not among corput's modules. A field the manifests start to use must
+// be added here, or the strict decode fails.
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		JobLabel            string               `json:"jobLabel"`
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+			HonorLabels   bool   `json:"honorLabels"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+// kustomization mirrors the fields of kustomize's Kustomization that the
+// manifests use.
+type kustomization struct {
+	metav1.TypeMeta `json:",inline"`
+	Resources       []string         `json:"resources"`
+	Images          []kustomizeImage `json:"images"`
+}
+
+// kustomizeImage rewrites the image of every container named Name.
+type kustomizeImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName"`
+	NewTag  string `json:"newTag"`
+}
+
+// kinds maps "apiVersion/kind" to the Go type a document of that kind must
+// decode into. A kind not listed here is an error: a typo in apiVersion or
+// kind fails like a typo in a field.
+var kinds = map[string]func() any{
+	"v1/ConfigMap":                                  func() any { return new(corev1.ConfigMap) },
+	"v1/Service":                                    func() any { return new(corev1.Service) },
+	"v1/ServiceAccount":                             func() any { return new(corev1.ServiceAccount) },
+	"apps/v1/StatefulSet":                           func() any { return new(appsv1.StatefulSet) },
+	"policy/v1/PodDisruptionBudget":                 func() any { return new(policyv1.PodDisruptionBudget) },
+	"monitoring.coreos.com/v1/PodMonitor":           func() any { return new(podMonitor) },
+	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return new(kustomization) },
+}
+
+// manifests is the decoded content of deploy/kubernetes.
+type manifests struct {
+	files           []string // every .yaml file, sorted
+	objects         []metav1.Object
+	statefulSets    []*appsv1.StatefulSet
+	services        []*corev1.Service
+	configMaps      []*corev1.ConfigMap
+	serviceAccounts []*corev1.ServiceAccount
+	pdbs            []*policyv1.PodDisruptionBudget
+	podMonitors     []*podMonitor
+	kustomizations  []*kustomization
+}
+
+// loadManifests decodes every document of every .yaml file in fsys. It
+// reports all failures at once, each with its file and document number.
+func loadManifests(fsys fs.FS) (*manifests, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	m := &manifests{files: names}
+	var errs []error
+	for _, name := range names {
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		docs, err := splitDocuments(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		for i, doc := range docs {
+			if err := m.add(doc); err != nil {
+				errs = append(errs, fmt.Errorf("%s, document %d: %w", name, i+1, err))
+			}
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+// splitDocuments returns the non-empty YAML documents of a file.
+func splitDocuments(data []byte) ([][]byte, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		if string(js) != "null" { // only comments
+			docs = append(docs, doc)
+		}
+	}
+}
+
+// add decodes one document strictly into the type its apiVersion and kind
+// name.
+func (m *manifests) add(doc []byte) error {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return err
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(js, &tm); err != nil {
+		return err
+	}
+	key := tm.APIVersion + "/" + tm.Kind
+	newObject, ok := kinds[key]
+	if !ok {
+		return fmt.Errorf("apiVersion %q, kind %q: not a kind the deployment uses (typo?)", tm.APIVersion, tm.Kind)
+	}
+	obj := newObject()
+	if err := strictDecode(doc, obj); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		m.objects = append(m.objects, o)
+	}
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		m.statefulSets = append(m.statefulSets, o)
+	case *corev1.Service:
+		m.services = append(m.services, o)
+	case *corev1.ConfigMap:
+		m.configMaps = append(m.configMaps, o)
+	case *corev1.ServiceAccount:
+		m.serviceAccounts = append(m.serviceAccounts, o)
+	case *policyv1.PodDisruptionBudget:
+		m.pdbs = append(m.pdbs, o)
+	case *podMonitor:
+		m.podMonitors = append(m.podMonitors, o)
+	case *kustomization:
+		m.kustomizations = append(m.kustomizations, o)
+	}
+	return nil
+}
+
+// The pod-level facts the checks share.
+const (
+	podIndexField = "metadata.labels['apps.kubernetes.io/pod-index']"
+	adminPortName = "admin"
+	httpPortName  = "http"
+)
+
+// operatorTargetLabels are the labels the Prometheus Operator puts on every
+// series it scrapes through a PodMonitor (job, namespace, pod, container,
+// endpoint = the port name) plus Prometheus's own instance. The dashboard
+// may select and group by them; a corput metric label of the same name
+// needs honorLabels, or Prometheus renames it exported_<name>.
+var operatorTargetLabels = []string{"job", "instance", "namespace", "pod", "container", "endpoint"}
+
+// fleetCheck is one consistency check over the decoded manifests.
+type fleetCheck struct {
+	name  string
+	check func(f *fleet) []string
+}
+
+// fleet is the decoded manifests reduced to the one gateway they describe.
+type fleet struct {
+	*manifests
+	sts       *appsv1.StatefulSet
+	pod       *corev1.PodSpec
+	podLabels labels.Set
+	container *corev1.Container
+	config    *config.Config
+}
+
+// problems runs every check and returns what is wrong, each prefixed by
+// the check's name.
+func (m *manifests) problems() []string {
+	if len(m.statefulSets) != 1 || len(m.configMaps) != 1 || len(m.kustomizations) != 1 {
+		return []string{fmt.Sprintf("want exactly one StatefulSet, ConfigMap and Kustomization, have %d, %d and %d",
+			len(m.statefulSets), len(m.configMaps), len(m.kustomizations))}
+	}
+	f := &fleet{manifests: m, sts: m.statefulSets[0]}
+	f.pod = &f.sts.Spec.Template.Spec
+	f.podLabels = labels.Set(f.sts.Spec.Template.Labels)
+	if len(f.pod.Containers) != 1 {
+		return []string{fmt.Sprintf("want one container in the gateway pod, have %d", len(f.pod.Containers))}
+	}
+	f.container = &f.pod.Containers[0]
+	var out []string
+	for _, c := range fleetChecks {
+		for _, p := range c.check(f) {
+			out = append(out, c.name+": "+p)
+		}
+	}
+	return out
+}
+
+var fleetChecks = []fleetCheck{
+	{"namespace", checkNoNamespace},
+	{"selectors", checkSelectors},
+	{"services", checkServices},
+	{"probes", checkProbes},
+	{"fleet env", checkFleetEnv},
+	{"config", checkConfig},
+	{"drain", checkDrain},
+	{"security", checkSecurity},
+	{"resources", checkResources},
+	{"monitoring", checkMonitoring},
+	{"kustomization", checkKustomization},
+}
+
+func checkNoNamespace(f *fleet) []string {
+	var out []string
+	for _, o := range f.objects {
+		if o.GetNamespace() != "" {
+			out = append(out, fmt.Sprintf("%s sets namespace %q; leave it to the overlay or kubectl -n", o.GetName(), o.GetNamespace()))
+		}
+	}
+	return out
+}
+
+// matchesPod reports whether a label selector is non-empty and selects the
+// gateway pods.
+func (f *fleet) matchesPod(what string, ls *metav1.LabelSelector) []string {
+	if ls == nil || (len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0) {
+		return []string{what + ": empty selector (selects everything or nothing)"}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", what, err)}
+	}
+	if !sel.Matches(f.podLabels) {
+		return []string{fmt.Sprintf("%s: selector %s does not select the pod labels %s", what, sel, f.podLabels)}
+	}
+	return nil
+}
+
+func checkSelectors(f *fleet) []string {
+	out := f.matchesPod("StatefulSet "+f.sts.Name, f.sts.Spec.Selector)
+	for _, s := range f.services {
+		out = append(out, f.matchesPod("Service "+s.Name, &metav1.LabelSelector{MatchLabels: s.Spec.Selector})...)
+	}
+	if len(f.pdbs) == 0 {
+		out = append(out, "no PodDisruptionBudget")
+	}
+	for _, p := range f.pdbs {
+		out = append(out, f.matchesPod("PodDisruptionBudget "+p.Name, p.Spec.Selector)...)
+		if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
+			out = append(out, "PodDisruptionBudget "+p.Name+": neither maxUnavailable nor minAvailable")
+		}
+	}
+	zones := false
+	for _, c := range f.pod.TopologySpreadConstraints {
+		out = append(out, f.matchesPod("topology spread on "+c.TopologyKey, c.LabelSelector)...)
+		zones = zones || c.TopologyKey == corev1.LabelTopologyZone
+	}
+	if !zones {
+		out = append(out, "no topology spread across "+corev1.LabelTopologyZone)
+	}
+	return out
+}
+
+// port resolves a Service target port or probe port against the container.
+func (f *fleet) port(p intstr.IntOrString) (corev1.ContainerPort, bool) {
+	for _, cp := range f.container.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp, true
+		}
+	}
+	return corev1.ContainerPort{}, false
+}
+
+func checkServices(f *fleet) []string {
+	var out []string
+	governing := false
+	for _, s := range f.services {
+		headless := s.Spec.ClusterIP == corev1.ClusterIPNone
+		if s.Name == f.sts.Spec.ServiceName && headless {
+			governing = true
+		}
+		for _, sp := range s.Spec.Ports {
+			target := sp.TargetPort
+			if target.Type == intstr.Int && target.IntVal == 0 {
+				target = intstr.FromInt32(sp.Port)
+			}
+			cp, ok := f.port(target)
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("Service %s port %q: target %s is no container port", s.Name, sp.Name, target.String()))
+			case cp.Name == adminPortName && !headless:
+				out = append(out, fmt.Sprintf("Service %s (type %s) publishes the admin port; keep it on the pods and the headless Service", s.Name, s.Spec.Type))
+			}
+		}
+	}
+	if !governing {
+		out = append(out, fmt.Sprintf("serviceName %q names no headless Service (clusterIP: None)", f.sts.Spec.ServiceName))
+	}
+	return out
+}
+
+func checkProbes(f *fleet) []string {
+	var out []string
+	for _, p := range []struct {
+		what  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"readinessProbe", f.container.ReadinessProbe, "/readyz"},
+		{"livenessProbe", f.container.LivenessProbe, "/healthz"},
+	} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			out = append(out, p.what+": want an httpGet probe on "+p.path)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path {
+			out = append(out, fmt.Sprintf("%s: path %q, want %q", p.what, p.probe.HTTPGet.Path, p.path))
+		}
+		if cp, ok := f.port(p.probe.HTTPGet.Port); !ok || cp.Name != adminPortName {
+			out = append(out, fmt.Sprintf("%s: port %s is not the admin port", p.what, p.probe.HTTPGet.Port.String()))
+		}
+	}
+	return out
+}
+
+// env returns the container's variable named name.
+func (f *fleet) env(name string) (corev1.EnvVar, bool) {
+	i := slices.IndexFunc(f.container.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		return corev1.EnvVar{}, false
+	}
+	return f.container.Env[i], true
+}
+
+func checkFleetEnv(f *fleet) []string {
+	var out []string
+	inst, ok := f.env("CORPUT_FLEET_INSTANCE")
+	if !ok || inst.ValueFrom == nil || inst.ValueFrom.FieldRef == nil || inst.ValueFrom.FieldRef.FieldPath != podIndexField {
+		out = append(out, "CORPUT_FLEET_INSTANCE must come from the downward API field "+podIndexField)
+	}
+	size, ok := f.env("CORPUT_FLEET_SIZE")
+	switch {
+	case f.sts.Spec.Replicas == nil:
+		out = append(out, "spec.replicas is not set; CORPUT_FLEET_SIZE must equal it")
+	case !ok || size.Value != strconv.Itoa(int(*f.sts.Spec.Replicas)):
+		out = append(out, fmt.Sprintf("CORPUT_FLEET_SIZE is %q but spec.replicas is %d; change both together", size.Value, *f.sts.Spec.Replicas))
+	}
+	return out
+}
+
+// configPath returns the value of the container's --config flag.
+func (f *fleet) configPath() string {
+	args := append(slices.Clone(f.container.Command), f.container.Args...)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			return v
+		}
+		if a == "--config" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// checkConfig follows --config to the mounted ConfigMap key, parses it with
+// config.Parse, and checks that the listeners are the container's ports and
+// that the admin listener is reachable by the kubelet's probes.
+func checkConfig(f *fleet) []string {
+	p := f.configPath()
+	if p == "" {
+		return []string{"the container runs without --config"}
+	}
+	dir, key := path.Split(p)
+	mount := slices.IndexFunc(f.container.VolumeMounts, func(vm corev1.VolumeMount) bool {
+		return path.Clean(vm.MountPath) == path.Clean(dir)
+	})
+	if mount < 0 {
+		return []string{fmt.Sprintf("--config %s: nothing is mounted at %s", p, dir)}
+	}
+	vol := slices.IndexFunc(f.pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == f.container.VolumeMounts[mount].Name
+	})
+	cm := f.configMaps[0]
+	if vol < 0 || f.pod.Volumes[vol].ConfigMap == nil || f.pod.Volumes[vol].ConfigMap.Name != cm.Name {
+		return []string{fmt.Sprintf("--config %s: the volume at %s is not ConfigMap %s", p, dir, cm.Name)}
+	}
+	data, ok := cm.Data[key]
+	if !ok {
+		return []string{fmt.Sprintf("--config %s: ConfigMap %s has no key %q", p, cm.Name, key)}
+	}
+	cfg, err := config.Parse([]byte(data), p)
+	if err != nil {
+		return []string{fmt.Sprintf("ConfigMap %s key %s: %v", cm.Name, key, err)}
+	}
+	f.config = cfg
+	var out []string
+	for _, w := range cfg.Warnings() {
+		// The admin listener must bind the pod address for the probes and
+		// the scrape; checkServices keeps it off every published Service.
+		if w.Key != "admin" {
+			out = append(out, "config warning: "+w.String())
+		}
+	}
+	for _, l := range []struct{ key, addr, port string }{
+		{"listen", cfg.Listen, httpPortName},
+		{"admin", cfg.Admin, adminPortName},
+	} {
+		host, port, err := net.SplitHostPort(l.addr)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s %q: %v", l.key, l.addr, err))
+			continue
+		}
+		n, _ := strconv.Atoi(port)
+		if cp, ok := f.port(intstr.FromString(l.port)); !ok || int(cp.ContainerPort) != n {
+			out = append(out, fmt.Sprintf("%s %q: port %s is not the container port named %q", l.key, l.addr, port, l.port))
+		}
+		if ip, err := netip.ParseAddr(host); host != "" && (err != nil || !ip.IsUnspecified()) {
+			out = append(out, fmt.Sprintf("%s %q binds %s only; the kubelet and Prometheus reach the pod IP: use 0.0.0.0", l.key, l.addr, host))
+		}
+	}
+	return out
+}
+
+// checkDrain: on deletion the kubelet runs preStop, then sends SIGTERM and
+// kills the pod terminationGracePeriodSeconds after deletion began. The
+// grace period must cover the sleep and the gateway's whole drain.
+func checkDrain(f *fleet) []string {
+	if f.config == nil {
+		return []string{"no parsed config (see the config check)"}
+	}
+	lc := f.container.Lifecycle
+	if lc == nil || lc.PreStop == nil || lc.PreStop.Sleep == nil || lc.PreStop.Sleep.Seconds <= 0 {
+		return []string{"want a preStop sleep so that endpoints deregister before SIGTERM"}
+	}
+	if f.pod.TerminationGracePeriodSeconds == nil {
+		return []string{"terminationGracePeriodSeconds is not set"}
+	}
+	grace := time.Duration(*f.pod.TerminationGracePeriodSeconds) * time.Second
+	sleep := time.Duration(lc.PreStop.Sleep.Seconds) * time.Second
+	drain := f.config.Shutdown.DrainTimeout
+	if grace <= sleep+drain {
+		return []string{fmt.Sprintf("terminationGracePeriodSeconds %v ≤ preStop sleep %v + shutdown.drain_timeout %v: the drain would be killed", grace, sleep, drain)}
+	}
+	return nil
+}
+
+func checkSecurity(f *fleet) []string {
+	var out []string
+	psc, sc := f.pod.SecurityContext, f.container.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		out = append(out, "pod securityContext.runAsNonRoot must be true")
+	}
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		out = append(out, "pod securityContext.seccompProfile must be RuntimeDefault")
+	}
+	if sc == nil {
+		return append(out, "container has no securityContext")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		out = append(out, "readOnlyRootFilesystem must be true")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		out = append(out, "allowPrivilegeEscalation must be false")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		out = append(out, "privileged must not be true")
+	}
+	if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+		out = append(out, "capabilities must drop ALL and add none")
+	}
+	if f.pod.AutomountServiceAccountToken == nil || *f.pod.AutomountServiceAccountToken {
+		out = append(out, "automountServiceAccountToken must be false: corput calls no Kubernetes API")
+	}
+	if !slices.ContainsFunc(f.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == f.pod.ServiceAccountName }) {
+		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", f.pod.ServiceAccountName))
+	}
+	return out
+}
+
+func checkResources(f *fleet) []string {
+	var out []string
+	r := f.container.Resources
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, okReq := r.Requests[name]
+		lim, okLim := r.Limits[name]
+		switch {
+		case !okReq || !okLim:
+			out = append(out, fmt.Sprintf("%s: want both a request and a limit", name))
+		case req.Cmp(lim) > 0:
+			out = append(out, fmt.Sprintf("%s: request %s above limit %s", name, req.String(), lim.String()))
+		}
+	}
+	return out
+}
+
+// checkMonitoring: the PodMonitor scrapes /metrics on the admin port and
+// honours corput's labels where they collide with the operator's target
+// labels. The collision is computed from telemetry's registry, not listed.
+func checkMonitoring(f *fleet) []string {
+	if len(f.podMonitors) != 1 {
+		return []string{fmt.Sprintf("want one PodMonitor, have %d", len(f.podMonitors))}
+	}
+	pm := f.podMonitors[0]
+	out := f.matchesPod("PodMonitor "+pm.Name, &pm.Spec.Selector)
+	if pm.Spec.JobLabel != "" && f.podLabels[pm.Spec.JobLabel] == "" {
+		out = append(out, fmt.Sprintf("jobLabel %q is not a pod label", pm.Spec.JobLabel))
+	}
+	collide, err := collidingLabels()
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	if len(pm.Spec.PodMetricsEndpoints) == 0 {
+		out = append(out, "no podMetricsEndpoints")
+	}
+	for _, ep := range pm.Spec.PodMetricsEndpoints {
+		if cp, ok := f.port(intstr.FromString(ep.Port)); !ok || cp.Name != adminPortName {
+			out = append(out, fmt.Sprintf("endpoint port %q is not the admin port", ep.Port))
+		}
+		if ep.Path != "/metrics" {
+			out = append(out, fmt.Sprintf("endpoint path %q, want /metrics", ep.Path))
+		}
+		if len(collide) > 0 && !ep.HonorLabels {
+			out = append(out, fmt.Sprintf("corput labels %v collide with the operator's target labels: set honorLabels: true", collide))
+		}
+	}
+	return out
+}
+
+// collidingLabels returns the labels of corput's metrics that are also
+// target labels the operator sets.
+func collidingLabels() ([]string, error) {
+	series, err := exportedSeries()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, info := range series {
+		for l := range info.labels {
+			if slices.Contains(operatorTargetLabels, l) && !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func checkKustomization(f *fleet) []string {
+	var out []string
+	k := f.kustomizations[0]
+	for _, file := range f.files {
+		if file != "kustomization.yaml" && !slices.Contains(k.Resources, file) {
+			out = append(out, file+" is not in resources: kubectl apply -k would skip it")
+		}
+	}
+	for _, r := range k.Resources {
+		if !slices.Contains(f.files, r) {
+			out = append(out, "resource "+r+" does not exist")
+		}
+	}
+	image, _, _ := strings.Cut(f.container.Image, ":")
+	if !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == image }) {
+		out = append(out, fmt.Sprintf("no images entry for the container image %q", image))
+	}
+	return out
+}
