@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,24 +23,14 @@ func init() {
 // runLoad is `corput load`. Exit 0 with a report (Ctrl-C prints the partial
 // one), 2 for bad flags or a refused (uniform) workload.
 func runLoad(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("corput load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("corput load", stderr,
+		"usage: corput load --target URL --rate N --duration D [--workload NAME|FILE] [--json] [--seed S] [--raw]",
+		"",
+		"Each request goes to URL/<class> (e.g. /light, /heavy), arrivals Poisson at --rate.",
+		"A workload without cost skew is refused ("+workload.CodeNoSkew+") unless --raw.")
 	f := loadgen.BindFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: corput load --target URL --rate N --duration D [--workload NAME|FILE] [--json] [--seed S] [--raw]")
-		fmt.Fprintln(stderr, "\nEach request goes to URL/<class> (e.g. /light, /heavy), arrivals Poisson at --rate.")
-		fmt.Fprintln(stderr, "A workload without cost skew is refused ("+workload.CodeNoSkew+") unless --raw.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	opts, err := f.Options()
 	if err != nil {

@@ -25,24 +25,14 @@ func init() {
 // first line on stdout is "listening on URL"; on a terminal a status line
 // follows, refreshed every second.
 func runOrigin(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("corput origin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("corput origin", stderr,
+		"usage: corput origin --listen ADDR [--profile NAME] [--workers N] [--slowdown F] [--warmup 8x:40s] [--error-rate P] [--proto h1|h2c|tls]",
+		"",
+		"A request's class is the last segment of its path (/light, /heavy); any other path is a tiny immediate 200.",
+		"GET "+origin.StatsPath+" is the ground truth as JSON. Profiles: "+strings.Join(origin.ProfileNames(), ", ")+".")
 	f := origin.BindFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: corput origin --listen ADDR [--profile NAME] [--workers N] [--slowdown F] [--warmup 8x:40s] [--error-rate P] [--proto h1|h2c|tls]")
-		fmt.Fprintln(stderr, "\nA request's class is the last segment of its path (/light, /heavy); any other path is a tiny immediate 200.")
-		fmt.Fprintln(stderr, "GET "+origin.StatsPath+" is the ground truth as JSON. Profiles: "+strings.Join(origin.ProfileNames(), ", ")+".")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	opts, err := f.Options()
 	if err != nil {
@@ -75,6 +65,38 @@ func runOrigin(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nstopped: %d connections accepted, %d requests (%d ok, %d 500, %d cut), peak %d in service, %d waiting\n",
 		st.Connections.Accepted, t.Total(), t.OK, t.Error, t.Canceled, st.Concurrency.Max, st.Queued.Max)
 	return 0
+}
+
+// flagSet is a command's flag set; its usage prints the given lines and
+// then the flags.
+func flagSet(name string, stderr io.Writer, usage ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for _, l := range usage {
+			fmt.Fprintln(stderr, l)
+		}
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses a command's flags, which take no positional
+// arguments. When the command should not run it returns false and the exit
+// code: 0 after -h, 2 for bad flags.
+func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
 }
 
 // showStatus redraws one status line every second until ctx ends.
