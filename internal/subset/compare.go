@@ -17,6 +17,8 @@ type Scenario struct {
 	Size      int    // subset size, 0 = automatic (DefaultSizing)
 	Trials    int    // random memberships averaged over
 	Seed      uint64 // seeds memberships, event choices and comparators
+	// Progress, if set, is called after each trial with the trials done.
+	Progress func(done, trials int)
 }
 
 // maxWork bounds N·F: the comparators hash or draw every endpoint for
@@ -56,13 +58,21 @@ type Report struct {
 
 // Result is one algorithm's measurements, averaged over the trials.
 type Result struct {
-	Name       string           `json:"name"`
-	Rank       int              `json:"rank"`
-	Score      float64          `json:"score"`       // lower is better; see Rank
-	Subsets    int              `json:"subsets"`     // distinct member sets among the frontends
-	SubsetSize int              `json:"subset_size"` // mean members per frontend, rounded
-	Coverage   Coverage         `json:"coverage"`
-	Churn      map[string]Churn `json:"churn"` // by event: add_endpoint, remove_endpoint, add_gateway, subset_count_change
+	Name       string   `json:"name"`
+	Rank       int      `json:"rank"`
+	Score      float64  `json:"score"`       // lower is better; see Rank
+	Subsets    int      `json:"subsets"`     // distinct member sets among the frontends
+	SubsetSize int      `json:"subset_size"` // mean members per frontend, rounded
+	Coverage   Coverage `json:"coverage"`
+	Churn      ChurnSet `json:"churn"`
+}
+
+// ChurnSet is the churn of each measured event, averaged over the trials.
+type ChurnSet struct {
+	AddEndpoint       Churn `json:"add_endpoint"`        // a new address, landing anywhere in sorted order
+	RemoveEndpoint    Churn `json:"remove_endpoint"`     // a member chosen at random
+	AddGateway        Churn `json:"add_gateway"`         // G → G+1
+	SubsetCountChange Churn `json:"subset_count_change"` // S → 2S (subsets half as large)
 }
 
 // Score is the ranking rule: the coverage imbalance (max/mean − 1) plus the
@@ -99,6 +109,9 @@ func Compare(sc Scenario, algs []Algorithm) (Report, error) {
 				return Report{}, fmt.Errorf("%s: trial %d: %w", alg.Name(), i, err)
 			}
 			sums[j].add(m)
+		}
+		if sc.Progress != nil {
+			sc.Progress(i+1, sc.Trials)
 		}
 	}
 	rep := Report{Origins: sc.Endpoints, Gateways: sc.Fleet.Gateways, Loops: sc.Fleet.Loops, Trials: sc.Trials, Seed: sc.Seed}
@@ -172,16 +185,15 @@ func (s measurement) result(name string, trials int) Result {
 		Subsets:    int(math.Round(s.subsets / n)),
 		SubsetSize: int(math.Round(s.size / n)),
 		Coverage:   Coverage{MaxOverMean: s.coverage.MaxOverMean / n, MinOverMean: s.coverage.MinOverMean / n, CV: s.coverage.CV / n},
-		Churn:      make(map[string]Churn, len(events)),
 	}
 	for e, ev := range events {
 		c := s.churn[e]
-		r.Churn[ev.name] = Churn{
+		*ev.of(&r.Churn) = Churn{
 			PairsChanged: c.PairsChanged / n, PairsCreated: c.PairsCreated / n, PairsRemoved: c.PairsRemoved / n,
 			Fraction: c.Fraction / n, FrontendsTouched: c.FrontendsTouched / n,
 		}
 	}
-	r.Score = Score(r.Coverage, r.Churn["add_endpoint"], r.Churn["remove_endpoint"])
+	r.Score = Score(r.Coverage, r.Churn.AddEndpoint, r.Churn.RemoveEndpoint)
 	return r
 }
 
@@ -200,7 +212,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f", r.Rank, r.Name, r.Subsets, r.SubsetSize,
 			r.Coverage.MaxOverMean, r.Coverage.MinOverMean, r.Coverage.CV)
 		for _, ev := range events {
-			c := r.Churn[ev.name]
+			c := *ev.of(&r.Churn)
 			fmt.Fprintf(tw, "\t%.2f%% / %.0f", 100*c.Fraction, c.FrontendsTouched)
 		}
 		fmt.Fprintf(tw, "\t%.4f\n", r.Score)

@@ -55,16 +55,16 @@ func TestCompareMustShow(t *testing.T) {
 		t.Errorf("ringsteady coverage max/mean %.3f > 1.05", ring.Coverage.MaxOverMean)
 	}
 	// One added endpoint touches only the frontends of one subset: F/S = 100.
-	if add := ring.Churn["add_endpoint"]; add.FrontendsTouched != 100 || add.PairsChanged != 100 {
+	if add := ring.Churn.AddEndpoint; add.FrontendsTouched != 100 || add.PairsChanged != 100 {
 		t.Errorf("ringsteady add_endpoint: %+v, want 100 frontends and 100 pairs", add)
 	}
-	if rm := ring.Churn["remove_endpoint"]; rm.FrontendsTouched > 200 {
+	if rm := ring.Churn.RemoveEndpoint; rm.FrontendsTouched > 200 {
 		t.Errorf("ringsteady remove_endpoint touched %.0f frontends, more than two subsets' 200", rm.FrontendsTouched)
 	}
 	if r := by[NameRandom].Coverage.MaxOverMean; r < ring.Coverage.MaxOverMean+0.15 {
 		t.Errorf("random coverage max/mean %.3f not clearly above ringsteady's %.3f", r, ring.Coverage.MaxOverMean)
 	}
-	if f := by[NameHashMod].Churn["add_endpoint"].Fraction; f < 0.5 {
+	if f := by[NameHashMod].Churn.AddEndpoint.Fraction; f < 0.5 {
 		t.Errorf("hashmod add_endpoint fraction %.3f < 0.5", f)
 	}
 	if by[NameSRE].Coverage.MaxOverMean > 1.05 || by[NameHashMod].Coverage.MaxOverMean > 1.05 {

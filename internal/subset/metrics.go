@@ -133,19 +133,24 @@ func distinctSubsets(a assignment) int {
 
 // event is one change that churn is measured for.
 type event struct {
-	name  string
-	apply func(p Placement, t *trial) error
+	name  string                 // as in the JSON and the table
+	of    func(*ChurnSet) *Churn // where its result goes
+	apply func(Placement, *trial) error
 }
 
 // The events, in report order. Each is applied to a fresh placement of the
 // trial's membership.
 var events = [...]event{
-	{"add_endpoint", func(p Placement, t *trial) error { return p.Add(t.newAddr) }},
-	{"remove_endpoint", func(p Placement, t *trial) error { return p.Remove(t.victim) }},
-	{"add_gateway", func(p Placement, t *trial) error {
-		return p.SetFleet(Fleet{Gateways: t.params.Fleet.Gateways + 1, Loops: t.params.Fleet.Loops})
-	}},
-	{"subset_count_change", func(p Placement, t *trial) error { return p.Resize(2 * t.subsets) }},
+	{"add_endpoint", func(c *ChurnSet) *Churn { return &c.AddEndpoint },
+		func(p Placement, t *trial) error { return p.Add(t.newAddr) }},
+	{"remove_endpoint", func(c *ChurnSet) *Churn { return &c.RemoveEndpoint },
+		func(p Placement, t *trial) error { return p.Remove(t.victim) }},
+	{"add_gateway", func(c *ChurnSet) *Churn { return &c.AddGateway },
+		func(p Placement, t *trial) error {
+			return p.SetFleet(Fleet{Gateways: t.params.Fleet.Gateways + 1, Loops: t.params.Fleet.Loops})
+		}},
+	{"subset_count_change", func(c *ChurnSet) *Churn { return &c.SubsetCountChange },
+		func(p Placement, t *trial) error { return p.Resize(2 * t.subsets) }},
 }
 
 // trial is one random membership and the events applied to it.

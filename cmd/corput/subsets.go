@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/corput/corput/internal/subset"
+)
+
+func init() {
+	register(command{name: "subsets", summary: "rank the subsetting algorithms by fleet balance and churn", run: runSubsets})
+}
+
+// defaultComparison is the seeds' example: an 800-endpoint origin behind
+// 100 gateways with 16 loops each.
+var defaultComparison = subset.Scenario{Endpoints: 800, Fleet: subset.Fleet{Gateways: 100, Loops: 16}, Trials: 10, Seed: 1}
+
+// runSubsets is `corput subsets --origins N --gateways G --loops K [--size S]
+// [--trials T] [--seed X] [--json]`.
+func runSubsets(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("corput subsets", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sc := defaultComparison
+	fs.IntVar(&sc.Endpoints, "origins", sc.Endpoints, "`N` endpoints (origin servers) of the origin")
+	fs.IntVar(&sc.Fleet.Gateways, "gateways", sc.Fleet.Gateways, "`G` gateway instances")
+	fs.IntVar(&sc.Fleet.Loops, "loops", sc.Fleet.Loops, "`K` loops per gateway")
+	fs.IntVar(&sc.Size, "size", 0, "subset size `S`: at most S endpoints per subset; 0 = automatic (25–50)")
+	fs.IntVar(&sc.Trials, "trials", sc.Trials, "random memberships to average churn and coverage over")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the memberships, event choices and comparators")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: corput subsets --origins N --gateways G --loops K [--size S] [--trials T] [--seed X] [--json]")
+		fmt.Fprintln(stderr, "\nMeasures ringsteady, hashmod, random, rendezvous and sre on one origin and prints")
+		fmt.Fprintln(stderr, "their coverage balance and churn, best first (see docs/subsetting.md).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "corput subsets: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	return printComparison(sc, *asJSON, stdout, stderr)
+}
+
+// printComparison runs sc over every algorithm and prints the ranking as a
+// table or JSON; progress goes to stderr when it is a terminal.
+func printComparison(sc subset.Scenario, asJSON bool, stdout, stderr io.Writer) int {
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		sc.Progress = func(done, trials int) {
+			fmt.Fprintf(stderr, "\rsubsets: trial %d/%d", done, trials)
+			if done == trials {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+		}
+	}
+	rep, err := subset.Compare(sc, subset.Algorithms())
+	if err != nil {
+		fmt.Fprintf(stderr, "corput subsets: %v\n", err)
+		return 2
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "corput subsets: %v\n", err)
+		return 1
+	}
+	return 0
+}
