@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"io/fs"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,6 +129,39 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
 			}
 		})
+	}
+}
+
+// TestKustomizeBuild renders the kustomization with kubectl's built-in
+// kustomize, when kubectl is installed, and decodes the result strictly:
+// every resource is rendered and the image is rewritten as the images
+// entry says.
+func TestKustomizeBuild(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed")
+	}
+	src, err := loadManifests(kubernetesFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", "kubernetes").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize kubernetes: %v", err)
+	}
+	built := &manifests{}
+	if err := built.addFile("kustomize output", out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(built.objects), len(src.objects); got != want {
+		t.Errorf("kustomize rendered %d objects, the files hold %d", got, want)
+	}
+	img := src.kustomizations[0].Images[0]
+	if len(built.statefulSets) != 1 {
+		t.Fatalf("kustomize rendered %d StatefulSets, want 1", len(built.statefulSets))
+	}
+	if got, want := built.statefulSets[0].Spec.Template.Spec.Containers[0].Image, img.NewName+":"+img.NewTag; got != want {
+		t.Errorf("rendered image %q, want %q", got, want)
 	}
 }
 

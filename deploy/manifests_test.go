@@ -120,18 +120,24 @@ func loadManifests(fsys fs.FS) (*manifests, error) {
 			errs = append(errs, err)
 			continue
 		}
-		docs, err := splitDocuments(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			continue
-		}
-		for i, doc := range docs {
-			if err := m.add(doc); err != nil {
-				errs = append(errs, fmt.Errorf("%s, document %d: %w", name, i+1, err))
-			}
-		}
+		errs = append(errs, m.addFile(name, data))
 	}
 	return m, errors.Join(errs...)
+}
+
+// addFile decodes every document of one multi-document YAML stream.
+func (m *manifests) addFile(name string, data []byte) error {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var errs []error
+	for i, doc := range docs {
+		if err := m.add(doc); err != nil {
+			errs = append(errs, fmt.Errorf("%s, document %d: %w", name, i+1, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // splitDocuments returns the non-empty YAML documents of a file.
