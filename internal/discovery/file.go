@@ -80,6 +80,7 @@ func (f *File) Run(ctx context.Context, emit func(Update)) error {
 		return errAlreadyRunning
 	}
 	f.running, f.stopped, f.emit = true, false, emit
+	f.seen, f.emitted = 0, false // every Run starts by emitting the membership
 	f.timer = f.cfg.Clock.AfterFunc(f.cfg.Interval, f.tick)
 	f.pollLocked()
 	f.mu.Unlock()

@@ -278,3 +278,18 @@ func TestParseEndpointsNullZoneIsEmpty(t *testing.T) {
 		t.Fatalf("got %v, %v; a null zone is \"\", a number is its text", got, err)
 	}
 }
+
+func TestFileEveryRunStartsWithTheMembership(t *testing.T) {
+	h := startFile(t, "endpoints:\n  - {address: 10.0.0.1:80}\n")
+	h.next()
+	h.stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var got []Update
+	if err := h.src.Run(ctx, func(u Update) { got = append(got, u) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Endpoints) != 1 {
+		t.Fatalf("second Run emitted %v; want the membership once", got)
+	}
+}

@@ -60,9 +60,10 @@ func (s *Static) Err() error { return nil }
 // health is a source's current error, logged when it changes rather than
 // every time it recurs.
 type health struct {
-	log *slog.Logger
-	mu  sync.Mutex // guards err
-	err error
+	log    *slog.Logger
+	mu     sync.Mutex // guards following
+	err    error
+	warned bool // err was logged (a waiting state set by wait is not)
 }
 
 // Err implements Source.
@@ -76,8 +77,8 @@ func (h *health) Err() error {
 // error already recorded.
 func (h *health) fail(err error) {
 	h.mu.Lock()
-	same := h.err != nil && h.err.Error() == err.Error()
-	h.err = err
+	same := h.warned && h.err != nil && h.err.Error() == err.Error()
+	h.err, h.warned = err, true
 	h.mu.Unlock()
 	if !same {
 		h.log.Warn("discovery: keeping the last good membership", "err", err)
@@ -87,12 +88,20 @@ func (h *health) fail(err error) {
 // ok clears the recorded error, logging the recovery once.
 func (h *health) ok() {
 	h.mu.Lock()
-	was := h.err
-	h.err = nil
+	was, warned := h.err, h.warned
+	h.err, h.warned = nil, false
 	h.mu.Unlock()
-	if was != nil {
+	if warned {
 		h.log.Info("discovery: membership source recovered", "was", was)
 	}
+}
+
+// wait records a state that is not yet a failure, such as waiting for a
+// control plane's first answer: Err reports it, the log does not.
+func (h *health) wait(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err, h.warned = err, false
 }
 
 // errAlreadyRunning is returned by Run when it is called twice at once.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -75,8 +76,8 @@ type XDS struct {
 	backoff  backoff
 	dialOpts []grpc.DialOption
 
-	// Owned by Run's goroutine.
-	last map[string][]Endpoint // origin → last membership emitted
+	running atomic.Bool
+	last    map[string][]Endpoint // origin → last membership emitted; owned by Run
 }
 
 var _ Source = (*XDS)(nil)
@@ -92,7 +93,7 @@ func NewXDS(cfg XDSConfig) (*XDS, error) {
 	if len(cfg.Clusters) == 0 {
 		return nil, errors.New("discovery xds: no origin names a cluster; set discovery.cluster")
 	}
-	x := &XDS{cfg: cfg, origins: map[string][]string{}, last: map[string][]Endpoint{}}
+	x := &XDS{cfg: cfg, origins: map[string][]string{}}
 	for origin, cluster := range cfg.Clusters {
 		if cluster == "" {
 			return nil, fmt.Errorf("origin %s: discovery.cluster is empty; name the EDS cluster to follow", origin)
@@ -141,7 +142,14 @@ func seedOf(s string) uint64 {
 }
 
 // Run holds a stream open to the server, reconnecting until ctx ends.
+// Until the first valid response, Err reports that it is waiting.
 func (x *XDS) Run(ctx context.Context, emit func(Update)) error {
+	if !x.running.CompareAndSwap(false, true) {
+		return errAlreadyRunning
+	}
+	defer x.running.Store(false)
+	x.last = map[string][]Endpoint{} // every Run starts by emitting the membership
+	x.wait(fmt.Errorf("xds server %s: waiting for the first response for clusters %s", x.cfg.Server, strings.Join(x.names, ", ")))
 	for attempt := 0; ; attempt++ {
 		accepted, err := x.session(ctx, emit)
 		if ctx.Err() != nil {

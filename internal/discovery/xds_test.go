@@ -494,3 +494,28 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 		t.Fatalf("applies %v; want one more for payments, with version 100's membership, and none for search", applies)
 	}
 }
+
+func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
+	cp := startControlPlane(t, "127.0.0.1:0") // no snapshot: the server holds the request
+	cfg := testXDSConfig(cp.addr, clock.Real())
+	logger, logs := newTestLogger()
+	cfg.Logger = logger
+	h := startXDS(t, cfg)
+	eventually(t, "the request to reach the server", func() bool {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		return len(cp.requests) > 0
+	})
+	if err := h.src.Err(); err == nil || !strings.Contains(err.Error(), "waiting for the first response for clusters payments-eds, search-eds") {
+		t.Fatalf("Err() = %v; want it to say what it waits for", err)
+	}
+	if err := h.src.Run(context.Background(), func(Update) {}); err == nil {
+		t.Fatal("a second concurrent Run was allowed")
+	}
+	cp.set("1", cla("payments-eds"), cla("search-eds"))
+	h.next()
+	eventually(t, "Err to clear", func() bool { return h.src.Err() == nil })
+	if l := logs.String(); strings.Contains(l, "level=WARN") || strings.Contains(l, "recovered") {
+		t.Fatalf("a normal start logged a warning or a recovery:\n%s", l)
+	}
+}
