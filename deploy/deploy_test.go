@@ -24,6 +24,22 @@ type mutation struct {
 	wantError string // a substring of the reported problems
 }
 
+type mutations []mutation
+
+// run applies each mutation to a copy of dir in Files and checks that
+// report, given the mutated files, names the expected problem.
+func (ms mutations) run(t *testing.T, dir string, report func(fs.FS) string) {
+	for _, mu := range ms {
+		t.Run(mu.name, func(t *testing.T) {
+			got := report(mutated(t, dir, mu))
+			t.Logf("reported: %s", got)
+			if !strings.Contains(got, mu.wantError) {
+				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
+			}
+		})
+	}
+}
+
 // mutated returns a copy of dir in Files with the mutation applied.
 func mutated(t *testing.T, dir string, mu mutation) fs.FS {
 	t.Helper()
@@ -90,7 +106,7 @@ func TestManifestsAgree(t *testing.T) {
 // TestManifestChecksCatchMistakes proves each check can fail: every
 // mutation is a mistake someone could make, and must be reported.
 func TestManifestChecksCatchMistakes(t *testing.T) {
-	for _, mu := range []mutation{
+	mutations{
 		{"misspelt field", "statefulset.yaml", "  replicas: 3", "  replcas: 3", `unknown field "spec.replcas"`},
 		{"field in the wrong case", "statefulset.yaml", "serviceName:", "ServiceName:", `"spec.ServiceName"`},
 		{"duplicate field", "poddisruptionbudget.yaml", "  maxUnavailable: 1\n", "  maxUnavailable: 1\n  maxUnavailable: 2\n", "already set"},
@@ -115,21 +131,13 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"corput's endpoint label renamed by the scrape", "podmonitor.yaml", "honorLabels: true", "honorLabels: false", "set honorLabels: true"},
 		{"file left out of the kustomization", "kustomization.yaml", "  - podmonitor.yaml\n", "", "podmonitor.yaml is not in resources"},
 		{"namespace hard-coded", "serviceaccount.yaml", "  name: corput\n", "  name: corput\n  namespace: prod\n", `sets namespace "prod"`},
-	} {
-		t.Run(mu.name, func(t *testing.T) {
-			var got string
-			m, err := loadManifests(mutated(t, "kubernetes", mu))
-			if err != nil {
-				got = err.Error()
-			} else {
-				got = strings.Join(m.problems(), "\n")
-			}
-			t.Logf("reported: %s", got)
-			if !strings.Contains(got, mu.wantError) {
-				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
-			}
-		})
-	}
+	}.run(t, "kubernetes", func(fsys fs.FS) string {
+		m, err := loadManifests(fsys)
+		if err != nil {
+			return err.Error()
+		}
+		return strings.Join(m.problems(), "\n")
+	})
 }
 
 // TestKustomizeBuild renders the kustomization with kubectl's built-in
@@ -211,7 +219,7 @@ func TestDashboardChecksCatchMistakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mu := range []mutation{
+	mutations{
 		{"misspelt key", "corput.json", `"gridPos"`, `"gridpos"`, `unknown field "panels[0].gridpos"`},
 		{"metric that does not exist", "corput.json", "corput_upstream_connections_created_total{", "corput_upstream_connection_created_total{", "corput_upstream_connection_created_total is not a metric telemetry.New exports"},
 		{"grouping by a label the metric lacks", "corput.json", "sum by (code_class) (rate(corput_downstream_requests_total", "sum by (origin) (rate(corput_downstream_requests_total", `corput_downstream_requests_total has no label "origin"`},
@@ -228,26 +236,17 @@ func TestDashboardChecksCatchMistakes(t *testing.T) {
 		{"panel off the grid", "corput.json", `"x": 20,`, `"x": 22,`, "off the 24-column grid"},
 		{"panels overlap", "corput.json", `"x": 20,`, `"x": 16,`, "overlaps panel"},
 		{"metric without a panel", "corput.json", "sum by (origin) (increase(corput_membership_changes_total", "sum by (origin) (increase(corput_outlier_ejections_total", "corput_membership_changes_total (exported by telemetry) has no panel"},
-	} {
-		t.Run(mu.name, func(t *testing.T) {
-			fsys := mutated(t, "grafana", mu)
-			data, err := fs.ReadFile(fsys, mu.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var d grafanaDashboard
-			got := ""
-			if err := strictDecode(data, &d); err != nil {
-				got = err.Error()
-			} else {
-				got = strings.Join(d.problems(series), "\n")
-			}
-			t.Logf("reported: %s", got)
-			if !strings.Contains(got, mu.wantError) {
-				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
-			}
-		})
-	}
+	}.run(t, "grafana", func(fsys fs.FS) string {
+		data, err := fs.ReadFile(fsys, "corput.json")
+		if err != nil {
+			return err.Error()
+		}
+		var d grafanaDashboard
+		if err := strictDecode(data, &d); err != nil {
+			return err.Error()
+		}
+		return strings.Join(d.problems(series), "\n")
+	})
 }
 
 // render prints a parsed expression back in a canonical form, to compare

@@ -231,7 +231,8 @@ type fleet struct {
 	pod       *corev1.PodSpec
 	podLabels labels.Set
 	container *corev1.Container
-	config    *config.Config
+	config    *config.Config // nil when configErr is set
+	configErr error
 }
 
 // problems runs every check and returns what is wrong, each prefixed by
@@ -248,6 +249,7 @@ func (m *manifests) problems() []string {
 		return []string{fmt.Sprintf("want one container in the gateway pod, have %d", len(f.pod.Containers))}
 	}
 	f.container = &f.pod.Containers[0]
+	f.config, f.configErr = f.loadConfig()
 	var out []string
 	for _, c := range fleetChecks {
 		for _, p := range c.check(f) {
@@ -423,37 +425,45 @@ func (f *fleet) configPath() string {
 	return ""
 }
 
-// checkConfig follows --config to the mounted ConfigMap key, parses it with
-// config.Parse, and checks that the listeners are the container's ports and
-// that the admin listener is reachable by the kubelet's probes.
-func checkConfig(f *fleet) []string {
+// loadConfig follows --config to the mounted ConfigMap key and parses it
+// with config.Parse, as `corput serve` will in the pod.
+func (f *fleet) loadConfig() (*config.Config, error) {
 	p := f.configPath()
 	if p == "" {
-		return []string{"the container runs without --config"}
+		return nil, errors.New("the container runs without --config")
 	}
 	dir, key := path.Split(p)
 	mount := slices.IndexFunc(f.container.VolumeMounts, func(vm corev1.VolumeMount) bool {
 		return path.Clean(vm.MountPath) == path.Clean(dir)
 	})
 	if mount < 0 {
-		return []string{fmt.Sprintf("--config %s: nothing is mounted at %s", p, dir)}
+		return nil, fmt.Errorf("--config %s: nothing is mounted at %s", p, dir)
 	}
 	vol := slices.IndexFunc(f.pod.Volumes, func(v corev1.Volume) bool {
 		return v.Name == f.container.VolumeMounts[mount].Name
 	})
 	cm := f.configMaps[0]
 	if vol < 0 || f.pod.Volumes[vol].ConfigMap == nil || f.pod.Volumes[vol].ConfigMap.Name != cm.Name {
-		return []string{fmt.Sprintf("--config %s: the volume at %s is not ConfigMap %s", p, dir, cm.Name)}
+		return nil, fmt.Errorf("--config %s: the volume at %s is not ConfigMap %s", p, dir, cm.Name)
 	}
 	data, ok := cm.Data[key]
 	if !ok {
-		return []string{fmt.Sprintf("--config %s: ConfigMap %s has no key %q", p, cm.Name, key)}
+		return nil, fmt.Errorf("--config %s: ConfigMap %s has no key %q", p, cm.Name, key)
 	}
 	cfg, err := config.Parse([]byte(data), p)
 	if err != nil {
-		return []string{fmt.Sprintf("ConfigMap %s key %s: %v", cm.Name, key, err)}
+		return nil, fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
 	}
-	f.config = cfg
+	return cfg, nil
+}
+
+// checkConfig: the config parses, its listeners are the container's ports,
+// and the admin listener is reachable by the kubelet's probes.
+func checkConfig(f *fleet) []string {
+	if f.configErr != nil {
+		return []string{f.configErr.Error()}
+	}
+	cfg := f.config
 	var out []string
 	for _, w := range cfg.Warnings() {
 		// The admin listener must bind the pod address for the probes and
@@ -487,7 +497,7 @@ func checkConfig(f *fleet) []string {
 // grace period must cover the sleep and the gateway's whole drain.
 func checkDrain(f *fleet) []string {
 	if f.config == nil {
-		return []string{"no parsed config (see the config check)"}
+		return nil // reported by checkConfig
 	}
 	lc := f.container.Lifecycle
 	if lc == nil || lc.PreStop == nil || lc.PreStop.Sleep == nil || lc.PreStop.Sleep.Seconds <= 0 {
