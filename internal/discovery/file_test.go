@@ -141,13 +141,7 @@ func (h *fileHarness) write(s string) {
 // next waits for the update that a poll has emitted.
 func (h *fileHarness) next() Update {
 	h.t.Helper()
-	select {
-	case u := <-h.updates:
-		return u
-	case <-time.After(10 * time.Second):
-		h.t.Fatal("no update emitted")
-		return Update{}
-	}
+	return receive(h.t, h.updates, "from the file source")
 }
 
 // none asserts that nothing was emitted: polls run synchronously inside

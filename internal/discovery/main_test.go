@@ -46,3 +46,15 @@ func eps(addrs ...string) []Endpoint {
 	}
 	return out
 }
+
+// receive waits for an update from a source, failing the test after 10 s.
+func receive(t *testing.T, ch <-chan Update, from string) Update {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no update %s", from)
+		return Update{}
+	}
+}

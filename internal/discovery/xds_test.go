@@ -253,13 +253,7 @@ func startXDS(t *testing.T, cfg XDSConfig) *xdsHarness {
 
 func (h *xdsHarness) next() Update {
 	h.t.Helper()
-	select {
-	case u := <-h.updates:
-		return u
-	case <-time.After(10 * time.Second):
-		h.t.Fatal("no update from the xDS client")
-		return Update{}
-	}
+	return receive(h.t, h.updates, "from the xDS client")
 }
 
 // eventually polls cond until it holds; it fails the test after 10 s.
