@@ -52,6 +52,8 @@ type Pool struct {
 	sweep       clock.Timer           // the pool's one lifecycle timer; nil until first armed
 	sweepAt     time.Time             // when sweep fires; zero when disarmed
 	onDrained   func()                // Drain's callback, until it ran
+
+	_ [64]byte // pools of different loops are often allocated side by side: keep their hot fields off a shared cache line
 }
 
 // pconn is one connection as the pool tracks it.
@@ -74,6 +76,8 @@ type pconn struct {
 	reason     CloseReason // why it drains
 	idleSince  time.Time   // when inUse last fell to 0
 	quietSince time.Time   // last use or answered probe; keepalive counts from it
+
+	_ [64]byte // connections of different loops' pools may be allocated side by side: no false sharing
 }
 
 func (pc *pconn) links() *links[pconn] { return &pc.ln }

@@ -1,0 +1,129 @@
+package pool_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/pool/memconn"
+	"github.com/corput/corput/internal/rng"
+)
+
+// warmPool is a pool on the wall clock with n idle HTTP/1.1 connections.
+func warmPool(b *testing.B, loop, n int) *pool.Pool {
+	b.Helper()
+	c := pool.DefaultConfig()
+	c.Prewarm = n
+	p, err := pool.New(fmt.Sprintf("10.0.0.%d:443", loop), loop, c,
+		memconn.New(clock.Real(), memconn.Config{}), clock.Real(), rng.New(uint64(loop)), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !p.Ready() {
+		b.Fatal("pool not warm")
+	}
+	b.Cleanup(p.Close)
+	return p
+}
+
+// The gateway's hot path: acquire a free stream, release it.
+func BenchmarkAcquireRelease(b *testing.B) {
+	p := warmPool(b, 0, 1)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := p.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release()
+	}
+}
+
+// The simulator's hot path: the callback runs synchronously on a warm pool.
+func BenchmarkAcquireAsyncRelease(b *testing.B) {
+	p := warmPool(b, 0, 1)
+	var failed atomic.Bool
+	cb := func(l pool.Lease, err error) {
+		if err != nil {
+			failed.Store(true)
+			return
+		}
+		l.Release()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.AcquireAsync(cb)
+	}
+	if failed.Load() {
+		b.Fatal("an acquisition failed")
+	}
+}
+
+// One pool per loop, as corput runs: goroutines share no lock, so the
+// throughput scales with cores. Compare with BenchmarkParallelSharedPool.
+func BenchmarkParallelPoolPerLoop(b *testing.B) {
+	loops := runtime.GOMAXPROCS(0)
+	pools := make([]*pool.Pool, loops)
+	for i := range pools {
+		pools[i] = warmPool(b, i, 1)
+	}
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		p := pools[int(next.Add(1)-1)%loops]
+		ctx := context.Background()
+		for pb.Next() {
+			l, err := p.Acquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			l.Release()
+		}
+	})
+}
+
+// The design corput avoids: every loop contends on one pool's lock.
+func BenchmarkParallelSharedPool(b *testing.B) {
+	p := warmPool(b, 0, runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			l, err := p.Acquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			l.Release()
+		}
+	})
+}
+
+// A cold acquisition on the fake clock: a dial, a waiter, a hand-over.
+// This path allocates (the waiter, its timer, the connection); it is here
+// to keep that cost visible.
+func BenchmarkColdAcquire(b *testing.B) {
+	clk := clock.NewFake(epoch)
+	d := memconn.New(clk, memconn.Config{})
+	c := pool.DefaultConfig()
+	c.Prewarm = 0
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := pool.New(addr, 0, c, d, clk, rng.New(1), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release()
+		p.Close()
+	}
+}
