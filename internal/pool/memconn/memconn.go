@@ -116,19 +116,14 @@ func (d *Dialer) Stats() Stats {
 func (d *Dialer) Dial(_ string, done func(pool.Conn, error)) {
 	d.dials.Add(1)
 	if d.blackhole.Load() {
-		d.after(d.cfg.DialTimeout, func() { d.fail(ErrDialTimeout, done) })
+		d.clk.AfterFunc(d.cfg.DialTimeout, func() { d.fail(ErrDialTimeout, done) })
 		return
 	}
-	d.after(d.cfg.DialLatency, func() { d.connect(done) })
-}
-
-// after runs f after delay on the clock, or at once when delay is 0.
-func (d *Dialer) after(delay time.Duration, f func()) {
-	if delay <= 0 {
-		f()
+	if d.cfg.DialLatency <= 0 {
+		d.connect(done) // no closure, no timer: the common simulated case
 		return
 	}
-	d.clk.AfterFunc(delay, f)
+	d.clk.AfterFunc(d.cfg.DialLatency, func() { d.connect(done) })
 }
 
 func (d *Dialer) connect(done func(pool.Conn, error)) {
@@ -208,8 +203,10 @@ func (c *Conn) Ping(timeout time.Duration, done func(error)) {
 		done(ErrPeerClosed)
 	case c.silent() || c.d.cfg.PingLatency > timeout:
 		c.d.clk.AfterFunc(timeout, func() { done(ErrPingTimeout) })
+	case c.d.cfg.PingLatency <= 0:
+		done(nil)
 	default:
-		c.d.after(c.d.cfg.PingLatency, func() { done(nil) })
+		c.d.clk.AfterFunc(c.d.cfg.PingLatency, func() { done(nil) })
 	}
 }
 
