@@ -24,7 +24,8 @@ const maxNodes = 1 << 20
 // already in the field, which is how defaults survive.
 type decoder struct {
 	*reporter
-	budget int
+	budget  int
+	merging map[*yaml.Node]bool // mappings whose entries are being listed, to catch merge cycles
 }
 
 // defaulter is implemented by list elements that have defaults of their
@@ -146,6 +147,15 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 // win over merged ones. Duplicate and non-scalar keys are reported and
 // dropped.
 func (d *decoder) entries(n *yaml.Node, path string) [][2]*yaml.Node {
+	if d.merging[n] {
+		d.errorf(path, "line %d: a merge key (<<) brings in a mapping that contains it; remove the cycle", n.Line)
+		return nil
+	}
+	if d.merging == nil {
+		d.merging = map[*yaml.Node]bool{}
+	}
+	d.merging[n] = true
+	defer delete(d.merging, n)
 	var own, merged [][2]*yaml.Node
 	firstLine := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {

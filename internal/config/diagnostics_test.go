@@ -54,6 +54,10 @@ func TestDiagnostics(t *testing.T) {
 			[]want{{"origins[0].colour", "", `unknown key "colour" in origins[0] (known keys: name, protocol,`, 5}}},
 		{"duplicate key", origin("debounce: 1s\ndebounce: 2s"),
 			[]want{{"origins[0].debounce", "", "duplicate key (first set on line 5)", 6}}},
+		{"merge cycle", origin("pool: &p {<<: *p}"),
+			[]want{{"origins[0].pool", "", "a merge key (<<) brings in a mapping that contains it", 5}}},
+		{"merge of a scalar", origin("pool: {<<: 3}"),
+			[]want{{"origins[0].pool", "", "a merge key (<<) takes an alias to a mapping", 5}}},
 		{"non-scalar key", origin("? [a]\n: 1"),
 			[]want{{"origins[0]", "", "a key must be a plain name", 0}}},
 

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeCert writes a self-signed certificate and its key as PEM files
+// named base.pem and base.key in dir.
+func writeCert(t *testing.T, dir, base string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: base},
+		DNSNames:              []string{"localhost"},
+		NotBefore:             time.Unix(0, 0),
+		NotAfter:              time.Unix(1<<32, 0),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, base+".pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	write(t, filepath.Join(dir, base+".key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTLSFilesResolvedAndLoaded: relative TLS paths are resolved against
+// the config file's directory, and real PEM files pass.
+func TestTLSFilesResolvedAndLoaded(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "certs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeCert(t, filepath.Join(dir, "certs"), "server")
+	writeCert(t, filepath.Join(dir, "certs"), "client")
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	write(t, cfgPath, `
+tls: {cert: certs/server.pem, key: certs/server.key, client_ca: certs/client.pem}
+routes: [{origin: api}]
+origins:
+  - name: api
+    protocol: h2
+    tls: {ca: certs/server.pem, cert: certs/client.pem, key: certs/client.key, server_name: localhost}
+    endpoints: [{address: "localhost:9443"}]
+`)
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	certs := filepath.Join(dir, "certs")
+	if got, want := cfg.TLS.Cert, filepath.Join(certs, "server.pem"); got != want {
+		t.Errorf("tls.cert = %q, want %q", got, want)
+	}
+	if got, want := cfg.TLS.ClientCA, filepath.Join(certs, "client.pem"); got != want {
+		t.Errorf("tls.client_ca = %q, want %q", got, want)
+	}
+	ot := cfg.Origins[0].TLS
+	if ot.CA != filepath.Join(certs, "server.pem") || ot.Key != filepath.Join(certs, "client.key") || ot.ServerName != "localhost" {
+		t.Errorf("origin tls = %+v", ot)
+	}
+
+	// Absolute paths stay as written.
+	abs := filepath.Join(certs, "server.pem")
+	cfg = mustParse(t, origin("protocol: h2\ntls: {ca: "+abs+"}"))
+	if cfg.Origins[0].TLS.CA != abs {
+		t.Errorf("absolute path rewritten to %q", cfg.Origins[0].TLS.CA)
+	}
+}
+
+func TestTLSFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, "a")
+	writeCert(t, dir, "b")
+	write(t, filepath.Join(dir, "junk.pem"), "not pem\n")
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	write(t, cfgPath, `tls: {cert: a.pem, key: b.key, client_ca: junk.pem}
+routes: [{origin: api}]
+origins:
+  - name: api
+    tls: {ca: .}
+    endpoints: [{address: "localhost:9443"}]
+`)
+	_, err := Load(cfgPath)
+	var ds Diagnostics
+	if !errors.As(err, &ds) {
+		t.Fatalf("Load: %v", err)
+	}
+	wants := []struct{ key, text string }{
+		{"tls.cert", "do not load as a certificate and its key"},
+		{"tls.client_ca", "holds no PEM certificate"},
+		{"origins[0].tls.ca", "is not a regular file"},
+	}
+	if len(ds) != len(wants) {
+		t.Fatalf("got %d diagnostics, want %d:\n%v", len(ds), len(wants), ds)
+	}
+	for i, w := range wants {
+		if ds[i].Key != w.key || !strings.Contains(ds[i].Message, w.text) {
+			t.Errorf("diagnostic %d = %s, want %s: …%s…", i, ds[i], w.key, w.text)
+		}
+	}
+}
