@@ -51,7 +51,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: invalid: %d error(s), %d warning(s)\n", *path, len(diags.Errors()), len(diags.Warnings()))
 		return 2
 	case err != nil:
-		fmt.Fprintf(stdout, "%s: %v\n", *path, err)
+		fmt.Fprintln(stdout, err)
 		return 2
 	}
 	for _, d := range cfg.Warnings() {
