@@ -25,6 +25,10 @@ var (
 	ErrClosed = errors.New("pool: closed (endpoint drained or gateway shutting down)")
 )
 
+// errCanceled settles a waiter whose caller gave up while a hand-out to it
+// was found dead: the caller is no longer listening for a stream.
+var errCanceled = errors.New("pool: acquisition canceled by its caller")
+
 // DialError is a failed dial (→ 502 connect_failed). The pool returns the
 // same *DialError, the latest, to every request it fails fast while it backs
 // off, so the error allocates once per failed dial, not per request.

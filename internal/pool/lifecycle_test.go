@@ -399,6 +399,11 @@ func TestCloseFailsWaitersAndClosesEverything(t *testing.T) {
 	if e.clk.Pending() != 0 {
 		t.Fatalf("%d timers left armed after Close", e.clk.Pending())
 	}
+	drained := false
+	e.p.Drain(func() { drained = true })
+	if !drained {
+		t.Fatal("Drain of a closed pool did not run its callback")
+	}
 }
 
 func TestConfigValidateNamesTheKey(t *testing.T) {

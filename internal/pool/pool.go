@@ -197,7 +197,8 @@ func (p *Pool) Acquire(ctx context.Context) (Lease, error) {
 // a stream is free or the request fails at once, later otherwise (on the
 // goroutine of the dial, release or timer that settled it), possibly even
 // before AcquireAsync returns. cancel reports whether it withdrew the
-// request; false means cb has run or is running.
+// request; false means cb has run or will run: with a stream (release it)
+// or with an error.
 func (p *Pool) AcquireAsync(cb func(Lease, error)) (cancel func() bool) {
 	l, w, err := p.begin(cb)
 	if w == nil {
@@ -471,6 +472,8 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 		switch {
 		case w.timedOut:
 			p.settleLocked(w, ErrAcquireTimeout, &fx)
+		case w.gaveUp:
+			p.settleLocked(w, errCanceled, &fx)
 		case p.state != stateOpen:
 			p.settleLocked(w, ErrClosed, &fx)
 		default:
@@ -606,6 +609,9 @@ func (p *Pool) Drain(done func()) {
 	now := p.clk.Now()
 	var fx effects
 	p.mu.Lock()
+	if p.state == stateClosed {
+		fx.drained = done
+	}
 	if p.state == stateOpen {
 		p.state = stateDraining
 		p.onDrained = done

@@ -28,6 +28,7 @@ type waiter struct {
 	ln       links[waiter] // on p.waiters
 	state    waiterState
 	timedOut bool // the timer fired while a hand-out was being checked
+	gaveUp   bool // cancel was called while a hand-out was being checked
 }
 
 type acquired struct {
@@ -59,6 +60,7 @@ func (w *waiter) cancel() bool {
 	p := w.p
 	p.mu.Lock()
 	if w.state != waiterQueued {
+		w.gaveUp = w.state == waiterHanded // honoured if the hand-out turns out dead
 		p.mu.Unlock()
 		return false
 	}
