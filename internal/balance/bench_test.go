@@ -1,0 +1,90 @@
+package balance
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/rng"
+)
+
+// benchPicker is a picker over n endpoints on the wall clock. weighted gives
+// them weights 1..4, which sends round_robin and least_request down the EDF
+// path.
+func benchPicker(b *testing.B, pol Policy, n int, weighted bool) *Picker {
+	ms := members(n)
+	if weighted {
+		for i := range ms {
+			ms[i].Weight = 1 + i%4
+		}
+	}
+	o, err := NewOrigin("bench", policyConfig(pol), ms, Options{Clock: clock.Real(), Rand: rng.New(1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(o.Close)
+	return o.NewPicker(nil)
+}
+
+// BenchmarkPick measures Pick (ended with a Shed Done, which only undoes the
+// in-flight count) for every policy at 8, 50 and 1000 endpoints.
+func BenchmarkPick(b *testing.B) {
+	for _, pol := range Policies() {
+		for _, weighted := range []bool{false, true} {
+			for _, n := range []int{8, 50, 1000} {
+				name := fmt.Sprintf("%s/n=%d", pol, n)
+				if weighted {
+					name = fmt.Sprintf("%s/weighted/n=%d", pol, n)
+				}
+				b.Run(name, func(b *testing.B) {
+					p := benchPicker(b, pol, n, weighted)
+					b.ReportAllocs()
+					for b.Loop() {
+						ep, _ := p.Pick()
+						ep.Done(0, Shed)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkPickParallel is Pick from every P at once on one loop's picker:
+// the lock-free path under contention.
+func BenchmarkPickParallel(b *testing.B) {
+	for _, pol := range Policies() {
+		b.Run(string(pol), func(b *testing.B) {
+			p := benchPicker(b, pol, 50, false)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					ep, _ := p.Pick()
+					ep.Done(0, Shed)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkDone is the result callback of a successful request: the Peak
+// EWMA update and the outlier bookkeeping.
+func BenchmarkDone(b *testing.B) {
+	p := benchPicker(b, PeakEWMA, 50, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		ep, _ := p.Pick()
+		ep.Done(12*time.Millisecond, Success)
+	}
+}
+
+// BenchmarkTryAdmit is an admission and its release.
+func BenchmarkTryAdmit(b *testing.B) {
+	ep := benchPicker(b, PeakEWMA, 8, false).origin.Endpoints()[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if ep.TryAdmit() {
+			ep.Release()
+		}
+	}
+}
