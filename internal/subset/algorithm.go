@@ -37,6 +37,9 @@ type Placement interface {
 	// Assignment returns every frontend's members, indexed by frontend
 	// number g·K + l. The slices are read-only and may be shared.
 	Assignment() [][]string
+	// Snapshot returns the current assignment as an immutable Snapshot,
+	// so a gateway serves every algorithm through Members and Diff.
+	Snapshot() *Snapshot
 }
 
 // Algorithm names.
@@ -46,17 +49,20 @@ const (
 	NameRandom     = "random"
 	NameRendezvous = "rendezvous"
 	NameSRE        = "sre"
+	NameNone       = "none"
 )
 
-// Algorithms returns every algorithm, ringsteady first.
+// Algorithms returns the algorithms Compare ranks, ringsteady first. None is
+// left out: it does not subset, so its balance and churn are not comparable.
 func Algorithms() []Algorithm {
 	return []Algorithm{Ringsteady, HashMod, Random, Rendezvous, SRE}
 }
 
-// Lookup returns the algorithm called name (config subset.algorithm).
+// Lookup returns the algorithm called name (config subset.algorithm),
+// including none.
 func Lookup(name string) (Algorithm, error) {
 	var names []string
-	for _, a := range Algorithms() {
+	for _, a := range append(Algorithms(), None) {
 		if a.Name() == name {
 			return a, nil
 		}

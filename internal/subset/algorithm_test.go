@@ -24,6 +24,9 @@ func TestAlgorithmSuite(t *testing.T) {
 				t.Fatal("two placements of the same input differ: not deterministic")
 			}
 			checkAssignment(t, first, list, p.Fleet, 30)
+			snap := a.Snapshot()
+			checkSnapshotMatches(t, snap, first)
+			kept := cloneAssignment(first)
 
 			if err := a.Add("new:80"); err != nil {
 				t.Fatal(err)
@@ -51,8 +54,65 @@ func TestAlgorithmSuite(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkAssignment(t, a.Assignment(), members, grown, 15)
+			checkSnapshotMatches(t, a.Snapshot(), a.Assignment())
+			checkSnapshotMatches(t, snap, kept) // published before the changes: unchanged
 		})
 	}
+}
+
+func TestNoneUsesEverything(t *testing.T) {
+	a, err := None.Place(Params{Origin: "o", Fleet: Fleet{Gateways: 2, Loops: 2}}, addrs(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Add("9:1") // grows the membership's capacity
+	placed := append(addrs(10), "9:1")
+	snap := a.Snapshot()
+	a.Add("0.0.0.1:1") // sorts first: shifts the membership in place
+	for g := range 2 {
+		for l := range 2 {
+			if got := snap.Members(g, l); !slices.Equal(got, placed) {
+				t.Fatalf("Members(%d,%d) = %v, want all 11 as placed", g, l, got)
+			}
+		}
+	}
+	if got := a.Snapshot().Members(1, 1); len(got) != 12 || got[0] != "0.0.0.1:1" {
+		t.Fatalf("after Add: %v", got)
+	}
+	if _, err := Lookup(NameNone); err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range Algorithms() {
+		if alg.Name() == NameNone {
+			t.Fatal("none is ranked")
+		}
+	}
+}
+
+// checkSnapshotMatches asserts that snap serves exactly assignment a.
+func checkSnapshotMatches(t *testing.T, snap *Snapshot, a [][]string) {
+	t.Helper()
+	fleet := snap.Fleet()
+	if len(a) != fleet.Frontends() {
+		t.Fatalf("snapshot fleet %+v, assignment of %d frontends", fleet, len(a))
+	}
+	for f, want := range a {
+		fe := fleet.Frontend(f)
+		if got := snap.Members(fe.Gateway, fe.Loop); !slices.Equal(got, want) {
+			t.Fatalf("snapshot frontend %d: %v, want %v", f, got, want)
+		}
+		if !slices.Contains(snap.Users(snap.SubsetOf(fe.Gateway, fe.Loop)), fe) {
+			t.Fatalf("frontend %+v not among the users of its own subset", fe)
+		}
+	}
+}
+
+func cloneAssignment(a [][]string) [][]string {
+	out := make([][]string, len(a))
+	for i, ms := range a {
+		out[i] = slices.Clone(ms)
+	}
+	return out
 }
 
 // checkAssignment asserts that every frontend of fleet has about size

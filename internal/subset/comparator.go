@@ -17,6 +17,8 @@ type comparator struct {
 	k       int // endpoints per subset, for per-frontend subsets
 	subsets int // subset count, for shared subsets
 	seed    uint64
+	origin  string
+	version uint64 // counts changes, for Snapshot
 	assign  func(c *comparator) [][]string
 }
 
@@ -31,7 +33,7 @@ func newComparator(p Params, endpoints []string, assign func(*comparator) [][]st
 	if err := p.Sizing.Validate(); err != nil {
 		return nil, fmt.Errorf("origin %q: %w", p.Origin, err)
 	}
-	c := &comparator{fleet: p.Fleet, seed: p.Seed, assign: assign, sorted: slices.Clone(endpoints)}
+	c := &comparator{fleet: p.Fleet, seed: p.Seed, origin: p.Origin, assign: assign, sorted: slices.Clone(endpoints)}
 	slices.Sort(c.sorted)
 	for i, a := range c.sorted {
 		if a == "" {
@@ -54,6 +56,7 @@ func (c *comparator) Add(addr string) error {
 		return fmt.Errorf("add %q: %w", addr, ErrDuplicate)
 	}
 	c.sorted = slices.Insert(c.sorted, i, addr)
+	c.version++
 	return nil
 }
 
@@ -63,6 +66,7 @@ func (c *comparator) Remove(addr string) error {
 		return fmt.Errorf("remove %q: %w", addr, ErrUnknown)
 	}
 	c.sorted = slices.Delete(c.sorted, i, i+1)
+	c.version++
 	return nil
 }
 
@@ -71,6 +75,7 @@ func (c *comparator) SetFleet(f Fleet) error {
 		return err
 	}
 	c.fleet = f
+	c.version++
 	return nil
 }
 
@@ -83,11 +88,16 @@ func (c *comparator) Resize(subsets int) error {
 }
 
 func (c *comparator) resizeTo(subsets int) {
+	c.version++
 	c.subsets = subsets
 	c.k = min(max(1, ceilDiv(len(c.sorted), subsets)), len(c.sorted))
 }
 
 func (c *comparator) Assignment() [][]string { return c.assign(c) }
+
+func (c *comparator) Snapshot() *Snapshot {
+	return newFrontendSnapshot(c.origin, c.version, c.fleet, c.sorted, c.assign(c))
+}
 
 // frontendSeed is the seed of frontend f's own random choices.
 func (c *comparator) frontendSeed(f int) uint64 {

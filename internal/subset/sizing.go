@@ -27,8 +27,8 @@ type Sizing struct {
 }
 
 // FixedSize returns the sizing for config subset.size = k: subsets of at
-// most k endpoints (between k/2 and k when chosen). k = 0 means automatic:
-// DefaultSizing.
+// most k endpoints (between k/2 and k when chosen), for k ≥ 2. k = 0 means
+// automatic: DefaultSizing.
 func FixedSize(k int) Sizing {
 	if k == 0 {
 		return DefaultSizing
@@ -36,13 +36,28 @@ func FixedSize(k int) Sizing {
 	return Sizing{Min: k / 2, Max: k, Slack: DefaultSlack}
 }
 
-// Validate reports a sizing that could not pick a stable power of two.
+// NewSizing returns the sizing for an origin's config: subset.size when it
+// is set, else the ideal range subset.min_size–subset.max_size with the
+// default slack.
+func NewSizing(size, minSize, maxSize int) (Sizing, error) {
+	if size < 0 || size == 1 {
+		return Sizing{}, fmt.Errorf("subset.size %d: must be 0 (automatic) or at least 2", size)
+	}
+	z := FixedSize(size)
+	if size == 0 {
+		z = Sizing{Min: minSize, Max: maxSize, Slack: DefaultSlack}
+	}
+	return z, z.Validate()
+}
+
+// Validate reports a sizing that could not pick a stable power of two,
+// naming the config key to change.
 func (z Sizing) Validate() error {
 	switch {
 	case z.Min < 1:
-		return fmt.Errorf("subset sizing: min %d: subset.size must be 0 (automatic) or at least 2", z.Min)
+		return fmt.Errorf("subset.min_size %d: must be at least 1 (25 is the default)", z.Min)
 	case z.Max < 2*z.Min:
-		return fmt.Errorf("subset sizing: range %d–%d spans less than a factor of two, so some origin sizes would have no power-of-two subset count inside it: raise max to at least %d", z.Min, z.Max, 2*z.Min)
+		return fmt.Errorf("subset.max_size %d: less than twice subset.min_size %d, so some origin sizes would have no power-of-two subset count in range; use at least %d", z.Max, z.Min, 2*z.Min)
 	case z.Slack < 0 || z.Slack >= 1:
 		return fmt.Errorf("subset sizing: slack %g: must be in [0, 1)", z.Slack)
 	}

@@ -84,13 +84,30 @@ func TestSizingValidate(t *testing.T) {
 		z    Sizing
 		want string
 	}{
-		{FixedSize(1), "at least 2"},
-		{Sizing{Min: 30, Max: 50, Slack: 0.2}, "factor of two"},
+		{FixedSize(1), "subset.min_size"},
+		{Sizing{Min: 30, Max: 50, Slack: 0.2}, "use at least 60"},
 		{Sizing{Min: 25, Max: 50, Slack: 1}, "slack"},
 	} {
 		err := c.z.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Validate(%+v) = %v, want an error about %q", c.z, err, c.want)
+		}
+	}
+}
+
+func TestNewSizingFromConfig(t *testing.T) {
+	if z, err := NewSizing(0, 25, 50); err != nil || z != DefaultSizing {
+		t.Fatalf("NewSizing(0, 25, 50) = %+v, %v; want DefaultSizing", z, err)
+	}
+	if z, err := NewSizing(40, 25, 50); err != nil || z != FixedSize(40) {
+		t.Fatalf("NewSizing(40, …) = %+v, %v; want FixedSize(40)", z, err)
+	}
+	for _, c := range []struct {
+		size, lo, hi int
+		key          string
+	}{{1, 25, 50, "subset.size"}, {-2, 25, 50, "subset.size"}, {0, 30, 40, "subset.max_size"}, {0, 0, 50, "subset.min_size"}} {
+		if _, err := NewSizing(c.size, c.lo, c.hi); err == nil || !strings.HasPrefix(err.Error(), c.key) {
+			t.Errorf("NewSizing(%d, %d, %d) = %v, want an error naming %s", c.size, c.lo, c.hi, err, c.key)
 		}
 	}
 }

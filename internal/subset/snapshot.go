@@ -5,19 +5,25 @@ import (
 	"slices"
 )
 
-// Snapshot is an immutable view of a Ring: the fleet-wide assignment of
-// endpoints to frontends at one version. It is safe for concurrent use; the
-// owner publishes it with an atomic.Pointer and the request path reads
-// Members without locks or allocation. Slices it returns are shared and must
-// not be modified.
+// Snapshot is an immutable, fleet-wide assignment of an origin's endpoints
+// to frontends at one version. It is safe for concurrent use; the owner
+// publishes it with an atomic.Pointer and the request path reads Members
+// without locks or allocation. Slices it returns are shared and must not be
+// modified.
+//
+// A Ring's snapshot keeps one member list per subset (frontend f reads slot
+// f mod S). Other algorithms' snapshots keep one list per frontend (slot f);
+// for them subset j means frontend j's own set, and endpoints have no ring
+// position.
 type Snapshot struct {
 	origin    string
 	version   uint64
 	fleet     Fleet
-	log2S     int
-	mask      uint64
-	endpoints []string   // by index
-	members   [][]string // by residue r: the endpoints with index ≡ r (mod S), in index order
+	ring      bool   // slots are ring subsets, endpoints are in index order
+	log2S     int    // ring only
+	mask      uint64 // slot of frontend f = f & mask
+	endpoints []string
+	members   [][]string // by slot; for a ring, slot r holds the endpoints with index ≡ r (mod S), in index order
 }
 
 func newSnapshot(origin string, version uint64, fleet Fleet, subsets int, addrs []string) *Snapshot {
@@ -25,6 +31,7 @@ func newSnapshot(origin string, version uint64, fleet Fleet, subsets int, addrs 
 		origin:    origin,
 		version:   version,
 		fleet:     fleet,
+		ring:      true,
 		log2S:     bits.TrailingZeros(uint(subsets)),
 		mask:      uint64(subsets - 1),
 		endpoints: slices.Clone(addrs),
@@ -44,6 +51,19 @@ func newSnapshot(origin string, version uint64, fleet Fleet, subsets int, addrs 
 	return s
 }
 
+// newFrontendSnapshot wraps a per-frontend assignment (indexed by frontend
+// number) of the given membership.
+func newFrontendSnapshot(origin string, version uint64, fleet Fleet, endpoints []string, a [][]string) *Snapshot {
+	return &Snapshot{
+		origin:    origin,
+		version:   version,
+		fleet:     fleet,
+		mask:      ^uint64(0),
+		endpoints: slices.Clone(endpoints),
+		members:   a,
+	}
+}
+
 // Members returns the endpoints that loop of gateway uses. It is O(1) and
 // does not allocate. It panics if gateway or loop is outside the fleet.
 func (s *Snapshot) Members(gateway, loop int) []string {
@@ -55,25 +75,37 @@ func (s *Snapshot) Members(gateway, loop int) []string {
 
 // SubsetOf returns the subset number (ring arc) that loop of gateway uses.
 func (s *Snapshot) SubsetOf(gateway, loop int) int {
-	return arcOf(uint64(s.fleet.Number(Frontend{gateway, loop}))&s.mask, s.log2S)
+	return s.subsetOfSlot(uint64(s.fleet.Number(Frontend{gateway, loop})) & s.mask)
 }
 
-// Subset returns the members of subset j, the arc [j/S, (j+1)/S).
-func (s *Snapshot) Subset(j int) []string { return s.members[s.residue(j)] }
+// Subset returns the members of subset j: for a ring, the arc
+// [j/S, (j+1)/S).
+func (s *Snapshot) Subset(j int) []string { return s.members[s.slotOfSubset(j)] }
 
 // Users returns the frontends that use subset j, in frontend-number order.
 func (s *Snapshot) Users(j int) []Frontend {
-	S := len(s.members)
+	first := s.slotOfSubset(j)
+	if !s.ring {
+		return []Frontend{s.fleet.Frontend(first)}
+	}
 	var out []Frontend
-	for f := s.residue(j); f < s.fleet.Frontends(); f += S {
+	for f := first; f < s.fleet.Frontends(); f += len(s.members) {
 		out = append(out, s.fleet.Frontend(f))
 	}
 	return out
 }
 
-// residue returns the index residue mod S of the endpoints on arc j; the
-// bit reversal is its own inverse.
-func (s *Snapshot) residue(j int) int { return arcOf(uint64(j), s.log2S) }
+// subsetOfSlot and slotOfSubset convert between slots and subset numbers:
+// on a ring, slot r (an index residue) holds arc rev(r), and the bit
+// reversal is its own inverse; elsewhere they are the same number.
+func (s *Snapshot) subsetOfSlot(r uint64) int {
+	if !s.ring {
+		return int(r)
+	}
+	return arcOf(r, s.log2S)
+}
+
+func (s *Snapshot) slotOfSubset(j int) int { return s.subsetOfSlot(uint64(j)) }
 
 // Endpoint describes one endpoint's place on the ring, for the admin API.
 type Endpoint struct {
@@ -84,11 +116,15 @@ type Endpoint struct {
 }
 
 // Endpoints returns every endpoint in index order with its ring position and
-// subset. Users(e.Subset) lists the frontends that use it.
+// subset; Users(e.Subset) lists the frontends that use it. Without a ring,
+// endpoints come in sorted order with Position and Subset −1.
 func (s *Snapshot) Endpoints() []Endpoint {
 	out := make([]Endpoint, len(s.endpoints))
 	for i, a := range s.endpoints {
-		out[i] = Endpoint{Address: a, Index: i, Position: Position(i), Subset: arcOf(uint64(i), s.log2S)}
+		out[i] = Endpoint{Address: a, Index: i, Position: -1, Subset: -1}
+		if s.ring {
+			out[i].Position, out[i].Subset = Position(i), arcOf(uint64(i), s.log2S)
+		}
 	}
 	return out
 }
@@ -102,8 +138,12 @@ func (s *Snapshot) Version() uint64 { return s.version }
 // Fleet returns the fleet the snapshot assigns.
 func (s *Snapshot) Fleet() Fleet { return s.fleet }
 
-// Subsets returns the subset count S.
+// Subsets returns the subset count S: for a ring, the number of arcs;
+// otherwise the number of frontends, each with its own set.
 func (s *Snapshot) Subsets() int { return len(s.members) }
+
+// Ring reports whether the snapshot comes from a Ringsteady ring.
+func (s *Snapshot) Ring() bool { return s.ring }
 
 // Len returns the number of endpoints.
 func (s *Snapshot) Len() int { return len(s.endpoints) }
