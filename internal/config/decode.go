@@ -124,7 +124,7 @@ func isNull(n *yaml.Node) bool {
 func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	names, index := fieldsOf(v.Type())
 	if n.Kind != yaml.MappingNode {
-		d.errorf(path, "want a mapping with keys %s, got %s", strings.Join(names, ", "), describe(n))
+		d.mismatchf(n, path, "want a mapping with keys %s, got %s", strings.Join(names, ", "), describe(n))
 		return
 	}
 	for _, kv := range d.entries(n, path) {
@@ -148,7 +148,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 // dropped.
 func (d *decoder) entries(n *yaml.Node, path string) [][2]*yaml.Node {
 	if d.merging[n] {
-		d.errorf(path, "line %d: a merge key (<<) brings in a mapping that contains it; remove the cycle", n.Line)
+		d.errorAt(n.Line, path, "a merge key (<<) brings in a mapping that contains it; remove the cycle")
 		return nil
 	}
 	if d.merging == nil {
@@ -164,7 +164,7 @@ func (d *decoder) entries(n *yaml.Node, path string) [][2]*yaml.Node {
 		case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge":
 			merged = append(merged, d.mergeSources(val, path)...)
 		case k.Kind != yaml.ScalarNode:
-			d.errorf(path, "line %d: a key must be a plain name, got %s", k.Line, describe(k))
+			d.errorAt(k.Line, path, "a key must be a plain name, got %s", describe(k))
 		default:
 			if first, dup := firstLine[k.Value]; dup {
 				d.lines[joinKey(path, k.Value)] = k.Line
@@ -199,7 +199,7 @@ func (d *decoder) mergeSources(val *yaml.Node, path string) [][2]*yaml.Node {
 	case yaml.SequenceNode:
 		sources = val.Content
 	default:
-		d.errorf(path, "line %d: a merge key (<<) takes an alias to a mapping, got %s", val.Line, describe(val))
+		d.errorAt(val.Line, path, "a merge key (<<) takes an alias to a mapping, got %s", describe(val))
 		return nil
 	}
 	var out [][2]*yaml.Node
@@ -208,7 +208,7 @@ func (d *decoder) mergeSources(val *yaml.Node, path string) [][2]*yaml.Node {
 			return out
 		}
 		if s.Kind != yaml.MappingNode {
-			d.errorf(path, "line %d: a merge key (<<) takes an alias to a mapping, got %s", s.Line, describe(s))
+			d.errorAt(s.Line, path, "a merge key (<<) takes an alias to a mapping, got %s", describe(s))
 			continue
 		}
 		out = append(out, d.entries(s, path)...)
@@ -220,7 +220,7 @@ func (d *decoder) mergeSources(val *yaml.Node, path string) [][2]*yaml.Node {
 // (a list written in the file replaces the default list, never extends it).
 func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(path, "want a list, got %s", describe(n))
+		d.mismatchf(n, path, "want a list, got %s", describe(n))
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -236,11 +236,21 @@ func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 	v.Set(s)
 }
 
+// mismatchf reports a value that does not fit its key's type, at the key's
+// line, or at the value's when the key has none (the document root).
+func (d *decoder) mismatchf(n *yaml.Node, path, format string, args ...any) {
+	line := d.lineOf(path)
+	if line == 0 {
+		line = n.Line
+	}
+	d.errorAt(line, path, format, args...)
+}
+
 // scalar reports whether n is a scalar, reporting an error naming want if
 // not.
 func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	if n.Kind != yaml.ScalarNode {
-		d.errorf(path, "want %s, got %s", want, describe(n))
+		d.mismatchf(n, path, "want %s, got %s", want, describe(n))
 		return false
 	}
 	return true
@@ -252,7 +262,7 @@ func (d *decoder) integer(n *yaml.Node, v reflect.Value, path string) {
 	}
 	var x int64
 	if n.ShortTag() != "!!int" || n.Decode(&x) != nil {
-		d.errorf(path, "want a whole number, got %s", describe(n))
+		d.mismatchf(n, path, "want a whole number, got %s", describe(n))
 		return
 	}
 	v.SetInt(x)
@@ -265,7 +275,7 @@ func (d *decoder) float(n *yaml.Node, v reflect.Value, path string) {
 	var x float64
 	tag := n.ShortTag()
 	if (tag != "!!int" && tag != "!!float") || n.Decode(&x) != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		d.errorf(path, "want a number, got %s", describe(n))
+		d.mismatchf(n, path, "want a number, got %s", describe(n))
 		return
 	}
 	v.SetFloat(x)
@@ -277,7 +287,7 @@ func (d *decoder) boolean(n *yaml.Node, v reflect.Value, path string) {
 	}
 	var x bool
 	if n.ShortTag() != "!!bool" || n.Decode(&x) != nil {
-		d.errorf(path, "want true or false, got %s", describe(n))
+		d.mismatchf(n, path, "want true or false, got %s", describe(n))
 		return
 	}
 	v.SetBool(x)
@@ -290,9 +300,9 @@ func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	x, err := time.ParseDuration(n.Value)
 	if err != nil {
 		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
-			d.errorf(path, "%q has no unit; write a Go duration such as %ss or %sms", n.Value, n.Value, n.Value)
+			d.mismatchf(n, path, "%q has no unit; write a Go duration such as %ss or %sms", n.Value, n.Value, n.Value)
 		} else {
-			d.errorf(path, "%q is not a duration; write a Go duration such as 250ms, 60s or 10m", n.Value)
+			d.mismatchf(n, path, "%q is not a duration; write a Go duration such as 250ms, 60s or 10m", n.Value)
 		}
 		return
 	}
@@ -305,7 +315,7 @@ func (d *decoder) prefix(n *yaml.Node, v reflect.Value, path string) {
 	}
 	p, err := netip.ParsePrefix(n.Value)
 	if err != nil {
-		d.errorf(path, "%q is not a CIDR prefix; write e.g. 10.0.0.0/8, or 10.0.0.1/32 for one address", n.Value)
+		d.mismatchf(n, path, "%q is not a CIDR prefix; write e.g. 10.0.0.0/8, or 10.0.0.1/32 for one address", n.Value)
 		return
 	}
 	v.Set(reflect.ValueOf(p.Masked()))

@@ -133,7 +133,7 @@ func (r *reporter) lineOf(path string) int {
 // is reported as such instead of flooding the terminal.
 const maxDiagnostics = 100
 
-func (r *reporter) add(sev Severity, path, code, format string, args []any) {
+func (r *reporter) add(sev Severity, line int, path, code, format string, args []any) {
 	switch {
 	case len(r.diags) == maxDiagnostics:
 		r.diags = append(r.diags, Diagnostic{File: r.file,
@@ -142,25 +142,33 @@ func (r *reporter) add(sev Severity, path, code, format string, args []any) {
 	case len(r.diags) > maxDiagnostics:
 		return
 	}
+	if line == 0 {
+		line = r.lineOf(path)
+	}
 	r.diags = append(r.diags, Diagnostic{
-		File: r.file, Line: r.lineOf(path), Key: path, Code: code, Severity: sev,
+		File: r.file, Line: line, Key: path, Code: code, Severity: sev,
 		Message: fmt.Sprintf(format, args...),
 	})
 }
 
 // errorf reports an error without a code.
 func (r *reporter) errorf(path, format string, args ...any) {
-	r.add(SeverityError, path, "", format, args)
+	r.add(SeverityError, 0, path, "", format, args)
+}
+
+// errorAt reports an error at a known line (0: the line of path).
+func (r *reporter) errorAt(line int, path, format string, args ...any) {
+	r.add(SeverityError, line, path, "", format, args)
 }
 
 // codedf reports an error with a contract code.
 func (r *reporter) codedf(path, code, format string, args ...any) {
-	r.add(SeverityError, path, code, format, args)
+	r.add(SeverityError, 0, path, code, format, args)
 }
 
 // warnf reports a warning.
 func (r *reporter) warnf(path, format string, args ...any) {
-	r.add(SeverityWarning, path, "", format, args)
+	r.add(SeverityWarning, 0, path, "", format, args)
 }
 
 // parentPath strips the last element of a key path:
