@@ -1,0 +1,74 @@
+package upstream
+
+import (
+	"errors"
+	"net/http"
+
+	"golang.org/x/net/http2"
+
+	"github.com/corput/corput/internal/pool"
+)
+
+// Conn is an upstream connection that can carry requests. Both the
+// HTTP/1.1 and the HTTP/2 connection implement it; the gateway does
+// lease.Conn().(upstream.Conn).RoundTrip(req).
+type Conn interface {
+	pool.Conn
+	// RoundTrip sends req and returns the response once its headers
+	// arrived. The caller must read the body to EOF or close it, and only
+	// then release its lease: an HTTP/1.1 connection is reusable only
+	// after its response body is done. req.Context() cancels the exchange
+	// (on HTTP/1.1 that closes the connection). A 101 Switching Protocols
+	// response on HTTP/1.1 has a Body that is also an io.Writer: the raw
+	// connection, owned by the caller from then on.
+	RoundTrip(req *http.Request) (*http.Response, error)
+}
+
+// Protocol names.
+const (
+	ProtoH1 = "h1"
+	ProtoH2 = "h2"
+)
+
+var (
+	// ErrConnUnusable is returned by RoundTrip on a connection that was
+	// already closed, broken or told to go away. Nothing was sent, so the
+	// request may be retried on another connection (IsRefusedStream).
+	ErrConnUnusable = errors.New("connection not usable (closed, broken or GOAWAY); nothing was sent, retry on another connection")
+	// ErrConnBusy is returned by RoundTrip on an HTTP/1.1 connection that
+	// still carries a request: the caller released its lease before the
+	// previous response body was done. Nothing was sent.
+	ErrConnBusy = errors.New("HTTP/1.1 connection still busy with the previous response; close its body before releasing the lease")
+)
+
+// IsConnectFailure reports whether err is a failure to open the
+// connection (a *DialError): nothing reached the origin, so the request may
+// go to another endpoint (retry.on: connect-failure).
+func IsConnectFailure(err error) bool {
+	var de *DialError
+	return errors.As(err, &de)
+}
+
+// IsRefusedStream reports whether the origin is known not to have
+// processed the request: an HTTP/2 RST_STREAM REFUSED_STREAM, a stream
+// above the last one a GOAWAY accepted, or a connection found unusable
+// before anything was written (retry.on: refused-stream).
+func IsRefusedStream(err error) bool {
+	if errors.Is(err, ErrConnUnusable) || errors.Is(err, ErrConnBusy) {
+		return true
+	}
+	var se http2.StreamError
+	if errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream {
+		return true
+	}
+	// x/net/http2 reports these two cases with unexported sentinel errors
+	// that its own Transport retries; their text is all it exposes.
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e.Error() {
+		case "http2: client conn not usable",
+			"http2: Transport received Server's graceful shutdown GOAWAY":
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,213 @@
+package upstream
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// noLeaks registers, first, a cleanup that runs last: after every server
+// and connection the test made is closed, no goroutine may remain.
+func noLeaks(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+// testPKI is a throwaway CA with a server certificate for 127.0.0.1 and a
+// client certificate, made fresh for the test run.
+type testPKI struct {
+	roots      *x509.CertPool
+	server     tls.Certificate
+	client     tls.Certificate
+	clientPool *x509.CertPool // roots that verify client certificates
+}
+
+var (
+	pkiOnce sync.Once
+	pki     *testPKI
+)
+
+func getPKI(t testing.TB) *testPKI {
+	t.Helper()
+	pkiOnce.Do(func() { pki = newPKI(t) })
+	if pki == nil {
+		t.Fatal("test PKI could not be made")
+	}
+	return pki
+}
+
+func newPKI(t testing.TB) *testPKI {
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := key()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "corput test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, usage x509.ExtKeyUsage, ips []net.IP) tls.Certificate {
+		k := key()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: "corput test leaf"},
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			IPAddresses:  ips,
+			DNSNames:     []string{"localhost"},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	}
+	p := &testPKI{roots: x509.NewCertPool(), clientPool: x509.NewCertPool()}
+	p.roots.AddCert(ca)
+	p.clientPool.AddCert(ca)
+	p.server = leaf(2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
+	p.client = leaf(3, x509.ExtKeyUsageClientAuth, nil)
+	return p
+}
+
+// clientTLS trusts the test CA; withCert adds the client certificate.
+func (p *testPKI) clientTLS(withCert bool) *tls.Config {
+	c := &tls.Config{RootCAs: p.roots}
+	if withCert {
+		c.Certificates = []tls.Certificate{p.client}
+	}
+	return c
+}
+
+// origin is a loopback test server that counts the TCP connections it
+// accepted.
+type origin struct {
+	*httptest.Server
+	accepted atomic.Int64
+}
+
+type originOpts struct {
+	tls        bool
+	h2         bool // offer h2 by ALPN (TLS) or accept h2c (cleartext)
+	maxStreams uint32
+	clientCert bool // require and verify a client certificate
+}
+
+func startOrigin(t testing.TB, o originOpts, h http.Handler) *origin {
+	t.Helper()
+	srv := &origin{Server: httptest.NewUnstartedServer(h)}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			srv.accepted.Add(1)
+		}
+	}
+	if o.maxStreams > 0 {
+		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(o.maxStreams)}
+	}
+	if o.tls {
+		p := getPKI(t)
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.server}}
+		if o.clientCert {
+			srv.TLS.ClientAuth = tls.RequireAndVerifyClientCert
+			srv.TLS.ClientCAs = p.clientPool
+		}
+		srv.EnableHTTP2 = o.h2
+		srv.StartTLS()
+	} else {
+		if o.h2 {
+			var protos http.Protocols
+			protos.SetHTTP1(true)
+			protos.SetUnencryptedHTTP2(true)
+			srv.Config.Protocols = &protos
+		}
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (o *origin) addr() string { return o.Listener.Addr().String() }
+
+func (o *origin) url(path string) string {
+	scheme := "http"
+	if o.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + o.addr() + path
+}
+
+func mustDialer(t testing.TB, o Options) *Dialer {
+	t.Helper()
+	d, err := NewDialer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustDial(t testing.TB, d *Dialer, addr string) Conn {
+	t.Helper()
+	c, err := d.DialContext(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond (a socket-level fact that arrives asynchronously)
+// for up to 10 s. It asserts only that the fact arrives, never how fast.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: did not happen within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func get(t testing.TB, c Conn, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
