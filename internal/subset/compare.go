@@ -164,37 +164,40 @@ func measure(alg Algorithm, t *trial, ids interner, endpoints []int32) (measurem
 func (s *measurement) add(m measurement) {
 	s.subsets += m.subsets
 	s.size += m.size
-	s.coverage.MaxOverMean += m.coverage.MaxOverMean
-	s.coverage.MinOverMean += m.coverage.MinOverMean
-	s.coverage.CV += m.coverage.CV
+	s.coverage = s.coverage.scaledSum(m.coverage, 1)
 	for e := range s.churn {
-		c, d := &s.churn[e], m.churn[e]
-		c.PairsChanged += d.PairsChanged
-		c.PairsCreated += d.PairsCreated
-		c.PairsRemoved += d.PairsRemoved
-		c.Fraction += d.Fraction
-		c.FrontendsTouched += d.FrontendsTouched
+		s.churn[e] = s.churn[e].scaledSum(m.churn[e], 1)
 	}
 }
 
-// result divides the sums by the trial count.
+// result turns the sums over trials into means.
 func (s measurement) result(name string, trials int) Result {
-	n := float64(trials)
+	k := 1 / float64(trials)
 	r := Result{
 		Name:       name,
-		Subsets:    int(math.Round(s.subsets / n)),
-		SubsetSize: int(math.Round(s.size / n)),
-		Coverage:   Coverage{MaxOverMean: s.coverage.MaxOverMean / n, MinOverMean: s.coverage.MinOverMean / n, CV: s.coverage.CV / n},
+		Subsets:    int(math.Round(s.subsets * k)),
+		SubsetSize: int(math.Round(s.size * k)),
+		Coverage:   Coverage{}.scaledSum(s.coverage, k),
 	}
 	for e, ev := range events {
-		c := s.churn[e]
-		*ev.of(&r.Churn) = Churn{
-			PairsChanged: c.PairsChanged / n, PairsCreated: c.PairsCreated / n, PairsRemoved: c.PairsRemoved / n,
-			Fraction: c.Fraction / n, FrontendsTouched: c.FrontendsTouched / n,
-		}
+		*ev.of(&r.Churn) = Churn{}.scaledSum(s.churn[e], k)
 	}
 	r.Score = Score(r.Coverage, r.Churn.AddEndpoint, r.Churn.RemoveEndpoint)
 	return r
+}
+
+// scaledSum returns c + k·d, field by field.
+func (c Coverage) scaledSum(d Coverage, k float64) Coverage {
+	return Coverage{MaxOverMean: c.MaxOverMean + k*d.MaxOverMean, MinOverMean: c.MinOverMean + k*d.MinOverMean, CV: c.CV + k*d.CV}
+}
+
+// scaledSum returns c + k·d, field by field.
+func (c Churn) scaledSum(d Churn, k float64) Churn {
+	return Churn{
+		PairsChanged: c.PairsChanged + k*d.PairsChanged, PairsCreated: c.PairsCreated + k*d.PairsCreated,
+		PairsRemoved: c.PairsRemoved + k*d.PairsRemoved, Fraction: c.Fraction + k*d.Fraction,
+		FrontendsTouched: c.FrontendsTouched + k*d.FrontendsTouched,
+	}
 }
 
 // WriteTable prints the ranking as an aligned table, best first.

@@ -49,7 +49,9 @@
 //
 // Algorithm is implemented by ringsteady and by the alternatives the seeds ask
 // us to rank: hashmod, random, rendezvous (gRPC A68) and sre (SRE book ch. 20
-// deterministic subsetting). Compare measures their fleet coverage balance and
-// their churn for membership, fleet and subset-count changes; `corput subsets`
-// prints the result. docs/subsetting.md explains the algorithm and ranking.
+// deterministic subsetting), plus none (every endpoint, unranked). Each
+// Placement publishes the same kind of Snapshot, so a gateway serves any of
+// them alike. Compare measures their fleet coverage balance and their churn
+// for membership, fleet and subset-count changes; `corput subsets` prints the
+// result. docs/subsetting.md explains the algorithm, sizing and ranking.
 package subset
