@@ -35,7 +35,7 @@ const (
 	// may have been fully read by the origin a moment ago).
 	writeWait = 50 * time.Millisecond
 	// max1xx bounds informational responses before the final one.
-	max1xx = 8
+	max1xx    = 8
 	h1BufSize = 4 << 10
 )
 
@@ -162,9 +162,9 @@ func (c *h1Conn) errorf(req *http.Request, err error) error {
 type h1Exchange struct {
 	c         *h1Conn
 	req       *http.Request
-	stop      func() bool   // unregisters the context watch; nil without one
-	wrote     chan error    // request body writer's result; nil when written inline
-	closeWant bool          // either side asked for Connection: close
+	stop      func() bool // unregisters the context watch; nil without one
+	wrote     chan error  // request body writer's result; nil when written inline
+	closeWant bool        // either side asked for Connection: close
 	finished  atomic.Bool
 }
 
