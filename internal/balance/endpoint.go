@@ -119,9 +119,8 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 		return
 	}
 	o := e.origin
-	now := o.nowNs()
 	if out != ConnectFailure {
-		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+		e.rtt.observe(float64(latency), o.nowNs(), o.prm.tauMs)
 	}
 	if out == Success {
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {

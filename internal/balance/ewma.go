@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// latencyEstimate is one endpoint's peak-sensitive, exponentially weighted moving
-// average of latency (Finagle's and linkerd's Peak EWMA), lock-free.
+// latencyEstimate is one endpoint's peak-sensitive, exponentially weighted
+// moving average of latency (Finagle's and linkerd's Peak EWMA), lock-free.
 //
 // The estimate and the instant it was last written share one 64-bit word:
 // the high half is the estimate in ns as a float32 (24 bits of precision),

@@ -195,6 +195,8 @@ func (o *Origin) failed(e *Endpoint) {
 	case st == healthy:
 		e.state.Store(failing)
 		o.nFailing++
+		o.reassessLocked()
+		return
 	default:
 		return
 	}
@@ -210,7 +212,7 @@ func (o *Origin) recovered(e *Endpoint) {
 	}
 	e.state.Store(healthy)
 	o.nFailing--
-	o.refreshLocked()
+	o.reassessLocked()
 }
 
 func (o *Origin) ejectLocked(e *Endpoint, now int64) {
@@ -263,9 +265,32 @@ func (o *Origin) decayedTimesLocked(e *Endpoint, now int64) int {
 }
 
 // refreshLocked recomputes panic, the zone split and the ejection room
-// after any change of membership or health, and republishes every loop's
+// after a change of membership or ejection, and republishes every loop's
 // snapshot.
 func (o *Origin) refreshLocked() {
+	o.healthLocked()
+	for _, p := range o.pickers {
+		p.snap.Store(o.buildLocked(p))
+	}
+}
+
+// reassessLocked is refreshLocked for a change that leaves the candidate
+// sets alone (an endpoint becoming failing or healthy again without
+// ejection): snapshots are republished only if panic or the zone split
+// moved, so a flapping endpoint does not rebuild every loop each time.
+func (o *Origin) reassessLocked() {
+	panic, frac := o.panic, o.localFrac
+	o.healthLocked()
+	if panic != o.panic || frac != o.localFrac {
+		for _, p := range o.pickers {
+			p.snap.Store(o.buildLocked(p))
+		}
+	}
+}
+
+// healthLocked recomputes the ejection room, panic mode (reporting a
+// change) and the zone split.
+func (o *Origin) healthLocked() {
 	n := len(o.list)
 	o.room.Store(o.nEjected < o.maxEjectLocked())
 	healthyN := n - o.nEjected - o.nFailing
@@ -290,9 +315,6 @@ func (o *Origin) refreshLocked() {
 		if total > 0 {
 			o.localFrac = float64(z.LocalPercent) / 100 * float64(up) / float64(total)
 		}
-	}
-	for _, p := range o.pickers {
-		p.snap.Store(o.buildLocked(p))
 	}
 }
 

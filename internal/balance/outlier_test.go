@@ -285,3 +285,28 @@ func TestNoHealthy(t *testing.T) {
 		t.Fatalf("Pick = %v, want ErrNoHealthy", err)
 	}
 }
+
+// TestFailingWithoutPanicKeepsSnapshots: an endpoint turning failing (cap
+// full) or healthy again changes no candidate set, so while panic does not
+// flip the loops keep their snapshots.
+func TestFailingWithoutPanicKeepsSnapshots(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Outlier.MaxEjectionPercent = 0 // cap: one
+	ms := members(20)
+	f := newFixture(t, cfg, ms, 39)
+	failRun(t, f.o, ms[0].Address)
+	p := f.o.NewPicker(nil)
+	before := p.snap.Load()
+	failRun(t, f.o, ms[1].Address)
+	if st := f.o.Endpoint(ms[1].Address).Status(); !st.Failing || f.o.Panic() {
+		t.Fatalf("failing %v, panic %v; want true, false", st.Failing, f.o.Panic())
+	}
+	q := f.o.NewPicker([]string{ms[1].Address})
+	finish(t, q, ms[1].Address, Success)
+	if f.o.Endpoint(ms[1].Address).Status().Failing {
+		t.Fatal("still failing after a success")
+	}
+	if p.snap.Load() != before {
+		t.Error("snapshot republished for a change that moved no candidate")
+	}
+}

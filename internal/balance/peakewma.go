@@ -9,8 +9,9 @@ import "github.com/corput/corput/internal/rng"
 //	ewma × (active+1) / effective weight
 //
 // where ewma is the endpoint's peak-sensitive latency estimate (see
-// latencyEstimate). A 5×-slow endpoint is avoided until its estimate decays; then
-// one request probes it, and it comes back as soon as it answers fast.
+// latencyEstimate). A 5×-slow endpoint is avoided until its estimate
+// decays; then one request probes it, and it comes back as soon as it
+// answers fast.
 type peakEWMA struct{}
 
 func (peakEWMA) choose(g *group, now int64, r *rng.Source) *entry {
