@@ -61,3 +61,28 @@ func keyPaths(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// TestDecoderCoversEveryFieldType: every leaf of Config has a type the
+// decoder has a rule for, so that no key can reach its panic.
+func TestDecoderCoversEveryFieldType(t *testing.T) {
+	var walk func(t reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ == durationType || typ == prefixType {
+			return
+		}
+		switch typ.Kind() {
+		case reflect.Struct:
+			names, index := fieldsOf(typ)
+			for _, name := range names {
+				walk(typ.Field(index[name]).Type, joinKey(path, name))
+			}
+		case reflect.String, reflect.Int, reflect.Float64, reflect.Bool:
+		default:
+			t.Errorf("%s has type %s, which the decoder does not handle", path, typ)
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+}
