@@ -190,3 +190,32 @@ func TestRandomFollowsWeights(t *testing.T) {
 		within(t, m.Address, got[m.Address], float64(i+1)/10, 0.01)
 	}
 }
+
+// TestPickDoesNotAllocate guards the hot path: Pick and Done allocate
+// nothing for any policy, with equal or unequal weights, zone split and
+// slow start in progress.
+func TestPickDoesNotAllocate(t *testing.T) {
+	for _, pol := range Policies() {
+		cfg := zoneConfig("a")
+		cfg.Policy = pol
+		ms := members(12, "a", "b")
+		for i := range ms {
+			ms[i].Weight = 1 + i%3
+		}
+		f := newFixture(t, cfg, ms[:10], 71)
+		if err := f.o.Update(ms); err != nil { // two endpoints in slow start
+			t.Fatal(err)
+		}
+		p := f.o.NewPicker(nil)
+		allocs := testing.AllocsPerRun(1000, func() {
+			ep, err := p.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep.Done(10*time.Millisecond, Success)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per Pick+Done, want 0", pol, allocs)
+		}
+	}
+}
