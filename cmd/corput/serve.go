@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/gateway"
+)
+
+func init() {
+	register(command{name: "serve", summary: "run the gateway", run: runServe})
+}
+
+// runServe is `corput serve --config FILE [--fleet-instance N --fleet-size G]`.
+// It refuses an invalid config exactly as `corput check` reports it (exit
+// 2), serves until SIGTERM or SIGINT, then drains and exits 0.
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("corput serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "the config `FILE`")
+	instance := fs.Int("fleet-instance", 0, "this gateway's position in the fleet (overrides CORPUT_FLEET_INSTANCE and fleet.instance)")
+	size := fs.Int("fleet-size", 0, "gateways in the fleet (overrides CORPUT_FLEET_SIZE and fleet.size)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "corput serve: --config FILE is required")
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "corput serve: --log-level %q: use debug, info, warn or error\n", *level)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+
+	cfg, err := config.Load(*path)
+	if err != nil {
+		var diags config.Diagnostics
+		if errors.As(err, &diags) {
+			for _, d := range diags {
+				fmt.Fprintln(stderr, d)
+			}
+		} else {
+			fmt.Fprintln(stderr, err)
+		}
+		fmt.Fprintln(stderr, "corput serve: refusing an invalid config (see corput check)")
+		return 2
+	}
+	in := discovery.FleetInputs{LookupEnv: os.LookupEnv}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "fleet-instance":
+			in.FlagInstance = instance
+		case "fleet-size":
+			in.FlagSize = size
+		}
+	})
+	if cfg.Fleet.Size > 1 || cfg.Fleet.Instance > 0 {
+		in.ConfigInstance, in.ConfigSize = &cfg.Fleet.Instance, &cfg.Fleet.Size
+	}
+	in.Hostname, _ = os.Hostname()
+	fleet, err := discovery.ResolveFleet(in)
+	if err != nil {
+		fmt.Fprintln(stderr, "corput serve:", err)
+		return 2
+	}
+	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
+
+	g, err := gateway.New(cfg, gateway.Options{Logger: log, Dashboard: dashboardHandler()})
+	if err != nil {
+		fmt.Fprintln(stderr, "corput serve:", err)
+		return 2
+	}
+	if err := g.Start(); err != nil {
+		fmt.Fprintln(stderr, "corput serve:", err)
+		g.Close()
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	disc := make(chan error, 1)
+	go func() { disc <- g.RunDiscovery(ctx) }()
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining in-flight requests", "deadline", cfg.Shutdown.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout)
+	defer cancel()
+	err = g.Shutdown(dctx)
+	if derr := <-disc; derr != nil {
+		log.Error("discovery", "err", derr)
+	}
+	if err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	return 0
+}

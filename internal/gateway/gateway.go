@@ -1,0 +1,292 @@
+// Package gateway is corput's request path: it accepts downstream
+// connections, assigns each to a loop, routes every request to an origin, and
+// forwards it through that loop's subset, balancer and connection pools
+// (DESIGN.md §1).
+//
+// A loop is a shard of the gateway. Downstream connections are assigned to
+// loops round-robin at accept time; every request on a connection uses its
+// loop's picker and its loop's pools, so a request on loop A never touches
+// loop B's connections (the Zuul insight, seed 003). Per-origin state that
+// must be shared — endpoint health, in-flight counts, Peak-EWMA latency — lives
+// in the balancer's per-origin objects and is updated atomically.
+//
+// The request path takes no lock: the router is immutable, each loop's pool
+// map is replaced whole on membership changes and read with one atomic load,
+// pickers are immutable snapshots, and metric children are bound at start.
+// Membership changes (Apply) are serialised per origin.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/telemetry"
+)
+
+// Options are the gateway's injected parts; the zero value serves.
+type Options struct {
+	Clock   clock.Clock        // nil: the wall clock
+	Seed    uint64             // seeds balancers and pool jitter
+	Logger  *slog.Logger       // nil: slog.Default()
+	Metrics *telemetry.Metrics // nil: a fresh registry
+	// Dialers replaces the upstream dialer of the named origins (the lab
+	// and tests count or shape connections with it).
+	Dialers map[string]pool.Dialer
+	// Dashboard is served at the admin listener's "/"; nil serves none.
+	Dashboard http.Handler
+}
+
+// Gateway is a running corput gateway.
+type Gateway struct {
+	cfg     *config.Config
+	opts    Options
+	clk     clock.Clock
+	log     *slog.Logger
+	metrics *telemetry.Metrics
+	loops   int
+	fleet   config.Fleet
+	router  *Router
+	origins map[string]*origin
+	list    []*origin // in config order
+	fwd     Forwarding
+
+	nextLoop   atomic.Uint64
+	draining   atomic.Bool
+	downstream [5]prometheus.Counter // by code class 1xx..5xx
+
+	mu       sync.Mutex // guards following
+	srv      *http.Server
+	adminSrv *http.Server
+	ln       net.Listener
+	adminLn  net.Listener
+	serveErr chan error
+}
+
+// New builds a gateway from a validated configuration. It opens no
+// listener (see Start) but starts pre-warming upstream pools at once.
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.New()
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		opts:    opts,
+		clk:     opts.Clock,
+		log:     opts.Logger,
+		metrics: opts.Metrics,
+		loops:   cfg.LoopCount(),
+		fleet:   cfg.Fleet,
+		origins: map[string]*origin{},
+		fwd:     Forwarding{Trusted: cfg.Downstream.TrustedProxies},
+	}
+	if g.fleet.Size < 1 {
+		g.fleet.Size = 1
+	}
+	routes := make([]Route, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
+	}
+	g.router = NewRouter(routes)
+	for i, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
+	}
+	for i := range cfg.Origins {
+		o, err := newOrigin(g, &cfg.Origins[i])
+		if err != nil {
+			g.closeOrigins()
+			return nil, err
+		}
+		g.origins[o.name] = o
+		g.list = append(g.list, o)
+	}
+	g.metrics.OnScrape(g.refreshGauges)
+	return g, nil
+}
+
+// Loops returns the number of loops.
+func (g *Gateway) Loops() int { return g.loops }
+
+// Apply replaces an origin's membership (from discovery, after debounce).
+func (g *Gateway) Apply(originName string, members []balance.Member) error {
+	o, ok := g.origins[originName]
+	if !ok {
+		return fmt.Errorf("apply membership: unknown origin %q", originName)
+	}
+	return o.apply(members)
+}
+
+// SetSourceError records a membership source's error (nil when it
+// recovered) for /admin/origins.
+func (g *Gateway) SetSourceError(originName string, err error) {
+	if o, ok := g.origins[originName]; ok {
+		o.setSourceError(err)
+	}
+}
+
+type loopKey struct{}
+
+// assignLoop is the downstream server's ConnContext: connections go to
+// loops round-robin.
+func (g *Gateway) assignLoop(ctx context.Context, _ net.Conn) context.Context {
+	l := int((g.nextLoop.Add(1) - 1) % uint64(g.loops))
+	return context.WithValue(ctx, loopKey{}, l)
+}
+
+// Server returns the downstream *http.Server serving g: HTTP/1.1 and h2c
+// in cleartext, HTTP/1.1 and h2 with TLS.
+func (g *Gateway) newServer() *http.Server {
+	d := g.cfg.Downstream
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: d.ReadHeaderTimeout,
+		IdleTimeout:       d.IdleTimeout,
+		MaxHeaderBytes:    d.MaxHeaderBytes,
+		ConnContext:       g.assignLoop,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	if g.cfg.TLS == nil {
+		protos.SetUnencryptedHTTP2(true)
+	} else {
+		protos.SetHTTP2(true)
+	}
+	srv.Protocols = &protos
+	return srv
+}
+
+// Start opens the downstream and admin listeners and serves in the
+// background. Use Addr and AdminAddr for the bound addresses (":0" works).
+func (g *Gateway) Start() error {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	aln, err := net.Listen("tcp", g.cfg.Admin)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("admin: %w", err)
+	}
+	srv := g.newServer()
+	admin := &http.Server{
+		Handler:           telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	g.mu.Lock()
+	g.srv, g.adminSrv, g.ln, g.adminLn = srv, admin, ln, aln
+	g.serveErr = make(chan error, 2)
+	g.mu.Unlock()
+	go func() {
+		var err error
+		if g.cfg.TLS != nil {
+			err = srv.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key)
+		} else {
+			err = srv.Serve(ln)
+		}
+		g.serveErr <- err
+	}()
+	go func() { g.serveErr <- admin.Serve(aln) }()
+	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
+		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
+	return nil
+}
+
+// Addr is the downstream listener's address.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln == nil {
+		return ""
+	}
+	return g.ln.Addr().String()
+}
+
+// AdminAddr is the admin listener's address.
+func (g *Gateway) AdminAddr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.adminLn == nil {
+		return ""
+	}
+	return g.adminLn.Addr().String()
+}
+
+// Shutdown stops the gateway gracefully: /readyz fails at once, the
+// downstream listener stops accepting, in-flight requests finish until ctx
+// ends, then pools close. The admin listener closes last.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.draining.Store(true)
+	g.mu.Lock()
+	srv, admin, errs := g.srv, g.adminSrv, g.serveErr
+	g.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Shutdown(ctx)
+		if err != nil {
+			srv.Close() // deadline passed: cut what is left
+		}
+	}
+	g.closeOrigins()
+	if admin != nil {
+		aerr := admin.Shutdown(ctx)
+		if aerr != nil {
+			admin.Close()
+		}
+		err = errors.Join(err, aerr)
+		for range 2 {
+			if e := <-errs; e != nil && !errors.Is(e, http.ErrServerClosed) {
+				err = errors.Join(err, e)
+			}
+		}
+	}
+	return err
+}
+
+// Close shuts down at once, cutting in-flight requests.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return g.Shutdown(ctx)
+}
+
+func (g *Gateway) closeOrigins() {
+	for _, o := range g.list {
+		o.close()
+	}
+}
+
+// Ready implements telemetry.AdminSource: config applied, pools pre-warmed,
+// not draining.
+func (g *Gateway) Ready() bool {
+	if g.draining.Load() {
+		return false
+	}
+	for _, o := range g.list {
+		if !o.ready() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,307 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/workload"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startOrigins starts n real origins on loopback.
+func startOrigins(t testing.TB, n int, opt testorigin.Options) []*testorigin.Server {
+	t.Helper()
+	var out []*testorigin.Server
+	for i := 0; i < n; i++ {
+		o := opt
+		o.ID = fmt.Sprintf("o%d", i)
+		if o.Classes == nil {
+			o.Classes = []workload.Class{{Name: "slow", Percent: 100, Latency: 50 * time.Millisecond}}
+		}
+		srv, err := testorigin.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		out = append(out, srv)
+	}
+	return out
+}
+
+// startGateway parses yaml (with %s replaced by the endpoint list) and
+// starts a gateway on loopback ports.
+func startGateway(t testing.TB, yaml string, origins []*testorigin.Server, opts Options) *Gateway {
+	t.Helper()
+	var eps []string
+	for _, o := range origins {
+		eps = append(eps, fmt.Sprintf("{address: %q}", o.Addr()))
+	}
+	text := strings.ReplaceAll(yaml, "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	waitReady(t, g)
+	return g
+}
+
+func waitReady(t testing.TB, g *Gateway) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway not ready within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// client is one downstream connection (so one loop) to the gateway.
+func client() (*http.Client, func()) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, tr.CloseIdleConnections
+}
+
+func get(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+const base = `
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: LOOPS
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    endpoints: ENDPOINTS
+`
+
+func cfgText(loops int, extra string) string {
+	return strings.ReplaceAll(base, "LOOPS", fmt.Sprint(loops)) + extra
+}
+
+func TestReuseOneConnectionForSequentialRequests(t *testing.T) {
+	os := startOrigins(t, 1, testorigin.Options{})
+	g := startGateway(t, cfgText(1, "    pool: {prewarm: 1}\n"), os, Options{})
+	c, closeIdle := client()
+	defer closeIdle()
+	for i := 0; i < 2; i++ {
+		resp, _ := get(t, c, "http://"+g.Addr()+"/light")
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if got := os[0].Stats().Connections.Accepted; got != 1 {
+		t.Fatalf("origin accepted %d connections for two sequential requests, want 1", got)
+	}
+}
+
+func TestBoundedRejectSheds503AndCapsConnections(t *testing.T) {
+	os := startOrigins(t, 1, testorigin.Options{})
+	g := startGateway(t, cfgText(1, "    pool: {max_connections: 2, over_cap: reject, prewarm: 0}\n"), os, Options{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	retryAfter := 0
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
+	defer c.Transport.(*http.Transport).CloseIdleConnections()
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get("http://" + g.Addr() + "/slow")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			codes[resp.StatusCode]++
+			if resp.StatusCode == 503 && resp.Header.Get("Retry-After") == "1" && resp.Header.Get("X-Corput-Error") != "" {
+				retryAfter++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if codes[503] == 0 || codes[200] == 0 || codes[200]+codes[503] != 20 {
+		t.Fatalf("codes %v: want both 200s and 503s", codes)
+	}
+	if retryAfter != codes[503] {
+		t.Fatalf("%d of %d 503s carried Retry-After: 1 and X-Corput-Error", retryAfter, codes[503])
+	}
+	// One loop, max_connections 2: the origin never saw more than 2.
+	if got := os[0].Stats().Connections.Accepted; got > 2 {
+		t.Fatalf("origin accepted %d connections, cap is 2", got)
+	}
+}
+
+func TestOutlierEjectedAfterThird500UntilEjectionTimePasses(t *testing.T) {
+	good := startOrigins(t, 4, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
+	bad := startOrigins(t, 1, testorigin.Options{ErrorRate: 1, Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	g := startGateway(t, cfgText(1, "    balancer: {policy: round_robin}\n    slow_start: {window: 0s}\n"), append(good, bad...), Options{Clock: clk})
+	c, closeIdle := client()
+	defer closeIdle()
+	fails := 0
+	for i := 0; i < 60; i++ {
+		resp, _ := get(t, c, "http://"+g.Addr()+"/x")
+		if resp.StatusCode == 500 {
+			fails++
+		}
+	}
+	if got := bad[0].Stats().Total().Total(); got != 3 {
+		t.Fatalf("failing endpoint got %d requests, want exactly 3 (ejected at the third 500)", got)
+	}
+	if fails != 3 {
+		t.Fatalf("clients saw %d 500s, want 3", fails)
+	}
+	clk.Advance(29 * time.Second)
+	for i := 0; i < 20; i++ {
+		get(t, c, "http://"+g.Addr()+"/x")
+	}
+	if got := bad[0].Stats().Total().Total(); got != 3 {
+		t.Fatalf("ejected endpoint got requests before its 30s ejection ended: %d", got)
+	}
+	clk.Advance(2 * time.Second)
+	for i := 0; i < 20; i++ {
+		get(t, c, "http://"+g.Addr()+"/x")
+	}
+	if got := bad[0].Stats().Total().Total(); got <= 3 {
+		t.Fatalf("endpoint not back in rotation after its ejection time: %d requests", got)
+	}
+}
+
+func TestLoopsReachOnlyTheirSubsetAndTheGatewayReachesAll(t *testing.T) {
+	os := startOrigins(t, 64, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
+	g := startGateway(t, cfgText(4, "    subset: {size: 16}\n    balancer: {policy: round_robin}\n    pool: {prewarm: 0}\n"), os, Options{})
+	view := g.Origins().([]OriginView)[0]
+	if len(view.Loops) != 4 {
+		t.Fatalf("%d loops", len(view.Loops))
+	}
+	byAddr := map[string]string{}
+	for _, o := range os {
+		byAddr[o.Options().ID] = o.Addr()
+	}
+	all := map[string]bool{}
+	for l := 0; l < 4; l++ {
+		c, closeIdle := client() // a new downstream connection: the next loop
+		allowed := map[string]bool{}
+		for _, a := range view.Loops[l].Subset {
+			allowed[a] = true
+		}
+		if len(allowed) != 16 {
+			t.Fatalf("loop %d subset has %d endpoints, want 16", l, len(allowed))
+		}
+		for i := 0; i < 48; i++ {
+			resp, _ := get(t, c, "http://"+g.Addr()+"/x")
+			addr := byAddr[resp.Header.Get(testorigin.IDHeader)]
+			if !allowed[addr] {
+				t.Fatalf("loop %d request reached %s outside its subset", l, addr)
+			}
+			all[addr] = true
+		}
+		closeIdle()
+	}
+	if len(all) != 64 {
+		t.Fatalf("the gateway reached %d endpoints, want all 64", len(all))
+	}
+}
+
+func TestMalformedRequestGets400AndGatewayKeepsServing(t *testing.T) {
+	os := startOrigins(t, 1, testorigin.Options{})
+	g := startGateway(t, cfgText(1, ""), os, Options{})
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+		"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nNo colon in this header line\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", g.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, raw)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("%q: status %d, want 400", raw, resp.StatusCode)
+		}
+	}
+	if got := os[0].Stats().Total().Total(); got != 0 {
+		t.Fatalf("origin saw %d requests from malformed input", got)
+	}
+	c, closeIdle := client()
+	defer closeIdle()
+	if resp, _ := get(t, c, "http://"+g.Addr()+"/light"); resp.StatusCode != 200 {
+		t.Fatalf("after malformed input: %d", resp.StatusCode)
+	}
+}
+
+func TestDeadOriginAnswers502WithReason(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	cfg := strings.ReplaceAll(cfgText(1, "    pool: {prewarm: 0}\n"), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", dead))
+	g := startGateway(t, cfg, nil, Options{})
+	c, closeIdle := client()
+	defer closeIdle()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.Addr()+"/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 502 && resp.StatusCode != 503 {
+		t.Fatalf("status %d, want 502/503", resp.StatusCode)
+	}
+	if resp.Header.Get("X-Corput-Error") == "" {
+		t.Fatal("no X-Corput-Error reason")
+	}
+}

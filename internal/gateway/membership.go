@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/rng"
+)
+
+// RunDiscovery follows the membership of every origin whose discovery type
+// is file or xds until ctx ends: sources emit full membership sets, a
+// debouncer coalesces each origin's changes within its debounce window, and
+// Apply turns the result into ring deltas and pool changes. Origins sharing
+// an xDS server share one ADS stream. Static origins need nothing here.
+func (g *Gateway) RunDiscovery(ctx context.Context) error {
+	deb := discovery.NewDebouncer(g.clk, func(u discovery.Update) {
+		if err := g.Apply(u.Origin, membersFromDiscovery(u.Endpoints)); err != nil {
+			g.log.Error("apply membership", "origin", u.Origin, "err", err)
+			g.SetSourceError(u.Origin, err)
+		}
+	})
+	defer deb.Close()
+
+	var sources []discovery.Source
+	xdsByServer := map[string]*discovery.XDSConfig{}
+	var xdsOrigins = map[string][]*origin{}
+	for _, o := range g.list {
+		dc := o.cfg.Discovery
+		if dc.Type != config.DiscoveryFile && dc.Type != config.DiscoveryXDS {
+			continue
+		}
+		deb.SetWindow(o.name, o.cfg.Debounce, 0)
+		switch dc.Type {
+		case config.DiscoveryFile:
+			src, err := discovery.NewFile(discovery.FileConfig{Origin: o.name, Path: dc.Path, Clock: g.clk, Logger: g.log})
+			if err != nil {
+				return fmt.Errorf("origins[%s].discovery: %w", o.name, err)
+			}
+			o.setSource(src)
+			sources = append(sources, src)
+		case config.DiscoveryXDS:
+			xc, ok := xdsByServer[dc.Server]
+			if !ok {
+				node := dc.NodeID
+				if node == "" {
+					host, _ := os.Hostname()
+					node = fmt.Sprintf("corput-%s-%d", host, g.fleet.Instance)
+				}
+				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: o.cfg.Zone.Local,
+					Clusters: map[string]string{}, Clock: g.clk, Logger: g.log,
+					Rand: rng.New(g.opts.Seed ^ hashString(dc.Server))}
+				xdsByServer[dc.Server] = xc
+			}
+			cluster := dc.Cluster
+			if cluster == "" {
+				cluster = o.name
+			}
+			xc.Clusters[o.name] = cluster
+			xdsOrigins[dc.Server] = append(xdsOrigins[dc.Server], o)
+		}
+	}
+	for server, xc := range xdsByServer {
+		src, err := discovery.NewXDS(*xc)
+		if err != nil {
+			return fmt.Errorf("discovery.server %s: %w", server, err)
+		}
+		for _, o := range xdsOrigins[server] {
+			o.setSource(src)
+		}
+		sources = append(sources, src)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(sources))
+	for i, src := range sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = src.Run(ctx, deb.Offer)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func membersFromDiscovery(eps []discovery.Endpoint) []balance.Member {
+	out := make([]balance.Member, len(eps))
+	for i, e := range eps {
+		out[i] = balance.Member{Address: e.Address, Zone: e.Zone, Weight: e.Weight}
+	}
+	return out
+}

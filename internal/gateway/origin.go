@@ -1,0 +1,534 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/telemetry"
+	"github.com/corput/corput/internal/upstream"
+)
+
+// origin is one named cluster of endpoints: its balancer, its subset
+// placement, and per loop a picker and the pools of that loop's subset.
+type origin struct {
+	name       string
+	cfg        *config.Origin
+	gw         *Gateway
+	bal        *balance.Origin
+	dialer     pool.Dialer
+	poolCfg    pool.Config
+	budget     *retryBudget
+	retryOn    retryOn
+	attempts   int
+	reqTimeout time.Duration
+	loops      []*originLoop
+	m          originMetrics
+
+	mu        sync.Mutex // guards following: membership changes are serialised
+	placement subset.Placement
+	ring      *subset.Ring // the ringsteady placement's ring, for the admin view; nil otherwise
+	members   []balance.Member
+	lastErr   string // the last error applying membership, "" when healthy
+	changes   uint64
+	source    discovery.Source // file or xds source, nil for static
+	seeded    bool             // membership known: static, or a source has applied once
+}
+
+func (o *origin) setSource(src discovery.Source) {
+	o.mu.Lock()
+	o.source = src
+	o.mu.Unlock()
+}
+
+// sourceError is the membership source's or the last apply's error.
+func (o *origin) sourceErrorLocked() string {
+	if o.source != nil {
+		if err := o.source.Err(); err != nil {
+			return err.Error()
+		}
+	}
+	return o.lastErr
+}
+
+// originLoop is an origin as one loop sees it. Its pools map is replaced
+// whole (copy on write) under origin.mu, so the request path reads it with
+// one atomic load and no lock.
+type originLoop struct {
+	idx    int
+	picker *balance.Picker
+	pools  atomic.Pointer[map[string]*pool.Pool]
+	subset []string // guarded by origin.mu
+	obs    *poolObserver
+}
+
+type retryOn struct{ connect, refused, status503 bool }
+
+func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
+	o := &origin{
+		name:       oc.Name,
+		cfg:        oc,
+		gw:         gw,
+		budget:     newRetryBudget(oc.Retry.BudgetPercent),
+		attempts:   1 + oc.Retry.Attempts,
+		reqTimeout: oc.Timeouts.Request,
+	}
+	for _, on := range oc.Retry.On {
+		switch on {
+		case config.RetryConnectFailure:
+			o.retryOn.connect = true
+		case config.RetryRefusedStream:
+			o.retryOn.refused = true
+		case config.Retry503:
+			o.retryOn.status503 = true
+		}
+	}
+	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
+
+	var err error
+	o.poolCfg, err = poolConfig(oc)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := gw.opts.Dialers[oc.Name]; ok {
+		o.dialer = d
+	} else if o.dialer, err = newDialer(oc); err != nil {
+		return nil, err
+	}
+
+	members := membersOf(oc.Endpoints)
+	o.bal, err = balance.NewOrigin(oc.Name, balance.FromConfig(oc), members, balance.Options{
+		Clock:    gw.clk,
+		Rand:     rng.New(gw.opts.Seed ^ rng.Mix64(hashString(oc.Name))),
+		Observer: &balanceObserver{m: &o.m},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.newPlacement(addrsOf(members)); err != nil {
+		return nil, err
+	}
+	o.members = members
+	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
+	for l := 0; l < gw.loops; l++ {
+		ol := &originLoop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
+		ol.subset = o.subsetOf(l, addrsOf(members))
+		ol.picker = o.bal.NewPicker(ol.subset)
+		pools := make(map[string]*pool.Pool, len(ol.subset))
+		for _, a := range ol.subset {
+			p, err := o.newPool(a, ol)
+			if err != nil {
+				return nil, err
+			}
+			pools[a] = p
+		}
+		ol.pools.Store(&pools)
+		o.loops = append(o.loops, ol)
+	}
+	return o, nil
+}
+
+// newPlacement builds the subset placement of the configured algorithm for
+// this gateway's fleet; "none" has none (every loop uses every endpoint).
+func (o *origin) newPlacement(addrs []string) error {
+	alg := o.cfg.Subset.Algorithm
+	if alg == config.SubsetNone {
+		return nil
+	}
+	sizing := subset.FixedSize(o.cfg.Subset.Size)
+	if o.cfg.Subset.Size == 0 && o.cfg.Subset.MinSize > 0 {
+		sizing = subset.Sizing{Min: o.cfg.Subset.MinSize, Max: o.cfg.Subset.MaxSize, Slack: subset.DefaultSlack}
+	}
+	fleet := subset.Fleet{Gateways: o.gw.fleet.Size, Loops: o.gw.loops}
+	if alg == config.SubsetRingsteady || alg == "" {
+		r, err := subset.NewRing(subset.Config{Origin: o.name, Sizing: sizing, Fleet: fleet}, addrs)
+		if err != nil {
+			return fmt.Errorf("origin %s: subset: %w", o.name, err)
+		}
+		o.ring = r
+		return nil
+	}
+	a, err := subset.Lookup(string(alg))
+	if err != nil {
+		return fmt.Errorf("origins[%s].subset.algorithm: %w", o.name, err)
+	}
+	o.placement, err = a.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: hashString(o.name)}, addrs)
+	if err != nil {
+		return fmt.Errorf("origin %s: subset: %w", o.name, err)
+	}
+	return nil
+}
+
+// subsetOf returns loop l's members under the current placement. Called
+// with o.mu held (or before the origin is shared).
+func (o *origin) subsetOf(l int, all []string) []string {
+	g := o.gw.fleet.Instance
+	switch {
+	case o.ring != nil:
+		return slices.Clone(o.ring.Snapshot().Members(g, l))
+	case o.placement != nil:
+		return slices.Clone(o.placement.Assignment()[g*o.gw.loops+l])
+	default:
+		return slices.Clone(all)
+	}
+}
+
+func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
+	src := rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
+	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.gw.clk, src, ol.obs)
+	if err != nil {
+		return nil, fmt.Errorf("origin %s: pool %s: %w", o.name, addr, err)
+	}
+	return p, nil
+}
+
+// poolFor returns loop ol's pool for ep. An endpoint outside the loop's
+// subset (the balancer's fallback when the whole subset is ejected) gets a
+// pool on demand, without pre-warming, that idles out like any other.
+func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
+	if p, ok := (*ol.pools.Load())[addr]; ok {
+		return p, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur := *ol.pools.Load()
+	if p, ok := cur[addr]; ok {
+		return p, nil
+	}
+	cfg := o.poolCfg
+	cfg.Prewarm = 0
+	src := rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
+	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.gw.clk, src, ol.obs)
+	if err != nil {
+		return nil, err
+	}
+	next := make(map[string]*pool.Pool, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[addr] = p
+	ol.pools.Store(&next)
+	return p, nil
+}
+
+// Apply replaces the origin's membership: the placement changes by deltas,
+// the balancer keeps survivors' state and ramps newcomers up, and only loops
+// whose subset changed touch their pools — new members get pre-warmed pools,
+// departed ones drain (in-flight requests finish) and close.
+func (o *origin) apply(members []balance.Member) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	oldAddrs := addrsOf(o.members)
+	newAddrs := addrsOf(members)
+	if err := o.bal.Update(members); err != nil {
+		return err
+	}
+	added, removed := diffSorted(oldAddrs, newAddrs)
+	switch {
+	case o.ring != nil:
+		if _, err := o.ring.Sync(newAddrs); err != nil {
+			return fmt.Errorf("origin %s: subset: %w", o.name, err)
+		}
+	case o.placement != nil:
+		for _, a := range removed {
+			if err := o.placement.Remove(a); err != nil {
+				return err
+			}
+		}
+		for _, a := range added {
+			if err := o.placement.Add(a); err != nil {
+				return err
+			}
+		}
+	}
+	o.members = members
+	o.seeded = true
+	o.lastErr = ""
+	o.changes++
+	o.m.membership.Inc()
+	for _, ol := range o.loops {
+		next := o.subsetOf(ol.idx, newAddrs)
+		gained, lost := diffSorted(sortedCopy(ol.subset), sortedCopy(next))
+		ol.subset = next
+		cur := *ol.pools.Load()
+		// Pools created on demand outside the subset are dropped once their
+		// endpoint leaves the origin altogether.
+		for addr := range cur {
+			if !slices.Contains(next, addr) && !slices.Contains(lost, addr) && !slices.Contains(newAddrs, addr) {
+				lost = append(lost, addr)
+			}
+		}
+		if len(gained) == 0 && len(lost) == 0 {
+			continue
+		}
+		pools := make(map[string]*pool.Pool, len(next))
+		for k, v := range cur {
+			pools[k] = v
+		}
+		for _, a := range lost {
+			if p, ok := pools[a]; ok {
+				delete(pools, a)
+				p.Drain(nil)
+			}
+		}
+		for _, a := range gained {
+			if _, ok := pools[a]; ok {
+				continue
+			}
+			p, err := o.newPool(a, ol)
+			if err != nil {
+				return err
+			}
+			pools[a] = p
+		}
+		ol.pools.Store(&pools)
+		ol.picker.SetSubset(next)
+	}
+	return nil
+}
+
+// setSourceError records the membership source's health for the admin API.
+func (o *origin) setSourceError(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		o.lastErr = ""
+	} else {
+		o.lastErr = err.Error()
+	}
+}
+
+// ready reports whether every pool of every loop holds its pre-warmed
+// connections.
+func (o *origin) ready() bool {
+	o.mu.Lock()
+	seeded := o.seeded
+	o.mu.Unlock()
+	if !seeded {
+		return false
+	}
+	for _, ol := range o.loops {
+		for _, p := range *ol.pools.Load() {
+			if !p.Ready() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (o *origin) close() {
+	for _, ol := range o.loops {
+		ol.picker.Close()
+		for _, p := range *ol.pools.Load() {
+			p.Close()
+		}
+	}
+	o.bal.Close()
+}
+
+func poolConfig(oc *config.Origin) (pool.Config, error) {
+	pc := pool.DefaultConfig()
+	pc.MaxConnections = oc.Pool.MaxConnections
+	pc.MaxPending = int(oc.Pool.MaxPending)
+	pc.AcquireTimeout = oc.Pool.AcquireTimeout
+	over, err := pool.ParseOverCap(string(oc.Pool.OverCap))
+	if err != nil {
+		return pc, fmt.Errorf("origins[%s].%w", oc.Name, err)
+	}
+	pc.OverCap = over
+	pc.IdleTimeout = oc.Pool.IdleTimeout
+	pc.MaxLifetime = oc.Pool.MaxLifetime
+	pc.Keepalive = oc.Pool.Keepalive
+	pc.Prewarm = oc.Pool.Prewarm
+	if err := pc.Validate(); err != nil {
+		return pc, fmt.Errorf("origins[%s].pool: %w", oc.Name, err)
+	}
+	return pc, nil
+}
+
+func newDialer(oc *config.Origin) (pool.Dialer, error) {
+	opts := upstream.Options{
+		Protocol:       upstream.Protocol(oc.Protocol),
+		ConnectTimeout: oc.Timeouts.Connect,
+	}
+	if oc.TLS != nil {
+		tc, err := upstream.TLSFiles{
+			CA: oc.TLS.CA, Cert: oc.TLS.Cert, Key: oc.TLS.Key,
+			ServerName: oc.TLS.ServerName, InsecureSkipVerify: oc.TLS.InsecureSkipVerify,
+		}.Config()
+		if err != nil {
+			return nil, fmt.Errorf("origins[%s].tls: %w", oc.Name, err)
+		}
+		opts.TLS = tc
+	}
+	d, err := upstream.NewDialer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("origins[%s]: %w", oc.Name, err)
+	}
+	return d, nil
+}
+
+func membersOf(eps []config.Endpoint) []balance.Member {
+	out := make([]balance.Member, len(eps))
+	for i, e := range eps {
+		out[i] = balance.Member{Address: e.Address, Zone: e.Zone, Weight: e.Weight}
+	}
+	slices.SortFunc(out, func(a, b balance.Member) int { return cmpString(a.Address, b.Address) })
+	return out
+}
+
+func addrsOf(ms []balance.Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Address
+	}
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// diffSorted returns what b has that a lacks, and what a has that b lacks;
+// both inputs sorted.
+func diffSorted(a, b []string) (added, removed []string) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			removed = append(removed, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			added = append(added, b[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return added, removed
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// hashString is FNV-1a, for deterministic per-name seeds.
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// originMetrics are an origin's Prometheus children, bound once so the
+// request path does no label lookups.
+type originMetrics struct {
+	created     [][2]prometheus.Counter // [loop][h1, h2]
+	closed      []prometheus.Counter // by pool.CloseReason
+	acquireWait prometheus.Observer
+	duration    [5]prometheus.Observer // by code class 1xx..5xx
+	shed        map[string]prometheus.Counter
+	zoneLocal   prometheus.Counter
+	zoneRemote  prometheus.Counter
+	ejections   prometheus.Counter
+	membership  prometheus.Counter
+	ejected     prometheus.Gauge
+	panic       prometheus.Gauge
+}
+
+func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetrics {
+	m.InitOrigin(name, loops, []string{upstream.ProtoH1, upstream.ProtoH2})
+	om := originMetrics{
+		acquireWait: m.AcquireWait.WithLabelValues(name),
+		shed:        map[string]prometheus.Counter{},
+		zoneLocal:   m.ZoneRequests.WithLabelValues(name, "local"),
+		zoneRemote:  m.ZoneRequests.WithLabelValues(name, "remote"),
+		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
+		membership:  m.MembershipChanges.WithLabelValues(name),
+		ejected:     m.OutlierEjected.WithLabelValues(name),
+		panic:       m.PanicMode.WithLabelValues(name),
+	}
+	for l := 0; l < loops; l++ {
+		ls := strconv.Itoa(l)
+		om.created = append(om.created, [2]prometheus.Counter{
+			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH1),
+			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH2),
+		})
+	}
+	for _, r := range pool.CloseReasons() {
+		for int(r) >= len(om.closed) {
+			om.closed = append(om.closed, nil)
+		}
+		om.closed[r] = m.ConnectionsClosed.WithLabelValues(name, r.String())
+	}
+	for i, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		om.duration[i] = m.RequestDuration.WithLabelValues(name, c)
+	}
+	for _, r := range telemetry.ShedReasons {
+		om.shed[r] = m.RequestsShed.WithLabelValues(name, r)
+	}
+	return om
+}
+
+// poolObserver feeds one (origin, loop)'s pool events into the metrics.
+type poolObserver struct {
+	m    *originMetrics
+	loop int
+}
+
+func protoIndex(p string) int {
+	if p == upstream.ProtoH2 {
+		return 1
+	}
+	return 0
+}
+
+func (p *poolObserver) ConnCreated(protocol string, _ bool) {
+	p.m.created[p.loop][protoIndex(protocol)].Inc()
+}
+func (p *poolObserver) ConnClosed(_ string, r pool.CloseReason, _ bool) { p.m.closed[r].Inc() }
+func (p *poolObserver) DialFailed(error, time.Duration)                 {}
+func (p *poolObserver) AcquireWait(d time.Duration, _ error)            { p.m.acquireWait.Observe(d.Seconds()) }
+
+// balanceObserver feeds an origin's balancing events into the metrics.
+type balanceObserver struct{ m *originMetrics }
+
+func (b *balanceObserver) Ejected(string, string, time.Duration) { b.m.ejections.Inc() }
+func (b *balanceObserver) EjectedCount(n int)                    { b.m.ejected.Set(float64(n)) }
+func (b *balanceObserver) PanicMode(on bool) {
+	if on {
+		b.m.panic.Set(1)
+	} else {
+		b.m.panic.Set(0)
+	}
+}
+func (b *balanceObserver) ZonePick(local bool) {
+	if local {
+		b.m.zoneLocal.Inc()
+	} else {
+		b.m.zoneRemote.Inc()
+	}
+}

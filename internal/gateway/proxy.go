@@ -1,0 +1,409 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/upstream"
+)
+
+// ServeHTTP forwards one downstream request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	loop, _ := r.Context().Value(loopKey{}).(int)
+	status := g.serve(w, r, loop)
+	g.downstream[classIndex(status)].Inc()
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
+	if reason := badRequest(r); reason != "" {
+		w.Header().Set("Connection", "close")
+		return writeError(w, errBadRequest)
+	}
+	if !prefetchChunked(r) {
+		w.Header().Set("Connection", "close")
+		return writeError(w, errBadRequest)
+	}
+	name, ok := g.router.Match(r.Host, r.URL.Path)
+	if !ok {
+		return writeError(w, errNoRoute)
+	}
+	o := g.origins[name]
+	return o.proxy(w, r, o.loops[loop])
+}
+
+func writeError(w http.ResponseWriter, e gatewayError) int {
+	e.write(w)
+	return e.status
+}
+
+// badRequest rejects what must never be forwarded. net/http's server has
+// already refused malformed framing (bad chunk sizes, conflicting
+// Content-Length, unknown Transfer-Encoding, obs-fold, bad targets) with 400
+// before the handler runs; this catches what it lets through.
+func badRequest(r *http.Request) string {
+	if r.Method == http.MethodConnect {
+		return "CONNECT is not proxied"
+	}
+	if len(r.TransferEncoding) > 0 && len(r.Header["Content-Length"]) > 0 {
+		return "both Transfer-Encoding and Content-Length"
+	}
+	return ""
+}
+
+// prefetchChunked reads the first byte of a chunked request body before
+// anything is forwarded, so a malformed first chunk is answered 400 and never
+// reaches an origin. A later malformed chunk aborts the upstream request
+// mid-body: the origin sees a truncated request, never a wrong one.
+func prefetchChunked(r *http.Request) bool {
+	if len(r.TransferEncoding) == 0 || r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	var b [1]byte
+	n, err := io.ReadFull(r.Body, b[:])
+	switch {
+	case n == 1:
+		r.Body = &prefixedBody{first: b[0], rest: r.Body}
+	case err == io.EOF:
+		r.Body = http.NoBody
+	default:
+		return false
+	}
+	return true
+}
+
+// prefixedBody is a body whose first byte was read ahead.
+type prefixedBody struct {
+	first byte
+	sent  bool
+	rest  io.ReadCloser
+}
+
+func (p *prefixedBody) Read(b []byte) (int, error) {
+	if !p.sent && len(b) > 0 {
+		p.sent = true
+		b[0] = p.first
+		return 1, nil
+	}
+	return p.rest.Read(b)
+}
+
+func (p *prefixedBody) Close() error { return p.rest.Close() }
+
+// attempt outcomes that decide whether the loop tries again.
+type verdict uint8
+
+const (
+	done  verdict = iota // a response was written (or the client left)
+	retry                // nothing reached the origin, or it refused: try another endpoint
+	fail                 // answer with the error
+)
+
+// proxy forwards r to an endpoint of the origin through loop ol, retrying
+// idempotent requests on another endpoint after connect failures, refused
+// streams and overload 503s, within the retry budget.
+func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) int {
+	ctx := r.Context()
+	if o.reqTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.reqTimeout)
+		defer cancel()
+	}
+	up := upgradeType(r.Header)
+	removeHopHeaders(r.Header, up)
+	o.gw.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	out := r.WithContext(ctx)
+	out.RequestURI = ""
+	out.Close = false
+	if r.TLS != nil || o.cfg.TLS != nil {
+		out.URL.Scheme = "https"
+	} else {
+		out.URL.Scheme = "http"
+	}
+	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
+
+	o.budget.begin()
+	defer o.budget.end()
+	last := errNoHealthy
+	var prev *balance.Endpoint
+	for n := 0; n < o.attempts; n++ {
+		if n > 0 {
+			if !replayable || !o.budget.tryRetry() {
+				break
+			}
+		}
+		status, v, gerr, ep := o.try(w, r, out, ol, prev, up)
+		if n > 0 {
+			o.budget.doneRetry()
+		}
+		switch v {
+		case done:
+			return status
+		case fail:
+			return o.answer(w, gerr)
+		}
+		last, prev = gerr, ep
+	}
+	return o.answer(w, last)
+}
+
+// answer writes a gateway-made error, counting sheds.
+func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
+	if c, ok := o.m.shed[e.reason]; ok {
+		c.Inc()
+	}
+	return writeError(w, e)
+}
+
+// try makes one attempt. prev is the endpoint the previous attempt failed
+// on, avoided when the subset offers another.
+func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string) (int, verdict, gatewayError, *balance.Endpoint) {
+	ep, err := ol.picker.Pick()
+	if err != nil {
+		return 0, fail, errNoHealthy, nil
+	}
+	for i := 0; ep == prev && i < 2; i++ {
+		ep.Done(0, balance.Shed)
+		if ep, err = ol.picker.Pick(); err != nil {
+			return 0, fail, errNoHealthy, nil
+		}
+	}
+	if !ep.TryAdmit() {
+		ep.Done(0, balance.Shed)
+		return 0, fail, errPendingFull, ep
+	}
+	p, err := o.poolFor(ol, ep.Address())
+	if err != nil {
+		ep.Release()
+		ep.Done(0, balance.Shed)
+		return 0, fail, errNoHealthy, ep
+	}
+	lease, err := p.Acquire(out.Context())
+	ep.Release()
+	if err != nil {
+		return o.acquireFailed(r, ep, err)
+	}
+	conn := lease.Conn().(upstream.Conn)
+	out.URL.Host = ep.Address()
+	start := o.gw.clk.Now()
+	resp, err := conn.RoundTrip(out)
+	if err != nil {
+		lease.Release()
+		return o.roundTripFailed(r, out, ep, start, err)
+	}
+	headers := o.gw.clk.Now().Sub(start)
+	if resp.StatusCode == http.StatusServiceUnavailable && o.retryOn.status503 && resp.Header.Get("X-Corput-Error") == "" {
+		// An overloaded origin: give the next attempt a chance if the
+		// request can be replayed; proxy decides.
+		resp.Body.Close()
+		lease.Release()
+		ep.Done(headers, balance.ServerError)
+		return 0, retry, gatewayError{status: http.StatusServiceUnavailable, reason: "upstream_503", shed: true}, ep
+	}
+	status := o.respond(w, r, resp, up)
+	ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
+	lease.Release()
+	o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	return status, done, gatewayError{}, ep
+}
+
+func (o *origin) acquireFailed(r *http.Request, ep *balance.Endpoint, err error) (int, verdict, gatewayError, *balance.Endpoint) {
+	var de *pool.DialError
+	switch {
+	case errors.As(err, &de):
+		ep.Done(0, balance.ConnectFailure)
+		if o.retryOn.connect {
+			return 0, retry, errConnectFailed, ep
+		}
+		return 0, fail, errConnectFailed, ep
+	case errors.Is(err, pool.ErrPendingFull):
+		ep.Done(0, balance.Shed)
+		return 0, fail, errPendingFull, ep
+	case errors.Is(err, pool.ErrAcquireTimeout):
+		ep.Done(0, balance.Shed)
+		return 0, fail, errAcquireTimeout, ep
+	case errors.Is(err, pool.ErrOverCap):
+		ep.Done(0, balance.Shed)
+		return 0, fail, errOverCap, ep
+	case errors.Is(err, pool.ErrClosed):
+		// The endpoint just left the subset: another endpoint may serve.
+		ep.Done(0, balance.Shed)
+		return 0, retry, errNoHealthy, ep
+	}
+	ep.Done(0, balance.Shed)
+	return clientGone(r.Context(), err)
+}
+
+func (o *origin) roundTripFailed(r, out *http.Request, ep *balance.Endpoint, start time.Time, err error) (int, verdict, gatewayError, *balance.Endpoint) {
+	switch {
+	case r.Context().Err() != nil:
+		ep.Done(0, balance.Shed)
+		return 499, done, gatewayError{}, ep
+	case out.Context().Err() != nil:
+		ep.Done(o.gw.clk.Now().Sub(start), balance.ServerError)
+		return 0, fail, errUpstreamTimeout, ep
+	case upstream.IsRefusedStream(err):
+		ep.Done(0, balance.Shed)
+		if o.retryOn.refused {
+			return 0, retry, errUpstreamReset, ep
+		}
+		return 0, fail, errUpstreamReset, ep
+	}
+	ep.Done(0, balance.ConnectFailure)
+	return 0, fail, errUpstreamReset, ep
+}
+
+// clientGone classifies an acquisition that ended because the request's
+// context did: the client left (no answer needed) or the request timed out.
+func clientGone(ctx context.Context, err error) (int, verdict, gatewayError, *balance.Endpoint) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return 0, fail, errUpstreamTimeout, nil
+	}
+	return 499, done, gatewayError{}, nil
+}
+
+// respond streams resp to the client: headers minus hop-by-hop, body with
+// flushes for streaming responses, then trailers. A body that breaks after
+// the headers were sent aborts the downstream stream, so the client sees a
+// truncated response rather than a silently short one.
+func (o *origin) respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up string) int {
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return o.upgrade(w, resp, up)
+	}
+	removeHopHeaders(resp.Header, "")
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	for k := range resp.Trailer {
+		h.Add("Trailer", k)
+	}
+	w.WriteHeader(resp.StatusCode)
+	if r.Method != http.MethodHead {
+		flush := resp.ContentLength == -1
+		if _, err := copyBody(w, resp.Body, flush); err != nil {
+			if r.Context().Err() == nil {
+				panic(http.ErrAbortHandler)
+			}
+			return resp.StatusCode
+		}
+	}
+	for k, vv := range resp.Trailer {
+		h[http.TrailerPrefix+k] = vv
+	}
+	return resp.StatusCode
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBody copies src to w, flushing after each write when flush is set
+// (streaming responses: SSE, gRPC, chunked).
+func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var f http.Flusher
+	if flush {
+		f, _ = w.(http.Flusher)
+	}
+	var n int64
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := w.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// upgrade completes a 101 Switching Protocols: the downstream connection is
+// hijacked and bytes are copied both ways until either side closes.
+func (o *origin) upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
+	backend, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok || up == "" || !httpEqualFold(resp.Header.Get("Upgrade"), up) {
+		return writeError(w, errUpstreamReset)
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return writeError(w, gatewayError{http.StatusBadRequest, "upgrade_unsupported", false})
+	}
+	defer conn.Close()
+	removeHopHeaders(resp.Header, up)
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n"); err != nil {
+		return http.StatusSwitchingProtocols
+	}
+	if err := resp.Header.Write(brw); err != nil {
+		return http.StatusSwitchingProtocols
+	}
+	if _, err := brw.WriteString("\r\n"); err != nil || brw.Flush() != nil {
+		return http.StatusSwitchingProtocols
+	}
+	errc := make(chan error, 2)
+	go func() {
+		_, err := io.Copy(backend, brw.Reader) // client → origin, buffered bytes first
+		errc <- err
+	}()
+	go func() {
+		_, err := io.Copy(conn, backend) // origin → client
+		errc <- err
+	}()
+	<-errc
+	backend.Close()
+	conn.Close()
+	<-errc
+	return http.StatusSwitchingProtocols
+}
+
+func httpEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i]|0x20, b[i]|0x20
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}
+
+func isIdempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// classIndex maps a status to 0..4 for 1xx..5xx (499 counts as 4xx).
+func classIndex(status int) int {
+	switch {
+	case status >= 500:
+		return 4
+	case status >= 400:
+		return 3
+	case status >= 300:
+		return 2
+	case status >= 200:
+		return 1
+	}
+	return 0
+}
