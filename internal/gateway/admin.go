@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,9 +69,7 @@ func (o *origin) view() OriginView {
 		SubsetAlgorithm: string(o.cfg.Subset.Algorithm), MembershipChanges: o.changes,
 		SourceError: o.sourceErrorLocked(), Endpoints: st.Endpoints, Subsets: 1,
 	}
-	if o.ring != nil {
-		v.Subsets = o.ring.Subsets()
-	}
+	v.Subsets = o.placement.Snapshot().Subsets()
 	subsets := make([][]string, len(o.loops))
 	for i, ol := range o.loops {
 		subsets[i] = append([]string(nil), ol.subset...)
@@ -115,26 +112,10 @@ func (g *Gateway) Subsets(name string) (any, bool) {
 	defer o.mu.Unlock()
 	v := SubsetsView{Origin: name, Algorithm: string(o.cfg.Subset.Algorithm), Subsets: 1,
 		Fleet: subset.Fleet{Gateways: g.fleet.Size, Loops: g.loops}, Gateway: g.fleet.Instance}
-	if o.ring != nil {
-		snap := o.ring.Snapshot()
-		v.Subsets = snap.Subsets()
-		for _, e := range snap.Endpoints() {
-			v.Endpoints = append(v.Endpoints, RingEndpoint{Endpoint: e, Users: snap.Users(e.Subset)})
-		}
-		return v, true
-	}
-	// Without a ring: every endpoint with the frontends of this gateway
-	// that use it.
-	users := map[string][]subset.Frontend{}
-	for _, ol := range o.loops {
-		for _, a := range ol.subset {
-			users[a] = append(users[a], subset.Frontend{Gateway: g.fleet.Instance, Loop: ol.idx})
-		}
-	}
-	addrs := addrsOf(o.members)
-	sort.Strings(addrs)
-	for i, a := range addrs {
-		v.Endpoints = append(v.Endpoints, RingEndpoint{Endpoint: subset.Endpoint{Address: a, Index: i, Position: -1, Subset: -1}, Users: users[a]})
+	snap := o.placement.Snapshot()
+	v.Subsets = snap.Subsets()
+	for _, e := range snap.Endpoints() {
+		v.Endpoints = append(v.Endpoints, RingEndpoint{Endpoint: e, Users: snap.Users(e.Subset)})
 	}
 	return v, true
 }

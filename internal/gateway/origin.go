@@ -38,7 +38,6 @@ type origin struct {
 
 	mu        sync.Mutex // guards following: membership changes are serialised
 	placement subset.Placement
-	ring      *subset.Ring // the ringsteady placement's ring, for the admin view; nil otherwise
 	members   []balance.Member
 	lastErr   string // the last error applying membership, "" when healthy
 	changes   uint64
@@ -123,7 +122,7 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
 	for l := 0; l < gw.loops; l++ {
 		ol := &originLoop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
-		ol.subset = o.subsetOf(l, addrsOf(members))
+		ol.subset = o.subsetOf(l)
 		ol.picker = o.bal.NewPicker(ol.subset)
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
@@ -139,31 +138,24 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	return o, nil
 }
 
-// newPlacement builds the subset placement of the configured algorithm for
-// this gateway's fleet; "none" has none (every loop uses every endpoint).
+// newPlacement builds the subset placement of the configured algorithm
+// (ringsteady by default; "none" gives every loop every endpoint) for this
+// gateway's fleet.
 func (o *origin) newPlacement(addrs []string) error {
-	alg := o.cfg.Subset.Algorithm
-	if alg == config.SubsetNone {
-		return nil
+	name := string(o.cfg.Subset.Algorithm)
+	if name == "" {
+		name = subset.NameRingsteady
 	}
-	sizing := subset.FixedSize(o.cfg.Subset.Size)
-	if o.cfg.Subset.Size == 0 && o.cfg.Subset.MinSize > 0 {
-		sizing = subset.Sizing{Min: o.cfg.Subset.MinSize, Max: o.cfg.Subset.MaxSize, Slack: subset.DefaultSlack}
-	}
-	fleet := subset.Fleet{Gateways: o.gw.fleet.Size, Loops: o.gw.loops}
-	if alg == config.SubsetRingsteady || alg == "" {
-		r, err := subset.NewRing(subset.Config{Origin: o.name, Sizing: sizing, Fleet: fleet}, addrs)
-		if err != nil {
-			return fmt.Errorf("origin %s: subset: %w", o.name, err)
-		}
-		o.ring = r
-		return nil
-	}
-	a, err := subset.Lookup(string(alg))
+	alg, err := subset.Lookup(name)
 	if err != nil {
 		return fmt.Errorf("origins[%s].subset.algorithm: %w", o.name, err)
 	}
-	o.placement, err = a.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: hashString(o.name)}, addrs)
+	sizing, err := subset.NewSizing(o.cfg.Subset.Size, o.cfg.Subset.MinSize, o.cfg.Subset.MaxSize)
+	if err != nil {
+		return fmt.Errorf("origins[%s]: %w", o.name, err)
+	}
+	fleet := subset.Fleet{Gateways: o.gw.fleet.Size, Loops: o.gw.loops}
+	o.placement, err = alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: hashString(o.name)}, addrs)
 	if err != nil {
 		return fmt.Errorf("origin %s: subset: %w", o.name, err)
 	}
@@ -172,16 +164,8 @@ func (o *origin) newPlacement(addrs []string) error {
 
 // subsetOf returns loop l's members under the current placement. Called
 // with o.mu held (or before the origin is shared).
-func (o *origin) subsetOf(l int, all []string) []string {
-	g := o.gw.fleet.Instance
-	switch {
-	case o.ring != nil:
-		return slices.Clone(o.ring.Snapshot().Members(g, l))
-	case o.placement != nil:
-		return slices.Clone(o.placement.Assignment()[g*o.gw.loops+l])
-	default:
-		return slices.Clone(all)
-	}
+func (o *origin) subsetOf(l int) []string {
+	return slices.Clone(o.placement.Snapshot().Members(o.gw.fleet.Instance, l))
 }
 
 func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
@@ -235,21 +219,14 @@ func (o *origin) apply(members []balance.Member) error {
 		return err
 	}
 	added, removed := diffSorted(oldAddrs, newAddrs)
-	switch {
-	case o.ring != nil:
-		if _, err := o.ring.Sync(newAddrs); err != nil {
+	for _, a := range removed {
+		if err := o.placement.Remove(a); err != nil {
 			return fmt.Errorf("origin %s: subset: %w", o.name, err)
 		}
-	case o.placement != nil:
-		for _, a := range removed {
-			if err := o.placement.Remove(a); err != nil {
-				return err
-			}
-		}
-		for _, a := range added {
-			if err := o.placement.Add(a); err != nil {
-				return err
-			}
+	}
+	for _, a := range added {
+		if err := o.placement.Add(a); err != nil {
+			return fmt.Errorf("origin %s: subset: %w", o.name, err)
 		}
 	}
 	o.members = members
@@ -258,7 +235,7 @@ func (o *origin) apply(members []balance.Member) error {
 	o.changes++
 	o.m.membership.Inc()
 	for _, ol := range o.loops {
-		next := o.subsetOf(ol.idx, newAddrs)
+		next := o.subsetOf(ol.idx)
 		gained, lost := diffSorted(sortedCopy(ol.subset), sortedCopy(next))
 		ol.subset = next
 		cur := *ol.pools.Load()
@@ -447,7 +424,7 @@ func hashString(s string) uint64 {
 // request path does no label lookups.
 type originMetrics struct {
 	created     [][2]prometheus.Counter // [loop][h1, h2]
-	closed      []prometheus.Counter // by pool.CloseReason
+	closed      []prometheus.Counter    // by pool.CloseReason
 	acquireWait prometheus.Observer
 	duration    [5]prometheus.Observer // by code class 1xx..5xx
 	shed        map[string]prometheus.Counter
