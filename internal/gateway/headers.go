@@ -44,12 +44,17 @@ func removeHopHeaders(h http.Header, upgrade string) {
 }
 
 // upgradeType returns the protocol a request or response asks to switch
-// to, or "".
+// to, or "". An "h2c" upgrade is about this hop only (RFC 7540 §3.2,
+// deprecated by RFC 9113 §3.1): it is never passed through, and the request
+// is served as plain HTTP/1.1 with the upgrade headers stripped.
 func upgradeType(h http.Header) string {
 	for _, v := range h["Connection"] {
 		for _, tok := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return h.Get("Upgrade")
+				if up := h.Get("Upgrade"); !strings.EqualFold(strings.TrimSpace(up), "h2c") {
+					return up
+				}
+				return ""
 			}
 		}
 	}
