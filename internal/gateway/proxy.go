@@ -284,6 +284,11 @@ func (o *origin) respond(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	for k := range resp.Trailer {
 		h.Add("Trailer", k)
 	}
+	if len(resp.Trailer) > 0 && r.ProtoMajor == 1 {
+		// HTTP/1.1 carries trailers only in chunked framing; an h2 origin
+		// may send Content-Length with trailers.
+		h.Del("Content-Length")
+	}
 	w.WriteHeader(resp.StatusCode)
 	if r.Method != http.MethodHead {
 		flush := resp.ContentLength == -1
