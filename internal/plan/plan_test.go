@@ -1,0 +1,233 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corput/corput/internal/subset"
+)
+
+// seeds is the issue's example: an 800-endpoint origin behind 100 gateways
+// with 16 loops each, sized to survive 5 failed endpoints per subset.
+var seeds = Input{Origins: 800, Gateways: 100, Loops: 16, Failures: 5, FloorPercent: 80, Concurrency: 64,
+	H2Streams: 100, HandshakeMs: 2, Lifetime: 10 * time.Minute, Trials: 10, Seed: 1}
+
+func mustMake(t *testing.T, in Input) Plan {
+	t.Helper()
+	p, err := Make(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRecommendsTheSmallestSubsetThatKeepsTheFloor(t *testing.T) {
+	p := mustMake(t, seeds)
+	if !p.Recommended || p.Size != 25 {
+		t.Fatalf("recommended subset.size %d (recommended=%v), want 25: (25−5)/25 = 80 %% is the smallest size at the floor", p.Size, p.Recommended)
+	}
+	c := p.Chosen
+	if c.Subsets != 32 || c.SubsetMin != 25 || c.SubsetMax != 25 || c.CapacityLeftPercent != 80 || !c.MeetsFloor {
+		t.Fatalf("chosen = %+v, want 32 subsets of 25 keeping 80 %%", c)
+	}
+	if c.LoopsPerSubsetMin != 50 || c.LoopsPerSubsetMax != 50 {
+		t.Fatalf("loops per subset %d–%d, want 1600/32 = 50", c.LoopsPerSubsetMin, c.LoopsPerSubsetMax)
+	}
+	// Every smaller candidate is below the floor, every larger one above.
+	for _, k := range p.Candidates {
+		if want := k.Size >= p.Size; k.MeetsFloor != want {
+			t.Errorf("candidate %d meets floor = %v, want %v (capacity %.1f %%)", k.Size, k.MeetsFloor, want, k.CapacityLeftPercent)
+		}
+	}
+}
+
+func TestCandidatesAreWhatTheSizingRuleProduces(t *testing.T) {
+	p := mustMake(t, seeds)
+	wantSizes := []int{800, 400, 200, 100, 50, 25, 13, 7, 4, 2}
+	var got []int
+	for i, c := range p.Candidates {
+		got = append(got, c.Size)
+		frontends := seeds.Gateways * seeds.Loops
+		if s := subset.FixedSize(c.Size).Subsets(seeds.Origins, frontends, 0); s != c.Subsets {
+			t.Errorf("candidate %d: %d subsets, the sizing rule gives %d", c.Size, c.Subsets, s)
+		}
+		if i > 0 && c.Subsets != 2*p.Candidates[i-1].Subsets {
+			t.Errorf("candidate %d: %d subsets after %d, want doubling", c.Size, c.Subsets, p.Candidates[i-1].Subsets)
+		}
+		if c.SubsetMax-c.SubsetMin > 1 {
+			t.Errorf("candidate %d: subsets of %d–%d endpoints differ by more than one", c.Size, c.SubsetMin, c.SubsetMax)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantSizes) {
+		t.Fatalf("candidate sizes %v, want %v", got, wantSizes)
+	}
+}
+
+// The connection counts are the ring's own members: a gateway's h2
+// connections are the sum of its loops' subset sizes in a ring built here
+// independently.
+func TestConnectionsCountTheRingsMembers(t *testing.T) {
+	p := mustMake(t, seeds)
+	ring, err := subset.NewRing(subset.Config{Origin: "elsewhere", Sizing: subset.FixedSize(p.Size),
+		Fleet: subset.Fleet{Gateways: seeds.Gateways, Loops: seeds.Loops}}, endpoints(seeds.Origins))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := ring.Snapshot()
+	var fleet, busiest int
+	for g := range seeds.Gateways {
+		n := 0
+		for l := range seeds.Loops {
+			n += len(snap.Members(g, l))
+		}
+		fleet += n
+		busiest = max(busiest, n)
+	}
+	if p.Subsetting.PerGateway.H2 != float64(busiest) || p.Subsetting.Fleet.H2 != float64(fleet) {
+		t.Fatalf("h2 connections per gateway %v, fleet %v; the ring's members say %d, %d",
+			p.Subsetting.PerGateway.H2, p.Subsetting.Fleet.H2, busiest, fleet)
+	}
+	// h1: 64 in flight over 25 endpoints needs ceil(64/25) = 3 per pool.
+	if p.Subsetting.PerGateway.H1 != 3*float64(busiest) {
+		t.Fatalf("h1 connections per gateway %v, want 3 × %d", p.Subsetting.PerGateway.H1, busiest)
+	}
+	// Without subsetting each of the 16 loops holds all 800: the seed's
+	// 12,800 per instance and 1.28 million for the fleet.
+	if p.None.PerGateway.H2 != 12800 || p.None.Fleet.H2 != 1_280_000 || p.None.PerGateway.H1 != 12800 {
+		t.Fatalf("no subsetting: %+v per gateway, %+v fleet; want 12800 and 1280000", p.None.PerGateway, p.None.Fleet)
+	}
+}
+
+// The churn is subset.Compare's — the ringsteady row `corput subsets`
+// prints when it ranks every algorithm.
+func TestChurnIsSubsetCompares(t *testing.T) {
+	in := seeds
+	in.Trials = 2
+	p := mustMake(t, in)
+	rep, err := subset.Compare(in.scenario(p.Size), subset.Algorithms())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ring subset.Result
+	for _, r := range rep.Algorithms {
+		if r.Name == subset.NameRingsteady {
+			ring = r
+		}
+	}
+	ch := p.Subsetting
+	if ch.AddEndpoint.Churn != ring.Churn.AddEndpoint || ch.RemoveEndpoint.Churn != ring.Churn.RemoveEndpoint ||
+		ch.AddGateway.Churn != ring.Churn.AddGateway || p.Coverage != ring.Coverage {
+		t.Fatalf("plan churn %+v / coverage %+v differ from subset.Compare's ringsteady row %+v", ch, p.Coverage, ring)
+	}
+	if ring.Subsets != p.Chosen.Subsets || ring.SubsetSize != p.Chosen.SubsetMax {
+		t.Fatalf("Compare has %d subsets of %d, the plan %d of %d", ring.Subsets, ring.SubsetSize, p.Chosen.Subsets, p.Chosen.SubsetMax)
+	}
+	// One endpoint added opens pools for exactly the loops of its subset.
+	if ch.AddEndpoint.PairsCreated != float64(p.Chosen.LoopsPerSubsetMax) {
+		t.Fatalf("add endpoint opened %v pools, want the %d loops of one subset", ch.AddEndpoint.PairsCreated, p.Chosen.LoopsPerSubsetMax)
+	}
+}
+
+func TestSavingsAreTheDifferenceToNoSubsetting(t *testing.T) {
+	p := mustMake(t, seeds)
+	s := p.Saved
+	if s.DeployHandshakes.H2 != p.None.FleetDeploy.H2-p.Subsetting.FleetDeploy.H2 || s.DeployHandshakes.H2 != 1_240_000 {
+		t.Fatalf("deploy handshakes saved %v, want 1280000 − 40000", s.DeployHandshakes.H2)
+	}
+	if s.DeployCPUSeconds.H2 != 2480 {
+		t.Fatalf("deploy CPU saved %v s, want 1240000 × 2 ms = 2480 s", s.DeployCPUSeconds.H2)
+	}
+	// 1280000 − 40000 connections re-made every 600 s at 2 ms each.
+	if got, want := s.RecycleCores.H2, 1_240_000.0/600*0.002; fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", want) {
+		t.Fatalf("recycling cores saved %v, want %v", got, want)
+	}
+	if s.AddEndpointCPUSecond.H2 != (1600-50)*0.002 {
+		t.Fatalf("add-endpoint CPU saved %v, want (1600 − 50) × 2 ms", s.AddEndpointCPUSecond.H2)
+	}
+}
+
+func TestChosenSizeIsMeasuredEvenBelowTheFloor(t *testing.T) {
+	in := seeds
+	in.Subset = 13
+	p := mustMake(t, in)
+	if p.Recommended || p.Size != 13 || p.Chosen.MeetsFloor || p.Chosen.Subsets != 64 {
+		t.Fatalf("plan for subset.size 13: %+v", p.Chosen)
+	}
+	var out bytes.Buffer
+	if err := p.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "BELOW the 80 % floor") {
+		t.Fatalf("text does not warn about the floor:\n%s", out.String())
+	}
+}
+
+func TestUnreachableFloorRecommendsTheLargestSubset(t *testing.T) {
+	p := mustMake(t, Input{Origins: 10, Gateways: 2, Loops: 2, Failures: 5})
+	if p.Size != 10 || p.Chosen.MeetsFloor || p.Chosen.CapacityLeftPercent != 50 {
+		t.Fatalf("plan = size %d, %+v; want everything (10) at 50 %%", p.Size, p.Chosen)
+	}
+	var out bytes.Buffer
+	if err := p.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no subset size keeps 80 %") {
+		t.Fatalf("text does not say the floor is unreachable:\n%s", out.String())
+	}
+}
+
+func TestTextNamesTheRecommendationAndTheSubsetsCommand(t *testing.T) {
+	p := mustMake(t, seeds)
+	var out bytes.Buffer
+	if err := p.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"recommended subset.size: 25",
+		"capacity left when 5 endpoints of a loop's subset fail: 80.0 % (20 of 25)",
+		"corput subsets --origins 800 --gateways 100 --loops 16 --size 25 --trials 10 --seed 1",
+		"per fleet deploy   2480 / 2320 CPU-seconds",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestInvalidInputNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Input)
+		flag string
+	}{
+		{func(in *Input) { in.Origins = 1 }, "--origins"},
+		{func(in *Input) { in.Gateways = 0 }, "--gateways"},
+		{func(in *Input) { in.Loops = -1 }, "--loops"},
+		{func(in *Input) { in.Subset = 1 }, "--subset"},
+		{func(in *Input) { in.Subset = 801 }, "--subset"},
+		{func(in *Input) { in.Failures = 800 }, "--failures"},
+		{func(in *Input) { in.FloorPercent = 101 }, "--floor"},
+		{func(in *Input) { in.Concurrency = -2 }, "--concurrency"},
+		{func(in *Input) { in.H2Streams = -1 }, "--h2-streams"},
+		{func(in *Input) { in.HandshakeMs = -1 }, "--handshake-ms"},
+		{func(in *Input) { in.Lifetime = -time.Second }, "--lifetime"},
+	} {
+		in := seeds
+		tc.mod(&in)
+		_, err := Make(in)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: error %v does not name the flag", tc.flag, err)
+		}
+	}
+}
+
+func BenchmarkMake(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Make(seeds); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
