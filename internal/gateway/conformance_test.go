@@ -8,6 +8,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -401,4 +402,272 @@ func echoBody(w http.ResponseWriter, r *http.Request) (int64, error) {
 func checksum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// pairs are the (downstream, upstream) protocol combinations the
+// body-level tests run over.
+var pairs = []struct {
+	down string
+	up   testorigin.Proto
+}{{dsH1, testorigin.H1}, {dsH2C, testorigin.H2C}, {dsH1, testorigin.H2C}, {dsH2C, testorigin.H1}}
+
+func pairName(down string, up testorigin.Proto) string { return down + "-to-" + string(up) }
+
+// gatewayFor starts a one-loop gateway in front of b speaking up.
+func gatewayFor(t testing.TB, up testorigin.Proto, b *backend, extra string) *Gateway {
+	t.Helper()
+	protocol := map[testorigin.Proto]string{testorigin.H1: "h1", testorigin.H2C: "h2c", testorigin.TLS: "h2"}[up]
+	return gatewayTo(t, 1, "", upstreamKeys(protocol, b)+extra, b.addr)
+}
+
+// TestTrailersCarriedBothWays sends a request trailer and gets declared
+// and undeclared response trailers back, over every protocol pair.
+func TestTrailersCarriedBothWays(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Declared")
+		n, err := io.Copy(io.Discard, r.Body) // trailers arrive after the body
+		if err != nil {
+			t.Errorf("origin: read body: %v", err)
+		}
+		w.Header().Set("X-Body-Bytes", fmt.Sprint(n))
+		w.Header().Set("X-Req-Trailer", r.Trailer.Get("X-Checksum"))
+		io.WriteString(w, "body")
+		w.Header().Set("X-Declared", "declared-value")
+		w.Header().Set(http.TrailerPrefix+"X-Undeclared", "undeclared-value")
+	})
+	for _, p := range pairs {
+		t.Run(pairName(p.down, p.up), func(t *testing.T) {
+			b := startBackend(t, p.up, h)
+			g := gatewayFor(t, p.up, b, "")
+			req, _ := http.NewRequest("POST", "http://"+g.Addr()+"/t", io.NopCloser(strings.NewReader("payload")))
+			req.ContentLength = -1 // chunked on HTTP/1.1: trailers need it
+			req.Trailer = http.Header{"X-Checksum": {"abc123"}}
+			resp, err := downstream(t, p.down, nil).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != "body" {
+				t.Fatalf("body %q, %v", body, err)
+			}
+			if got := resp.Header.Get("X-Req-Trailer"); got != "abc123" {
+				t.Errorf("origin saw request trailer %q, want abc123", got)
+			}
+			if got := resp.Header.Get("X-Body-Bytes"); got != "7" {
+				t.Errorf("origin read %s body bytes, want 7", got)
+			}
+			if got := resp.Trailer.Get("X-Declared"); got != "declared-value" {
+				t.Errorf("declared trailer %q (trailers %v)", got, resp.Trailer)
+			}
+			if got := resp.Trailer.Get("X-Undeclared"); got != "undeclared-value" {
+				t.Errorf("undeclared trailer %q (trailers %v)", got, resp.Trailer)
+			}
+		})
+	}
+}
+
+// TestUpgradePassesThrough upgrades a connection through the gateway to an
+// origin that answers 101 and echoes bytes, and checks an origin that
+// declines the upgrade is answered normally.
+func TestUpgradePassesThrough(t *testing.T) {
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" || r.Header.Get("Connection") != "Upgrade" {
+			http.Error(w, "want Connection: Upgrade, Upgrade: echo", http.StatusUpgradeRequired)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Origin: yes\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw) // echo until the client closes
+	}))
+	g := gatewayFor(t, testorigin.H1, b, "    pool: {prewarm: 0}\n")
+
+	conn, err := net.Dial("tcp", g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" || resp.Header.Get("X-Origin") != "yes" {
+		t.Fatalf("upgrade answer: %d %v", resp.StatusCode, resp.Header)
+	}
+	for i := 0; i < 3; i++ {
+		msg := fmt.Sprintf("frame %d\n", i)
+		io.WriteString(conn, msg)
+		line, err := br.ReadString('\n')
+		if err != nil || line != msg {
+			t.Fatalf("echo %d: %q, %v", i, line, err)
+		}
+	}
+	conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for b.open.Load() != 0 { // the origin side closes once the client did
+		select {
+		case <-ctx.Done():
+			t.Fatalf("upgraded origin connection still open after the client closed")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	// Declined: the origin's answer goes back as is, and the gateway still serves.
+	resp = rawExchange(t, g.Addr(), "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: other\r\n\r\n")
+	if resp.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("declined upgrade: %d", resp.StatusCode)
+	}
+	if r, _ := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/ws"); r.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("plain request after upgrades: %d", r.StatusCode)
+	}
+}
+
+// TestStreamingNotBuffered shows both bodies stream: the client reads the
+// first response chunk while the origin still holds the rest, and the
+// origin reads the first request chunk while the client still holds the
+// rest. A buffering gateway would deadlock both (the deadline fails it).
+func TestStreamingNotBuffered(t *testing.T) {
+	release := make(chan struct{}, 1)
+	firstIn := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/down":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "second\n")
+		case "/up":
+			br := bufio.NewReader(r.Body)
+			line, err := br.ReadString('\n')
+			if err != nil || line != "part1\n" {
+				http.Error(w, "first part: "+line, 400)
+				return
+			}
+			firstIn <- struct{}{}
+			rest, _ := io.ReadAll(br)
+			fmt.Fprintf(w, "got %q then %q", line, rest)
+		}
+	})
+	wait := func(t *testing.T, ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never arrived: the gateway buffers", what)
+		}
+	}
+	for _, p := range pairs {
+		t.Run(pairName(p.down, p.up), func(t *testing.T) {
+			b := startBackend(t, p.up, h)
+			g := gatewayFor(t, p.up, b, "")
+			c := downstream(t, p.down, nil)
+
+			resp, err := c.Get("http://" + g.Addr() + "/down")
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(resp.Body)
+			lines := make(chan string, 2)
+			go func() {
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						close(lines)
+						return
+					}
+					lines <- l
+				}
+			}()
+			select {
+			case l := <-lines:
+				if l != "first\n" {
+					t.Fatalf("first line %q", l)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("first chunk held back while the origin was still answering: the gateway buffers")
+			}
+			release <- struct{}{}
+			if l := <-lines; l != "second\n" {
+				t.Fatalf("second line %q", l)
+			}
+			if _, more := <-lines; more {
+				t.Fatal("more than two lines")
+			}
+			resp.Body.Close()
+
+			pr, pw := io.Pipe()
+			done := make(chan *http.Response, 1)
+			go func() {
+				resp, err := c.Post("http://"+g.Addr()+"/up", "text/plain", pr)
+				if err != nil {
+					t.Error(err)
+					pr.CloseWithError(err)
+				}
+				done <- resp
+			}()
+			io.WriteString(pw, "part1\n")
+			wait(t, firstIn, "the first request chunk")
+			io.WriteString(pw, "part2\n")
+			pw.Close()
+			resp = <-done
+			if resp == nil {
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := `got "part1\n" then "part2\n"`; string(got) != want {
+				t.Fatalf("origin answered %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestLargeBodiesIntact echoes an 8 MiB random body through the gateway
+// over every protocol pair.
+func TestLargeBodiesIntact(t *testing.T) {
+	payload := make([]byte, 8<<20)
+	rand.Read(payload)
+	want := checksum(payload)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := echoBody(w, r); err != nil {
+			t.Errorf("origin echo: %v", err)
+		}
+	})
+	for _, p := range pairs {
+		t.Run(pairName(p.down, p.up), func(t *testing.T) {
+			b := startBackend(t, p.up, h)
+			g := gatewayFor(t, p.up, b, "")
+			c := downstream(t, p.down, nil)
+			for _, length := range []int64{int64(len(payload)), -1} { // Content-Length and chunked
+				req, _ := http.NewRequest("PUT", "http://"+g.Addr()+"/big", io.NopCloser(bytes.NewReader(payload)))
+				req.ContentLength = length
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("status %d, %v", resp.StatusCode, err)
+				}
+				if len(got) != len(payload) || checksum(got) != want {
+					t.Fatalf("content-length %d: echoed %d bytes (sha256 %s), want %d (%s)", length, len(got), checksum(got), len(payload), want)
+				}
+			}
+		})
+	}
 }

@@ -114,6 +114,13 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 		ctx, cancel = context.WithTimeout(ctx, o.reqTimeout)
 		defer cancel()
 	}
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		// The request body streams upstream while the response streams
+		// back. Without full duplex net/http's HTTP/1.1 server, once the
+		// response headers go out, reads away up to 256 KiB of the unread
+		// body itself (a chunked body then reaches the origin with a hole).
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	up := upgradeType(r.Header)
 	removeHopHeaders(r.Header, up)
 	o.gw.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
