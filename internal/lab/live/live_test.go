@@ -1,0 +1,154 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// small is a reduced fleet: 2 gateways × 2 loops × 8 endpoints, subsets
+// of 2, so per-loop pools keep 32 connections and subsetting 8.
+func small(t *testing.T, steps ...string) Options {
+	return Options{
+		Out: t.TempDir(), Seed: 7, Gateways: 2, Loops: 2, Endpoints: 8, SubsetSize: 2,
+		Rate: 40, StepDuration: 3 * time.Second, Steps: steps,
+	}
+}
+
+func readResults(t *testing.T, dir string) Results {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func byID(t *testing.T, res Results) map[string]StepResult {
+	t.Helper()
+	m := map[string]StepResult{}
+	for _, s := range res.Steps {
+		m[s.Step.ID] = s
+	}
+	return m
+}
+
+// checkCounts asserts what the configuration fixes, on both sides of the
+// count, for every step that ran.
+func checkCounts(t *testing.T, o Options, steps map[string]StepResult) {
+	t.Helper()
+	perLoop := o.Gateways * o.Loops * o.Endpoints
+	subset := o.Gateways * o.Loops * o.SubsetSize
+	for id, sr := range steps {
+		s, last := sr.Summary, sr.Samples[len(sr.Samples)-1]
+		if s.LeftOpen != 0 {
+			t.Errorf("step %s: %d connections still open at the origins after the gateways stopped", id, s.LeftOpen)
+		}
+		// Quiescent (the load has ended): both sides agree exactly.
+		if float64(last.OriginOpen) != last.MetricsOpen {
+			t.Errorf("step %s: at the end %d open at the origins, %v by /metrics", id, last.OriginOpen, last.MetricsOpen)
+		}
+		if math.Abs(float64(s.OriginTotal)-s.MetricsTotal) > 1 {
+			t.Errorf("step %s: %d connections accepted by the origins, %v created by /metrics", id, s.OriginTotal, s.MetricsTotal)
+		}
+		if bad := sr.Load.Requests - sr.Load.ok(); bad != 0 || sr.Load.Requests == 0 {
+			t.Errorf("step %s: %d requests, %d not 2xx: %v %v", id, sr.Load.Requests, bad, sr.Load.StatusCodes, sr.Load.Errors)
+		}
+	}
+	if sr, ok := steps[StepPerLoop]; ok {
+		if sr.Summary.Floor != perLoop || sr.Summary.OriginStart != int64(perLoop) {
+			t.Errorf("step 2: floor %d, pre-warmed %d at the origins; want G×K×N = %d", sr.Summary.Floor, sr.Summary.OriginStart, perLoop)
+		}
+		for _, x := range sr.Samples {
+			// h1: a pool opens a second connection only while two
+			// requests overlap on it, which is rare at this rate.
+			if x.OriginOpen < int64(perLoop) || x.OriginOpen > int64(perLoop)*5/4 {
+				t.Errorf("step 2 at %.1fs: %d open at the origins, want G×K×N = %d (+25%%)", x.T, x.OriginOpen, perLoop)
+			}
+		}
+	}
+	if sr, ok := steps[StepSubset]; ok {
+		for _, x := range sr.Samples {
+			// h2c with prewarm 1: exactly one connection per pool.
+			if x.OriginOpen != int64(subset) || x.MetricsOpen != float64(subset) {
+				t.Errorf("step 4 at %.1fs: %d open at the origins, %v by /metrics; want G×K×S = %d", x.T, x.OriginOpen, x.MetricsOpen, subset)
+			}
+		}
+		if sr.Summary.OriginTotal != int64(subset) {
+			t.Errorf("step 4: %d connections created, want only the %d pre-warmed ones", sr.Summary.OriginTotal, subset)
+		}
+	}
+}
+
+func TestInProcessSteps(t *testing.T) {
+	o := small(t, StepPerLoop, StepSubset, StepIdleEager, StepIdleTuned)
+	o.InProcess = true
+	var out bytes.Buffer
+	o.Stdout = &out
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	res := readResults(t, o.Out)
+	if res.Mode != "in-process" || len(res.Steps) != 4 {
+		t.Fatalf("mode %q, %d steps", res.Mode, len(res.Steps))
+	}
+	steps := byID(t, res)
+	checkCounts(t, o, steps)
+	if a, b := steps[StepSubset].Summary.OriginOpen, steps[StepPerLoop].Summary.OriginOpen; a*2 > b {
+		t.Errorf("subsetting keeps %v open, per-loop pools %v: want far fewer", a, b)
+	}
+
+	// Step 5: the same traffic; only the idle timeout differs. Eviction
+	// inside the inter-request gap re-creates the churn.
+	during := func(id string) int64 {
+		s := steps[id].Summary
+		return s.OriginTotal - s.OriginStart
+	}
+	pools := int64(steps[StepIdleTuned].Summary.Pools)
+	if during(StepIdleTuned) > pools+2 {
+		t.Errorf("tuned idle timeout: %d connections created under load, want about one per pool (%d)", during(StepIdleTuned), pools)
+	}
+	if during(StepIdleEager) < 2*during(StepIdleTuned) {
+		t.Errorf("aggressive idle timeout created %d connections under load, tuned %d: want the churn back", during(StepIdleEager), during(StepIdleTuned))
+	}
+	if steps[StepIdleEager].Summary.Closed["idle"] == 0 {
+		t.Errorf("aggressive idle timeout: no idle closes in /metrics: %v", steps[StepIdleEager].Summary.Closed)
+	}
+
+	for _, f := range []string{ReportFile, "live-open.png", "live-created.png", "live-step4-open.png", "live-step5a-created.png"} {
+		if st, err := os.Stat(filepath.Join(o.Out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"Upstream connections", "created/s steady", "p99 ms"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// refused asserts nothing listens at addr any more.
+func refused(t *testing.T, what, addr string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+		t.Errorf("%s %s still accepts connections", what, addr)
+	}
+}

@@ -1,0 +1,181 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/corput/corput/internal/origin"
+)
+
+// The gateway metrics a sample reads (DESIGN.md §5).
+const (
+	metricCreated = "corput_upstream_connections_created_total"
+	metricOpen    = "corput_upstream_connections_open"
+	metricClosed  = "corput_upstream_connections_closed_total"
+)
+
+// scraper reads the two sides of the count: each origin's /origin/stats
+// (ground truth: TCP connections the origin accepted and has open) and
+// each gateway's /metrics.
+//
+// Reading an origin's stats takes a connection to that origin, which the
+// origin counts too. The scraper keeps one keep-alive connection per origin
+// and counts its own dials, so it removes itself exactly: the connection
+// carrying the stats request is open while the origin counts, and every
+// dial it made was accepted.
+type scraper struct {
+	client *http.Client
+	mu     sync.Mutex       // guards following
+	dials  map[string]int64 // connections the scraper opened, by address
+}
+
+func newScraper() *scraper {
+	s := &scraper{dials: map[string]int64{}}
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				s.mu.Lock()
+				s.dials[addr]++
+				s.mu.Unlock()
+			}
+			return c, err
+		},
+		MaxConnsPerHost:     1,
+		MaxIdleConnsPerHost: 1,
+		MaxIdleConns:        1024,
+	}
+	s.client = &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	return s
+}
+
+// close drops the scraper's idle connections.
+func (s *scraper) close() { s.client.CloseIdleConnections() }
+
+// originCount is one origin's connections, without the scraper's own.
+type originCount struct {
+	Open, Accepted int64
+}
+
+// origin reads the origin serving at addr.
+func (s *scraper) origin(ctx context.Context, addr string) (originCount, error) {
+	var st origin.Stats
+	if err := s.get(ctx, "http://"+addr+origin.StatsPath, func(r io.Reader) error {
+		return json.NewDecoder(r).Decode(&st)
+	}); err != nil {
+		return originCount{}, err
+	}
+	s.mu.Lock()
+	mine := s.dials[addr]
+	s.mu.Unlock()
+	return originCount{Open: st.Connections.Open - 1, Accepted: st.Connections.Accepted - mine}, nil
+}
+
+// gatewayCount is what one gateway's /metrics says about its upstream
+// connections, summed over origins, loops and protocols.
+type gatewayCount struct {
+	Open, Created float64
+	Closed        map[string]float64 // by reason
+}
+
+// gateway scrapes the gateway whose admin listener is at admin.
+func (s *scraper) gateway(ctx context.Context, admin string) (gatewayCount, error) {
+	var fams map[string]*dto.MetricFamily
+	err := s.get(ctx, "http://"+admin+"/metrics", func(r io.Reader) error {
+		var err error
+		fams, err = parseMetrics(r)
+		return err
+	})
+	if err != nil {
+		return gatewayCount{}, err
+	}
+	gc := gatewayCount{Closed: map[string]float64{}}
+	for _, m := range fams[metricOpen].GetMetric() {
+		gc.Open += m.GetGauge().GetValue()
+	}
+	for _, m := range fams[metricCreated].GetMetric() {
+		gc.Created += m.GetCounter().GetValue()
+	}
+	for _, m := range fams[metricClosed].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "reason" {
+				gc.Closed[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return gc, nil
+}
+
+// origins sums the origins' counts.
+func (s *scraper) origins(ctx context.Context, parts []*part) (originCount, error) {
+	var sum originCount
+	for _, p := range parts {
+		c, err := s.origin(ctx, p.addr)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", p.name, err)
+		}
+		sum.Open += c.Open
+		sum.Accepted += c.Accepted
+	}
+	return sum, nil
+}
+
+// gateways sums the gateways' counts.
+func (s *scraper) gateways(ctx context.Context, parts []*part) (gatewayCount, error) {
+	sum := gatewayCount{Closed: map[string]float64{}}
+	for _, p := range parts {
+		c, err := s.gateway(ctx, p.admin)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", p.name, err)
+		}
+		sum.Open += c.Open
+		sum.Created += c.Created
+		for k, v := range c.Closed {
+			sum.Closed[k] += v
+		}
+	}
+	return sum, nil
+}
+
+// ready reports whether the gateway's /readyz answers 200.
+func (s *scraper) ready(ctx context.Context, admin string) bool {
+	return s.get(ctx, "http://"+admin+"/readyz", func(io.Reader) error { return nil }) == nil
+}
+
+// get fetches url and hands a 200 body to read.
+func (s *scraper) get(ctx context.Context, url string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := read(resp.Body); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	io.Copy(io.Discard, resp.Body) // keep the connection reusable
+	return nil
+}
+
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
