@@ -179,7 +179,8 @@ func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
 
 // poolFor returns loop ol's pool for ep. An endpoint outside the loop's
 // subset (the balancer's fallback when the whole subset is ejected) gets a
-// pool on demand, without pre-warming, that idles out like any other.
+// pool on demand, without pre-warming, that idles out like any other; an
+// endpoint no longer in the origin gets a closed pool.
 func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 	if p, ok := (*ol.pools.Load())[addr]; ok {
 		return p, nil
@@ -196,6 +197,13 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.gw.clk, src, ol.obs)
 	if err != nil {
 		return nil, err
+	}
+	if !slices.ContainsFunc(o.members, func(m balance.Member) bool { return m.Address == addr }) {
+		// The request picked addr just before a membership change removed
+		// it. A closed pool makes it retry on a current member instead of
+		// reopening a connection to the removed endpoint.
+		p.Drain(nil)
+		return p, nil
 	}
 	next := make(map[string]*pool.Pool, len(cur)+1)
 	for k, v := range cur {
