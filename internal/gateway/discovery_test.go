@@ -1,0 +1,836 @@
+package gateway
+
+// End-to-end membership tests (issue 6): a real go-control-plane xDS server
+// and a watched file drive a running gateway through RunDiscovery; the
+// evidence is what real origins saw, a real /metrics scrape and
+// /admin/origins over HTTP.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/workload"
+)
+
+// xdsNode is the node id every test gateway sends and every test snapshot
+// is published for.
+const xdsNode = "gw-test"
+
+// controlPlane is a real ADS server: go-control-plane's snapshot cache
+// behind its gRPC server, on loopback.
+type controlPlane struct {
+	addr   string
+	cache  cachev3.SnapshotCache
+	grpc   *grpc.Server
+	cancel context.CancelFunc
+	served chan struct{}
+
+	mu   sync.Mutex // guards acks
+	acks map[string]bool
+}
+
+// newControlPlane serves on addr ("127.0.0.1:0" for a fresh port, or the
+// address of a stopped one to restart it) until the test ends or stop.
+func newControlPlane(t testing.TB, addr string) *controlPlane {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cp := &controlPlane{
+		addr: lis.Addr().String(), cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil),
+		grpc: grpc.NewServer(), cancel: cancel, served: make(chan struct{}), acks: map[string]bool{},
+	}
+	onRequest := func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+		if r.GetResponseNonce() != "" && r.GetErrorDetail() == nil {
+			cp.mu.Lock()
+			cp.acks[r.GetVersionInfo()] = true
+			cp.mu.Unlock()
+		}
+		return nil
+	}
+	ads := serverv3.NewServer(ctx, cp.cache, serverv3.CallbackFuncs{StreamRequestFunc: onRequest})
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.grpc, ads)
+	go func() {
+		defer close(cp.served)
+		_ = cp.grpc.Serve(lis)
+	}()
+	t.Cleanup(cp.stop)
+	return cp
+}
+
+// stop takes the control plane down, cutting its streams; it may be called
+// more than once.
+func (cp *controlPlane) stop() {
+	cp.grpc.Stop()
+	cp.cancel()
+	<-cp.served
+}
+
+// publish sets cluster "app" to the given origins (zone z1, weight 1,
+// healthy) under version.
+func (cp *controlPlane) publish(t testing.TB, version string, srvs []*testorigin.Server) {
+	t.Helper()
+	loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: "z1"}}
+	for _, s := range srvs {
+		host, port, _ := net.SplitHostPort(s.Addr())
+		p, _ := strconv.Atoi(port)
+		sock := &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}
+		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+			HealthStatus: corev3.HealthStatus_HEALTHY,
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
+		})
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "app", Endpoints: []*endpointv3.LocalityLbEndpoints{loc}}
+	snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{resource.EndpointType: {cla}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.cache.SetSnapshot(context.Background(), xdsNode, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// acked reports whether a gateway has ACKed version: by then its xDS
+// client has handed the membership to the debouncer.
+func (cp *controlPlane) acked(version string) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.acks[version]
+}
+
+// xdsConfig is a one-origin gateway config following cluster "app" on
+// server; extra is appended to the origin.
+func xdsConfig(server string, loops int, extra string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: %d
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    discovery: {type: xds, server: %q, cluster: app, node_id: %s}
+`, loops, server, xdsNode) + extra
+}
+
+// runGateway starts a gateway from config text and runs its discovery
+// until the test ends. It does not wait for readiness: the first membership
+// has to arrive first.
+func runGateway(t testing.TB, text string, opts Options) *Gateway {
+	t.Helper()
+	cfg, err := config.Parse([]byte(text), "discovery-test.yaml")
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- g.RunDiscovery(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("RunDiscovery: %v", err)
+		}
+		g.Close()
+	})
+	return g
+}
+
+// fastOrigins starts n origins answering every path in 1 ms.
+func fastOrigins(t testing.TB, n int) []*testorigin.Server {
+	return startOrigins(t, n, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
+}
+
+// eventually polls cond every 5 ms for up to 15 s of wall time. The bound
+// only turns a hang into a failure; nothing asserts on how long it took.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// served returns how many requests each origin has received.
+func served(srvs []*testorigin.Server) []int64 {
+	out := make([]int64, len(srvs))
+	for i, s := range srvs {
+		out[i] = s.Stats().Total().Total()
+	}
+	return out
+}
+
+// getOK sends n requests on c and fails unless every one is a 200.
+func getOK(t testing.TB, c *http.Client, g *Gateway, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if resp, body := get(t, c, "http://"+g.Addr()+"/x"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d (%s) %q", i, resp.StatusCode, resp.Header.Get("X-Corput-Error"), body)
+		}
+	}
+}
+
+// adminOrigin fetches /admin/origins over HTTP and returns origin "app".
+func adminOrigin(t testing.TB, g *Gateway) OriginView {
+	t.Helper()
+	resp, err := http.Get("http://" + g.AdminAddr() + "/admin/origins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var views []OriginView
+	if err := json.NewDecoder(resp.Body).Decode(&views); err != nil {
+		t.Fatalf("/admin/origins: %v", err)
+	}
+	for _, v := range views {
+		if v.Name == "app" {
+			return v
+		}
+	}
+	t.Fatal("/admin/origins has no origin app")
+	return OriginView{}
+}
+
+// addresses returns the endpoint addresses of an admin view, sorted.
+func addresses(v OriginView) []string {
+	var out []string
+	for _, e := range v.Endpoints {
+		out = append(out, e.Address)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func addrsOfServers(srvs []*testorigin.Server) []string {
+	out := make([]string, len(srvs))
+	for i, s := range srvs {
+		out[i] = s.Addr()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sample is one series of a Prometheus text scrape.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape reads /metrics over HTTP and parses the text exposition.
+func scrape(t testing.TB, g *Gateway) []sample {
+	t.Helper()
+	resp, err := http.Get("http://" + g.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	var out []sample
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			s := sample{name: name, labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				s.value = m.GetGauge().GetValue()
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sum adds up the series of name whose labels include every pair of match
+// (given as key, value, key, value…).
+func sum(samples []sample, name string, match ...string) float64 {
+	total := 0.0
+next:
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		for i := 0; i+1 < len(match); i += 2 {
+			if s.labels[match[i]] != match[i+1] {
+				continue next
+			}
+		}
+		total += s.value
+	}
+	return total
+}
+
+// createdByLoop is corput_upstream_connections_created_total of origin app
+// per loop.
+func createdByLoop(t testing.TB, g *Gateway) []float64 {
+	t.Helper()
+	samples := scrape(t, g)
+	out := make([]float64, g.Loops())
+	for l := range out {
+		out[l] = sum(samples, "corput_upstream_connections_created_total", "origin", "app", "loop", strconv.Itoa(l))
+	}
+	return out
+}
+
+func membershipChanges(t testing.TB, g *Gateway) float64 {
+	t.Helper()
+	return sum(scrape(t, g), "corput_membership_changes_total", "origin", "app")
+}
+
+// syncLog is a log sink that tests read while the gateway writes.
+type syncLog struct {
+	mu sync.Mutex
+	sb strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sb.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sb.String()
+}
+
+func (l *syncLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
+	srvs := fastOrigins(t, 4)
+	cp := newControlPlane(t, "127.0.0.1:0")
+	cp.publish(t, "1", srvs[:2])
+	logs := &syncLog{}
+	g := runGateway(t, xdsConfig(cp.addr, 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logs.logger()})
+	waitReady(t, g)
+	c, closeIdle := client()
+	defer closeIdle()
+
+	getOK(t, c, g, 20)
+	if n := served(srvs); n[0] == 0 || n[1] == 0 || n[2] != 0 || n[3] != 0 {
+		t.Fatalf("requests per origin %v: want only the two published endpoints", n)
+	}
+
+	// An add is followed: the new endpoint serves, and enters slow start.
+	cp.publish(t, "2", srvs[:3])
+	eventually(t, "the added endpoint in /admin/origins", func() bool {
+		return slices.Contains(addresses(adminOrigin(t, g)), srvs[2].Addr())
+	})
+	for _, e := range adminOrigin(t, g).Endpoints {
+		if e.Address == srvs[2].Addr() && e.EffectiveWeight >= float64(e.Weight) {
+			t.Errorf("new endpoint has effective weight %v of %d: not in slow start", e.EffectiveWeight, e.Weight)
+		}
+	}
+	eventually(t, "requests to reach the added endpoint", func() bool {
+		getOK(t, c, g, 3)
+		return served(srvs)[2] > 0
+	})
+
+	// A remove is followed: the endpoint's connections drain and close,
+	// and it gets no new requests.
+	cp.publish(t, "3", srvs[1:3])
+	eventually(t, "the removal to apply", func() bool {
+		return !slices.Contains(addresses(adminOrigin(t, g)), srvs[0].Addr())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srvs[0].WaitOpen(ctx, 0); err != nil {
+		t.Fatalf("removed endpoint's connections did not close: %v", err)
+	}
+	before := served(srvs)
+	getOK(t, c, g, 20)
+	if after := served(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] {
+		t.Fatalf("after the remove, requests per origin went %v → %v: want none to the removed endpoint", before, after)
+	}
+	if got := membershipChanges(t, g); got != 3 {
+		t.Fatalf("corput_membership_changes_total = %v after the initial set, an add and a remove; want 3", got)
+	}
+
+	// The control plane goes down: the gateway says so and keeps serving on
+	// the last known membership.
+	cp.stop()
+	eventually(t, "source_error to report the outage", func() bool {
+		return strings.Contains(adminOrigin(t, g).SourceError, "keeping the last known membership")
+	})
+	before = served(srvs)
+	getOK(t, c, g, 20)
+	if after := served(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] || after[3] != 0 {
+		t.Fatalf("with the control plane down, requests per origin went %v → %v: want the last known pair", before, after)
+	}
+	if !strings.Contains(logs.String(), "keeping the last good membership") {
+		t.Errorf("the outage is not in the log:\n%s", logs.String())
+	}
+
+	// It restarts on the same address with a fresh cache and a fourth
+	// endpoint: the gateway reconnects and follows.
+	cp2 := newControlPlane(t, cp.addr)
+	cp2.publish(t, "1", srvs[1:])
+	eventually(t, "requests to reach the endpoint published after the restart", func() bool {
+		getOK(t, c, g, 3)
+		return served(srvs)[3] > 0
+	})
+	v := adminOrigin(t, g)
+	if v.SourceError != "" || !slices.Equal(addresses(v), addrsOfServers(srvs[1:])) || v.MembershipChanges != 4 {
+		t.Fatalf("after the restart: source_error %q, endpoints %v, %d changes; want none, %v, 4",
+			v.SourceError, addresses(v), v.MembershipChanges, addrsOfServers(srvs[1:]))
+	}
+}
+
+func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
+	srvs := fastOrigins(t, 4)
+	cp := newControlPlane(t, "127.0.0.1:0")
+	cp.publish(t, "0", srvs[:2])
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	// debounce is left at its default, 2 s of the fake clock, which does
+	// not move while the membership flaps.
+	g := runGateway(t, xdsConfig(cp.addr, 1, ""), Options{Clock: clk})
+	waitReady(t, g)
+	if got := membershipChanges(t, g); got != 1 {
+		t.Fatalf("after the first membership: %v applied updates, want 1", got)
+	}
+
+	// 100 changes: endpoint 2 and endpoint 3 take turns as the third
+	// member. Each is ACKed, so each reached the debouncer.
+	for i := 1; i <= 100; i++ {
+		v := strconv.Itoa(i)
+		cp.publish(t, v, []*testorigin.Server{srvs[0], srvs[1], srvs[2+i%2]})
+		eventually(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
+	}
+	if got, v := membershipChanges(t, g), adminOrigin(t, g); got != 1 || v.MembershipChanges != 1 || len(v.Endpoints) != 2 {
+		t.Fatalf("inside the window: %v applied updates (admin %d), %d endpoints; want 1 and the first 2", got, v.MembershipChanges, len(v.Endpoints))
+	}
+
+	clk.Advance(2 * time.Second)
+	want := addrsOfServers([]*testorigin.Server{srvs[0], srvs[1], srvs[2]}) // the 100th change
+	v := adminOrigin(t, g)
+	if got := membershipChanges(t, g); got != 2 || v.MembershipChanges != 2 || !slices.Equal(addresses(v), want) {
+		t.Fatalf("after the window: %v applied updates (admin %d), endpoints %v; want 2 and %v", got, v.MembershipChanges, addresses(v), want)
+	}
+	clk.Advance(time.Minute)
+	if got := membershipChanges(t, g); got != 2 {
+		t.Fatalf("%v applied updates a minute later, want still 2", got)
+	}
+}
+
+// loopLoad keeps one sequential client per loop busy until stopped, so
+// every pool needs exactly its one pre-warmed connection.
+type loopLoad struct {
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	total  atomic.Int64
+	failed atomic.Int64
+	first  atomic.Value // string: the first failure
+}
+
+func startLoopLoad(t testing.TB, g *Gateway) *loopLoad {
+	l := &loopLoad{stop: make(chan struct{})}
+	for i := 0; i < g.Loops(); i++ {
+		c, closeIdle := client()
+		// The first request opens the downstream connection; connections
+		// are given to loops round-robin, so client i is on loop i.
+		getOK(t, c, g, 1)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer closeIdle()
+			for {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				l.one(c, g)
+			}
+		}()
+	}
+	t.Cleanup(l.halt)
+	return l
+}
+
+func (l *loopLoad) one(c *http.Client, g *Gateway) {
+	l.total.Add(1)
+	resp, err := c.Get("http://" + g.Addr() + "/x")
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			return
+		}
+		err = fmt.Errorf("status %d %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"))
+	}
+	if l.failed.Add(1) == 1 {
+		l.first.Store(err.Error())
+	}
+}
+
+// halt stops the load and waits for it; it may be called more than once.
+func (l *loopLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// waitFor lets the load run until it has sent n more requests.
+func (l *loopLoad) waitFor(t testing.TB, n int64) {
+	t.Helper()
+	target := l.total.Load() + n
+	eventually(t, "the load to go on", func() bool { return l.total.Load() >= target })
+}
+
+func (l *loopLoad) check(t testing.TB) {
+	t.Helper()
+	if n := l.failed.Load(); n > 0 {
+		t.Fatalf("%d of %d requests under load failed; first: %v", n, l.total.Load(), l.first.Load())
+	}
+}
+
+// snapshotOf is origin app's current placement snapshot.
+func snapshotOf(g *Gateway) *subset.Snapshot {
+	o := g.origins["app"]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.placement.Snapshot()
+}
+
+// accepted and open are each origin's ground truth about connections.
+func accepted(srvs []*testorigin.Server) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range srvs {
+		out[s.Addr()] = s.Stats().Connections.Accepted
+	}
+	return out
+}
+
+func openConns(srvs []*testorigin.Server) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range srvs {
+		out[s.Addr()] = s.Stats().Connections.Open
+	}
+	return out
+}
+
+func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
+	const n = 200
+	srvs := fastOrigins(t, n+1)
+	base, extra := srvs[:n], srvs[n]
+	cp := newControlPlane(t, "127.0.0.1:0")
+	cp.publish(t, "1", base)
+	// 4 loops, subsets of at most 100: S = 2, so loops 0 and 2 share one
+	// subset and loops 1 and 3 the other, and every pool pre-warms one
+	// connection.
+	g := runGateway(t, xdsConfig(cp.addr, 4, "    debounce: 100ms\n    subset: {size: 100}\n    pool: {prewarm: 1}\n"), Options{})
+	waitReady(t, g)
+	old := snapshotOf(g)
+	if old.Subsets() != 2 {
+		t.Fatalf("subset count %d, want 2", old.Subsets())
+	}
+	load := startLoopLoad(t, g)
+	load.waitFor(t, 200)
+
+	// Add one endpoint while the load runs.
+	created0, acc0 := createdByLoop(t, g), accepted(srvs)
+	cp.publish(t, "2", srvs)
+	eventually(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
+	cur := snapshotOf(g)
+	changes := subset.Diff(old, cur, 0)
+	gainers := 0
+	for _, c := range changes {
+		if len(c.Removed) != 0 || !slices.Equal(c.Added, []string{extra.Addr()}) {
+			t.Fatalf("loop %d: gained %v and lost %v; one add should only gain the new endpoint", c.Loop, c.Added, c.Removed)
+		}
+		gainers++
+	}
+	if gainers != 2 {
+		t.Fatalf("%d loops gained the new endpoint, want the 2 that share its subset", gainers)
+	}
+	eventually(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
+	load.waitFor(t, 200)
+	created1, acc1 := createdByLoop(t, g), accepted(srvs)
+	for l := range created1 {
+		want := 0.0
+		if slices.ContainsFunc(changes, func(c subset.LoopChange) bool { return c.Loop == l }) {
+			want = 1
+		}
+		if d := created1[l] - created0[l]; d != want {
+			t.Errorf("loop %d created %v connections during the add, want %v (subset.Diff: %+v)", l, d, want, changes)
+		}
+	}
+	for _, s := range base {
+		if acc1[s.Addr()] != acc0[s.Addr()] {
+			t.Errorf("endpoint %s accepted %d new connections during an add that did not concern it", s.Addr(), acc1[s.Addr()]-acc0[s.Addr()])
+		}
+	}
+
+	// Remove an endpoint that is not the last on the ring: the last one
+	// moves into its place, so at most one survivor changes subset.
+	ring := cur.Endpoints()
+	removed := ring[3].Address
+	var keep []*testorigin.Server
+	for _, s := range srvs {
+		if s.Addr() != removed {
+			keep = append(keep, s)
+		}
+	}
+	open1 := openConns(srvs)
+	closed0 := sum(scrape(t, g), "corput_upstream_connections_closed_total", "origin", "app")
+	cp.publish(t, "3", keep)
+	eventually(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
+	after := snapshotOf(g)
+	changes = subset.Diff(cur, after, 0)
+	lost, moved := 0, map[string]bool{}
+	gained := map[int]int{}
+	for _, c := range changes {
+		for _, a := range c.Removed {
+			lost++
+			if a != removed {
+				moved[a] = true
+			}
+		}
+		for _, a := range c.Added {
+			gained[c.Loop]++
+			moved[a] = true
+		}
+	}
+	if len(moved) > 1 {
+		t.Fatalf("the remove moved %d surviving endpoints between subsets (%v), want at most 1", len(moved), moved)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range srvs {
+		if s.Addr() == removed {
+			if err := s.WaitOpen(ctx, 0); err != nil {
+				t.Fatalf("removed endpoint: %v", err)
+			}
+		}
+	}
+	eventually(t, "the moved endpoint's new pools to pre-warm", func() bool {
+		total := 0
+		for _, k := range gained {
+			total += k
+		}
+		acc := accepted(srvs)
+		n := int64(0)
+		for a := range moved {
+			n += acc[a] - acc1[a]
+		}
+		return n == int64(total)
+	})
+	load.waitFor(t, 200)
+	load.halt()
+	load.check(t)
+
+	samples := scrape(t, g)
+	if d := sum(samples, "corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
+		t.Errorf("%v connections closed during the remove; want %d, one per (loop, endpoint) that left a subset", d, lost)
+	}
+	created2 := createdByLoop(t, g)
+	for l := range created2 {
+		if d := created2[l] - created1[l]; d != float64(gained[l]) {
+			t.Errorf("loop %d created %v connections during the remove, want %d", l, d, gained[l])
+		}
+	}
+	acc2, open2 := accepted(srvs), openConns(srvs)
+	for _, s := range keep {
+		a := s.Addr()
+		if moved[a] {
+			continue
+		}
+		if acc2[a] != acc1[a] || open2[a] != open1[a] {
+			t.Errorf("endpoint %s, untouched by the remove: accepted %d→%d, open %d→%d; want no change", a, acc1[a], acc2[a], open1[a], open2[a])
+		}
+	}
+}
+
+// writeEndpoints replaces the endpoints file atomically, as a ConfigMap
+// update or `mv` does.
+func writeEndpoints(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func endpointsYAML(srvs []*testorigin.Server) string {
+	var b strings.Builder
+	b.WriteString("endpoints:\n")
+	for _, s := range srvs {
+		fmt.Fprintf(&b, "  - {address: %q, zone: z1}\n", s.Addr())
+	}
+	return b.String()
+}
+
+func TestFileDiscoveryFollowsEditsAndKeepsLastGoodSetOnGarbage(t *testing.T) {
+	srvs := fastOrigins(t, 4)
+	path := filepath.Join(t.TempDir(), "app.yaml")
+	writeEndpoints(t, path, endpointsYAML(srvs[:2]))
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	logs := &syncLog{}
+	g := runGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    discovery: {type: file, path: %q}
+    balancer: {policy: round_robin}
+    slow_start: {window: 0s}
+`, path), Options{Clock: clk, Logger: logs.logger()})
+	waitReady(t, g)
+	c, closeIdle := client()
+	defer closeIdle()
+	getOK(t, c, g, 10)
+	if n := served(srvs); n[0] != 5 || n[1] != 5 || n[2]+n[3] != 0 {
+		t.Fatalf("requests per origin %v: want 5 and 5 on the two listed endpoints", n)
+	}
+
+	// Edit the file: the next poll (every second) offers it, the debounce
+	// window (2 s) applies it.
+	writeEndpoints(t, path, endpointsYAML(srvs[:3]))
+	clk.Advance(time.Second)
+	if v := adminOrigin(t, g); v.MembershipChanges != 1 {
+		t.Fatalf("applied before the debounce window passed: %d changes", v.MembershipChanges)
+	}
+	clk.Advance(2 * time.Second)
+	if v := adminOrigin(t, g); v.MembershipChanges != 2 || !slices.Equal(addresses(v), addrsOfServers(srvs[:3])) {
+		t.Fatalf("after the edit: %d changes, endpoints %v", v.MembershipChanges, addresses(v))
+	}
+	before := served(srvs)
+	getOK(t, c, g, 9)
+	if after := served(srvs); after[2]-before[2] != 3 {
+		t.Fatalf("requests per origin %v → %v: want the added endpoint to take its third", before, after)
+	}
+
+	// Garbage: the last good set stays, and the log and /admin/origins say
+	// why.
+	writeEndpoints(t, path, "endpoints: [{address: 127.0.0.1, weight: lots}\n\x00\x01")
+	clk.Advance(time.Second)
+	v := adminOrigin(t, g)
+	if !strings.Contains(v.SourceError, path) || !slices.Equal(addresses(v), addrsOfServers(srvs[:3])) {
+		t.Fatalf("after garbage: source_error %q, endpoints %v; want the file named and the last good set", v.SourceError, addresses(v))
+	}
+	if log := logs.String(); !strings.Contains(log, "keeping the last good membership") || !strings.Contains(log, path) {
+		t.Fatalf("the log does not say why the file was refused:\n%s", log)
+	}
+	clk.Advance(10 * time.Second)
+	before = served(srvs)
+	getOK(t, c, g, 9)
+	if after := served(srvs); after[0]-before[0] != 3 || after[1]-before[1] != 3 || after[2]-before[2] != 3 {
+		t.Fatalf("with a bad file, requests per origin %v → %v: want the last good three", before, after)
+	}
+	if v := adminOrigin(t, g); v.MembershipChanges != 2 {
+		t.Fatalf("garbage was applied: %d changes", v.MembershipChanges)
+	}
+
+	// A good file again: followed, and the error clears.
+	writeEndpoints(t, path, endpointsYAML(srvs[1:]))
+	clk.Advance(3 * time.Second)
+	v = adminOrigin(t, g)
+	if v.SourceError != "" || v.MembershipChanges != 3 || !slices.Equal(addresses(v), addrsOfServers(srvs[1:])) {
+		t.Fatalf("after the fix: source_error %q, %d changes, endpoints %v", v.SourceError, v.MembershipChanges, addresses(v))
+	}
+	before = served(srvs)
+	getOK(t, c, g, 9)
+	if after := served(srvs); after[0] != before[0] || after[3]-before[3] != 3 {
+		t.Fatalf("after the fix, requests per origin %v → %v: want none to the removed endpoint", before, after)
+	}
+}
+
+// A request can pick an endpoint just before a membership change removes
+// it and ask for its pool just after. It must not reopen a connection to
+// the removed endpoint (nor leave a pool for it behind): it gets a closed
+// pool, so it retries on a current member.
+func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
+	srvs := fastOrigins(t, 3)
+	g := startGateway(t, cfgText(1, "    pool: {prewarm: 1}\n"), srvs, Options{})
+	gone := srvs[0].Addr()
+	if err := g.Apply("app", []balance.Member{{Address: srvs[1].Addr(), Weight: 1}, {Address: srvs[2].Addr(), Weight: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srvs[0].WaitOpen(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	o := g.origins["app"]
+	p, err := o.poolFor(o.loops[0], gone)
+	if err != nil {
+		t.Fatalf("poolFor: %v; want a closed pool, which makes the request retry", err)
+	}
+	if lease, err := p.Acquire(ctx); !errors.Is(err, pool.ErrClosed) {
+		if err == nil {
+			lease.Release()
+		}
+		t.Fatalf("Acquire on the removed endpoint's pool: %v; want pool.ErrClosed", err)
+	}
+	if _, kept := (*o.loops[0].pools.Load())[gone]; kept {
+		t.Fatal("a pool for the removed endpoint was added to the loop")
+	}
+	if got := srvs[0].Stats().Connections.Accepted; got != 1 {
+		t.Fatalf("removed endpoint accepted %d connections, want only its pre-warmed one", got)
+	}
+}
