@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"errors"
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +155,100 @@ func refused(t *testing.T, what, addr string) {
 		c.Close()
 		t.Errorf("%s %s still accepts connections", what, addr)
 	}
+}
+
+// buildCorput builds the corput binary for the process tests.
+func buildCorput(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the corput binary")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build corput with")
+	}
+	bin := filepath.Join(t.TempDir(), "corput")
+	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/corput/corput/cmd/corput")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestProcesses runs steps 0, 2 and 4 with real `corput origin` and
+// `corput serve` children.
+func TestProcesses(t *testing.T) {
+	o := small(t, StepPerRequest, StepPerLoop, StepSubset)
+	o.Binary = buildCorput(t)
+	o.StepDuration = 2 * time.Second
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	res := readResults(t, o.Out)
+	if res.Mode != "processes" {
+		t.Fatalf("mode %q", res.Mode)
+	}
+	steps := byID(t, res)
+	checkCounts(t, o, steps)
+
+	// Step 0: one connection per request, counted at both ends.
+	s, l := steps[StepPerRequest].Summary, steps[StepPerRequest].Load
+	if s.OriginStart != 0 || math.Abs(float64(s.OriginTotal-l.Requests)) > float64(l.Requests)/20+2 {
+		t.Errorf("step 0: %d connections (%d before the load) for %d requests; want one per request", s.OriginTotal, s.OriginStart, l.Requests)
+	}
+	for _, addr := range res.Origins {
+		refused(t, "origin", addr)
+	}
+	for _, sr := range res.Steps {
+		for _, addr := range sr.Gateways {
+			refused(t, "gateway", addr)
+		}
+	}
+}
+
+// TestProcessesCancelled cancels a run in its first step: Run returns the
+// context's error and every child is gone.
+func TestProcessesCancelled(t *testing.T) {
+	o := small(t, StepPerLoop)
+	o.Binary = buildCorput(t)
+	o.StepDuration = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := Run(ctx, o)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run: %v, want the context's deadline", err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(o.Out, "live-run", "*.log"))
+	addrs := 0
+	for _, path := range logs {
+		text, _ := os.ReadFile(path)
+		for _, re := range []*regexp.Regexp{originListening, gatewayServing} {
+			if m := re.FindStringSubmatch(string(text)); m != nil {
+				for _, a := range m[1:] {
+					refused(t, filepath.Base(path), a)
+					addrs++
+				}
+			}
+		}
+	}
+	if want := o.Endpoints + 2*o.Gateways; addrs != want {
+		t.Errorf("found %d listening addresses in the logs, want %d", addrs, want)
+	}
+}
+
+var fullOut = flag.String("live.full", "", "run the full default live lab with a freshly built corput and write it to `DIR`")
+
+// TestFullRun is the full-size run (about 2–3 minutes), only when asked:
+//
+//	go test ./internal/lab/live -run TestFullRun -live.full DIR -v -timeout 10m
+func TestFullRun(t *testing.T) {
+	if *fullOut == "" {
+		t.Skip("pass -live.full DIR to run the full live lab")
+	}
+	o := Options{Out: *fullOut, Seed: 1, Binary: buildCorput(t), Stdout: os.Stdout}
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, Options{Gateways: DefaultGateways, Loops: DefaultLoops, Endpoints: DefaultEndpoints, SubsetSize: DefaultSubsetSize},
+		byID(t, readResults(t, *fullOut)))
 }
