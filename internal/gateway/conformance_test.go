@@ -28,9 +28,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/workload"
@@ -669,5 +679,386 @@ func TestLargeBodiesIntact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rawCodec carries gRPC messages as plain bytes, so the test's echo
+// service needs no generated code.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { *(v.(*[]byte)) = slices.Clone(data); return nil }
+func (rawCodec) Name() string                       { return "corput-raw" }
+
+func init() { encoding.RegisterCodec(rawCodec{}) }
+
+// echoService is a bidirectional-streaming gRPC service: every message
+// comes back, and the count is sent as a trailer at the end.
+var echoService = grpc.ServiceDesc{
+	ServiceName: "corput.test.Echo",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName: "Chat", ServerStreams: true, ClientStreams: true,
+		Handler: func(_ any, s grpc.ServerStream) error {
+			n := 0
+			for {
+				var m []byte
+				err := s.RecvMsg(&m)
+				if err == io.EOF {
+					s.SetTrailer(metadata.Pairs("x-echo-count", fmt.Sprint(n)))
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				n++
+				if err := s.SendMsg(&m); err != nil {
+					return err
+				}
+			}
+		},
+	}},
+}
+
+// TestGRPCThroughGateway makes real gRPC calls through the gateway: a grpc-go
+// server behind it over h2c and a grpc-go client in front of it over h2c.
+// Unary calls carry their status in trailers (OK and NotFound); a
+// bidirectional stream interleaves sends and receives (each echo arrives
+// before the next message is sent) and ends with a trailer.
+func TestGRPCThroughGateway(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("corput.test.Echo", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	srv.RegisterService(&echoService, nil)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); <-served })
+
+	g := gatewayTo(t, 2, "", "    protocol: h2c\n", lis.Addr().String())
+	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	hc := healthpb.NewHealthClient(cc)
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "corput.test.Echo"})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("unary Check: %v, %v", resp, err)
+	}
+	_, err = hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"})
+	if st, _ := status.FromError(err); st.Code() != codes.NotFound || !strings.Contains(st.Message(), "unknown service") {
+		t.Fatalf("unary Check of an unknown service: %v, want NotFound from the origin's trailers", err)
+	}
+
+	stream, err := cc.NewStream(ctx, &echoService.Streams[0], "/corput.test.Echo/Chat", grpc.CallContentSubtype("corput-raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		out := []byte(fmt.Sprintf("message %d", i))
+		if err := stream.SendMsg(&out); err != nil {
+			t.Fatal(err)
+		}
+		var in []byte
+		if err := stream.RecvMsg(&in); err != nil || !bytes.Equal(in, out) {
+			t.Fatalf("echo %d: %q, %v", i, in, err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var in []byte
+	if err := stream.RecvMsg(&in); err != io.EOF {
+		t.Fatalf("end of stream: %v, want io.EOF (status OK)", err)
+	}
+	if got := stream.Trailer().Get("x-echo-count"); len(got) != 1 || got[0] != "5" {
+		t.Fatalf("stream trailer x-echo-count %v, want [5]", got)
+	}
+}
+
+// TestClientCancellationReachesOrigin cancels a request while the origin
+// holds it: the origin's request context ends, over every protocol pair.
+func TestClientCancellationReachesOrigin(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	ended := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(10 * time.Second):
+			ended <- fmt.Errorf("origin request still running 10s after the client cancelled")
+		}
+	})
+	for _, p := range pairs {
+		t.Run(pairName(p.down, p.up), func(t *testing.T) {
+			b := startBackend(t, p.up, h)
+			g := gatewayFor(t, p.up, b, "")
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.Addr()+"/hold", nil)
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := downstream(t, p.down, nil).Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			<-arrived
+			cancel()
+			if err := <-errc; err == nil {
+				t.Fatal("cancelled request succeeded")
+			}
+			if err := <-ended; err != context.Canceled {
+				t.Fatalf("origin: %v, want its request context cancelled", err)
+			}
+		})
+	}
+}
+
+// TestRequestTimeoutAnswers504 holds the origin past timeouts.request: the
+// client gets 504 upstream_timeout and the origin's request is cancelled.
+func TestRequestTimeoutAnswers504(t *testing.T) {
+	ended := make(chan error, 1)
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(10 * time.Second):
+			ended <- fmt.Errorf("origin request not cancelled by the gateway's timeout")
+		}
+	}))
+	g := gatewayFor(t, testorigin.H1, b, "    timeouts: {connect: 100ms, request: 300ms}\n")
+	resp, body := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/hold")
+	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("X-Corput-Error") != ReasonUpstreamTimeout {
+		t.Fatalf("status %d, X-Corput-Error %q; want 504 %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"), ReasonUpstreamTimeout)
+	}
+	if strings.Contains(body, "context") || strings.Contains(body, "127.0.0.1") {
+		t.Fatalf("error body leaks internals: %q", body)
+	}
+	if err := <-ended; err != context.Canceled {
+		t.Fatalf("origin: %v, want its request cancelled", err)
+	}
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestRetryOnlyIdempotentToAnotherEndpoint puts a dead endpoint in the
+// subset next to a live one: every GET succeeds (a connect failure is
+// retried on the other endpoint), while a POST with a body that meets the
+// dead endpoint is answered 502 connect_failed and never replayed.
+func TestRetryOnlyIdempotentToAnotherEndpoint(t *testing.T) {
+	var gets, posts atomic.Int64
+	live := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.Method == "POST" {
+			posts.Add(1)
+		} else {
+			gets.Add(1)
+		}
+	}))
+	dead := deadAddr(t)
+	keys := "    balancer: {policy: round_robin}\n    pool: {prewarm: 0}\n    slow_start: {window: 0s}\n"
+	g := gatewayTo(t, 1, "", keys, dead, live.addr)
+	c := downstream(t, dsH1, nil)
+	for i := 0; i < 6; i++ {
+		if resp, body := get(t, c, "http://"+g.Addr()+"/get"); resp.StatusCode != 200 {
+			t.Fatalf("GET %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if gets.Load() != 6 {
+		t.Fatalf("live endpoint got %d GETs, want 6", gets.Load())
+	}
+	if f := g.Origins().([]OriginView)[0].Loops[0].Pools[dead].Failures; f == 0 {
+		t.Fatal("no GET ever met the dead endpoint: the retry was not exercised")
+	}
+
+	g = gatewayTo(t, 1, "", keys, dead, live.addr) // fresh balancer state
+	refused := 0
+	for i := 0; i < 2; i++ { // round robin over two: one POST meets the dead endpoint
+		resp, err := c.Post("http://"+g.Addr()+"/post", "text/plain", strings.NewReader("not replayable"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusBadGateway && resp.Header.Get("X-Corput-Error") == ReasonConnectFailed:
+			refused++
+		case resp.StatusCode != 200:
+			t.Fatalf("POST %d: %d %s", i, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
+		}
+	}
+	if refused != 1 || posts.Load() != 1 {
+		t.Fatalf("%d POSTs answered 502 connect_failed, live endpoint got %d; want 1 and 1 (no retry)", refused, posts.Load())
+	}
+}
+
+// TestRetryBudgetBoundsRetries sends 20 concurrent GETs at an origin of two
+// endpoints: one answers 503 at once (overloaded), the other holds every
+// request. A GET that met the 503 may retry on the holding endpoint only
+// while retries in flight stay within the budget: at budget_percent 0 that
+// is the floor of 3; at 100 % every one of them retries.
+func TestRetryBudgetBoundsRetries(t *testing.T) {
+	for _, c := range []struct {
+		budget    int
+		unbounded bool
+	}{{0, false}, {100, true}} {
+		t.Run(fmt.Sprintf("budget_%d", c.budget), func(t *testing.T) {
+			var mu sync.Mutex
+			at503, atSlow := map[string]bool{}, map[string]bool{}
+			arrived, release := make(chan struct{}, 64), make(chan struct{})
+			overloaded := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				at503[r.Header.Get("X-Req")] = true
+				mu.Unlock()
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			}))
+			holding := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				atSlow[r.Header.Get("X-Req")] = true
+				mu.Unlock()
+				arrived <- struct{}{}
+				select {
+				case <-release:
+				case <-r.Context().Done(): // the test failed and the gateway closed
+				}
+			}))
+			keys := fmt.Sprintf("    balancer: {policy: round_robin}\n    pool: {prewarm: 0}\n    slow_start: {window: 0s}\n"+
+				"    outlier: {consecutive_5xx: 1000}\n    retry: {attempts: 1, budget_percent: %d}\n", c.budget)
+			g := gatewayTo(t, 1, "", keys, overloaded.addr, holding.addr)
+			const n = 20
+			codes := make(chan int, n)
+			cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}, Timeout: 10 * time.Second}
+			defer cl.Transport.(*http.Transport).CloseIdleConnections()
+			for i := 0; i < n; i++ {
+				go func() {
+					req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/", nil)
+					req.Header.Set("X-Req", fmt.Sprint(i))
+					resp, err := cl.Do(req)
+					if err != nil {
+						t.Error(err)
+						codes <- 0
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					codes <- resp.StatusCode
+				}()
+			}
+			// Every request ends up held by the slow endpoint or answered.
+			held, answered503 := 0, 0
+			for held+answered503 < n {
+				select {
+				case <-arrived:
+					held++
+				case code := <-codes:
+					if code != http.StatusServiceUnavailable {
+						t.Fatalf("a GET was answered %d while the slow endpoint held", code)
+					}
+					answered503++
+				case <-time.After(10 * time.Second):
+					t.Fatalf("stuck: %d held, %d answered", held, answered503)
+				}
+			}
+			mu.Lock()
+			retried := 0
+			for id := range at503 {
+				if atSlow[id] {
+					retried++
+				}
+			}
+			met503 := len(at503)
+			mu.Unlock()
+			close(release)
+			for i := 0; i < held; i++ {
+				if code := <-codes; code != 200 {
+					t.Fatalf("held request answered %d", code)
+				}
+			}
+			if met503 < 4 {
+				t.Fatalf("only %d GETs met the 503 endpoint: the budget is not exercised", met503)
+			}
+			if retried+answered503 != met503 {
+				t.Fatalf("%d met the 503, %d retried, %d answered 503", met503, retried, answered503)
+			}
+			if c.unbounded && retried != met503 {
+				t.Fatalf("budget 100%%: %d of %d retried", retried, met503)
+			}
+			if !c.unbounded && retried != 3 {
+				t.Fatalf("budget 0%%: %d retries in flight, want the floor of 3 (%d met the 503)", retried, met503)
+			}
+		})
+	}
+}
+
+// TestHopByHopAndForwardedHeaders checks header hygiene both ways: hop-by-
+// hop headers (and those named in Connection) never cross, "TE: trailers"
+// does, the Host is preserved, and X-Forwarded-For/-Proto/-Host are set from
+// the connection, replacing what an untrusted client sent.
+func TestHopByHopAndForwardedHeaders(t *testing.T) {
+	seen := make(chan *http.Request, 2)
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r
+		h := w.Header()
+		h.Set("Connection", "X-Resp-Secret")
+		h.Set("X-Resp-Secret", "s")
+		h.Set("Keep-Alive", "timeout=5")
+		h.Set("Proxy-Authenticate", "Basic")
+		h.Set("X-End-To-End", "kept")
+	}))
+	g := gatewayFor(t, testorigin.H1, b, "")
+	resp := rawExchange(t, g.Addr(), "GET /h HTTP/1.1\r\nHost: shop.example\r\n"+
+		"Connection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n"+
+		"Proxy-Authorization: Basic Zm9vOmJhcg==\r\nTE: trailers\r\nUpgrade: bogus\r\n"+
+		"X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-End-To-End: yes\r\n\r\n")
+	r := <-seen
+	for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Upgrade"} {
+		if v, ok := r.Header[k]; ok {
+			t.Errorf("origin received hop-by-hop %s: %q", k, v)
+		}
+	}
+	want := map[string]string{"Te": "trailers", "X-End-To-End": "yes", "X-Forwarded-For": "127.0.0.1",
+		"X-Forwarded-Proto": "http", "X-Forwarded-Host": "shop.example"}
+	for k, v := range want {
+		if got := r.Header.Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("origin received %s %q, want %q", k, got, v)
+		}
+	}
+	if r.Host != "shop.example" {
+		t.Errorf("origin received Host %q, want shop.example", r.Host)
+	}
+	for _, k := range []string{"Connection", "X-Resp-Secret", "Keep-Alive", "Proxy-Authenticate"} {
+		if v, ok := resp.Header[k]; ok {
+			t.Errorf("client received hop-by-hop %s: %q", k, v)
+		}
+	}
+	if resp.Header.Get("X-End-To-End") != "kept" {
+		t.Errorf("client lost X-End-To-End: %v", resp.Header)
+	}
+
+	// Over HTTPS the origin learns the client's scheme.
+	certFile, keyFile, roots := selfSignedFiles(t)
+	tg := gatewayTo(t, 1, fmt.Sprintf("tls: {cert: %q, key: %q}\n", certFile, keyFile), "    protocol: h1\n", b.addr)
+	get(t, downstream(t, dsTLSH2, roots), "https://"+tg.Addr()+"/h")
+	if r := <-seen; r.Header.Get("X-Forwarded-Proto") != "https" || r.Header.Get("X-Forwarded-Host") != tg.Addr() {
+		t.Errorf("over TLS: X-Forwarded-Proto %q, -Host %q", r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-Host"))
 	}
 }
