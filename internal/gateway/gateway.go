@@ -147,10 +147,16 @@ func (g *Gateway) SetSourceError(originName string, err error) {
 
 type loopKey struct{}
 
+// framingKey holds a cleartext connection's *framingConn.
+type framingKey struct{}
+
 // assignLoop is the downstream server's ConnContext: connections go to
 // loops round-robin.
-func (g *Gateway) assignLoop(ctx context.Context, _ net.Conn) context.Context {
+func (g *Gateway) assignLoop(ctx context.Context, c net.Conn) context.Context {
 	l := int((g.nextLoop.Add(1) - 1) % uint64(g.loops))
+	if fc, ok := c.(*framingConn); ok {
+		ctx = context.WithValue(ctx, framingKey{}, fc)
+	}
 	return context.WithValue(ctx, loopKey{}, l)
 }
 
@@ -190,6 +196,9 @@ func (g *Gateway) Start() error {
 		return fmt.Errorf("admin: %w", err)
 	}
 	srv := g.newServer()
+	if g.cfg.TLS == nil {
+		ln = guardListener{ln} // under TLS it would see ciphertext: see framing.go
+	}
 	admin := &http.Server{
 		Handler:           telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard),
 		ReadHeaderTimeout: 10 * time.Second,

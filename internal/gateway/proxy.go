@@ -21,13 +21,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
-	if reason := badRequest(r); reason != "" {
-		w.Header().Set("Connection", "close")
-		return writeError(w, errBadRequest)
+	if badRequest(r) != "" || !prefetchChunked(r) {
+		return refuse(w)
 	}
-	if !prefetchChunked(r) {
+	if r.ProtoMajor == 1 && len(r.Header["Upgrade"]) > 0 {
+		// The framing guard stops at an Upgrade: unless the upgrade
+		// happens, the connection carries no further request.
 		w.Header().Set("Connection", "close")
-		return writeError(w, errBadRequest)
 	}
 	name, ok := g.router.Match(r.Host, r.URL.Path)
 	if !ok {
@@ -42,13 +42,30 @@ func writeError(w http.ResponseWriter, e gatewayError) int {
 	return e.status
 }
 
+// refuse answers a malformed request 400 and ends its connection without
+// reading the rest of it: its framing cannot be trusted, and a client that
+// never finishes the body must not hold the connection open.
+func refuse(w http.ResponseWriter) int {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	return writeError(w, errBadRequest)
+}
+
 // badRequest rejects what must never be forwarded. net/http's server has
-// already refused malformed framing (bad chunk sizes, conflicting
-// Content-Length, unknown Transfer-Encoding, obs-fold, bad targets) with 400
-// before the handler runs; this catches what it lets through.
+// already refused much malformed input (bad chunk sizes, conflicting
+// Content-Length, unknown Transfer-Encoding, bad targets) before the
+// handler runs; the framing guard (framing.go) refused what it lets through
+// on the raw bytes (CL+TE, duplicate Content-Length, obs-fold, ...), and
+// this is where its verdict is applied.
 func badRequest(r *http.Request) string {
+	if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok && r.ProtoMajor == 1 && !fc.admit() {
+		return "framing refused"
+	}
 	if r.Method == http.MethodConnect {
 		return "CONNECT is not proxied"
+	}
+	if r.RequestURI == "*" && r.Method != http.MethodOptions {
+		return "asterisk-form target is for OPTIONS only"
 	}
 	if len(r.TransferEncoding) > 0 && len(r.Header["Content-Length"]) > 0 {
 		return "both Transfer-Encoding and Content-Length"
