@@ -186,9 +186,9 @@ func fastOrigins(t testing.TB, n int) []*testorigin.Server {
 	return startOrigins(t, n, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
 }
 
-// eventually polls cond every 5 ms for up to 15 s of wall time. The bound
+// pollUntil polls cond every 5 ms for up to 15 s of wall time. The bound
 // only turns a hang into a failure; nothing asserts on how long it took.
-func eventually(t testing.TB, what string, cond func() bool) {
+func pollUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
@@ -199,8 +199,8 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// served returns how many requests each origin has received.
-func served(srvs []*testorigin.Server) []int64 {
+// servedBy returns how many requests each origin has received.
+func servedBy(srvs []*testorigin.Server) []int64 {
 	out := make([]int64, len(srvs))
 	for i, s := range srvs {
 		out[i] = s.Stats().Total().Total()
@@ -239,8 +239,8 @@ func adminOrigin(t testing.TB, g *Gateway) OriginView {
 	return OriginView{}
 }
 
-// addresses returns the endpoint addresses of an admin view, sorted.
-func addresses(v OriginView) []string {
+// endpointAddrs returns the endpoint addresses of an admin view, sorted.
+func endpointAddrs(v OriginView) []string {
 	var out []string
 	for _, e := range v.Endpoints {
 		out = append(out, e.Address)
@@ -258,15 +258,15 @@ func addrsOfServers(srvs []*testorigin.Server) []string {
 	return out
 }
 
-// sample is one series of a Prometheus text scrape.
-type sample struct {
+// metricSample is one series of a Prometheus text scrape.
+type metricSample struct {
 	name   string
 	labels map[string]string
 	value  float64
 }
 
-// scrape reads /metrics over HTTP and parses the text exposition.
-func scrape(t testing.TB, g *Gateway) []sample {
+// scrapeMetrics reads /metrics over HTTP and parses the text exposition.
+func scrapeMetrics(t testing.TB, g *Gateway) []metricSample {
 	t.Helper()
 	resp, err := http.Get("http://" + g.AdminAddr() + "/metrics")
 	if err != nil {
@@ -278,10 +278,10 @@ func scrape(t testing.TB, g *Gateway) []sample {
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
 	}
-	var out []sample
+	var out []metricSample
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
-			s := sample{name: name, labels: map[string]string{}}
+			s := metricSample{name: name, labels: map[string]string{}}
 			for _, l := range m.GetLabel() {
 				s.labels[l.GetName()] = l.GetValue()
 			}
@@ -297,9 +297,9 @@ func scrape(t testing.TB, g *Gateway) []sample {
 	return out
 }
 
-// sum adds up the series of name whose labels include every pair of match
-// (given as key, value, key, value…).
-func sum(samples []sample, name string, match ...string) float64 {
+// sumSeries adds up the series of name whose labels include every pair
+// of match (given as key, value, key, value…).
+func sumSeries(samples []metricSample, name string, match ...string) float64 {
 	total := 0.0
 next:
 	for _, s := range samples {
@@ -320,17 +320,17 @@ next:
 // per loop.
 func createdByLoop(t testing.TB, g *Gateway) []float64 {
 	t.Helper()
-	samples := scrape(t, g)
+	samples := scrapeMetrics(t, g)
 	out := make([]float64, g.Loops())
 	for l := range out {
-		out[l] = sum(samples, "corput_upstream_connections_created_total", "origin", "app", "loop", strconv.Itoa(l))
+		out[l] = sumSeries(samples, "corput_upstream_connections_created_total", "origin", "app", "loop", strconv.Itoa(l))
 	}
 	return out
 }
 
 func membershipChanges(t testing.TB, g *Gateway) float64 {
 	t.Helper()
-	return sum(scrape(t, g), "corput_membership_changes_total", "origin", "app")
+	return sumSeries(scrapeMetrics(t, g), "corput_membership_changes_total", "origin", "app")
 }
 
 // syncLog is a log sink that tests read while the gateway writes.
@@ -364,39 +364,39 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	defer closeIdle()
 
 	getOK(t, c, g, 20)
-	if n := served(srvs); n[0] == 0 || n[1] == 0 || n[2] != 0 || n[3] != 0 {
+	if n := servedBy(srvs); n[0] == 0 || n[1] == 0 || n[2] != 0 || n[3] != 0 {
 		t.Fatalf("requests per origin %v: want only the two published endpoints", n)
 	}
 
 	// An add is followed: the new endpoint serves, and enters slow start.
 	cp.publish(t, "2", srvs[:3])
-	eventually(t, "the added endpoint in /admin/origins", func() bool {
-		return slices.Contains(addresses(adminOrigin(t, g)), srvs[2].Addr())
+	pollUntil(t, "the added endpoint in /admin/origins", func() bool {
+		return slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[2].Addr())
 	})
 	for _, e := range adminOrigin(t, g).Endpoints {
 		if e.Address == srvs[2].Addr() && e.EffectiveWeight >= float64(e.Weight) {
 			t.Errorf("new endpoint has effective weight %v of %d: not in slow start", e.EffectiveWeight, e.Weight)
 		}
 	}
-	eventually(t, "requests to reach the added endpoint", func() bool {
+	pollUntil(t, "requests to reach the added endpoint", func() bool {
 		getOK(t, c, g, 3)
-		return served(srvs)[2] > 0
+		return servedBy(srvs)[2] > 0
 	})
 
 	// A remove is followed: the endpoint's connections drain and close,
 	// and it gets no new requests.
 	cp.publish(t, "3", srvs[1:3])
-	eventually(t, "the removal to apply", func() bool {
-		return !slices.Contains(addresses(adminOrigin(t, g)), srvs[0].Addr())
+	pollUntil(t, "the removal to apply", func() bool {
+		return !slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[0].Addr())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srvs[0].WaitOpen(ctx, 0); err != nil {
 		t.Fatalf("removed endpoint's connections did not close: %v", err)
 	}
-	before := served(srvs)
+	before := servedBy(srvs)
 	getOK(t, c, g, 20)
-	if after := served(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] {
+	if after := servedBy(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] {
 		t.Fatalf("after the remove, requests per origin went %v → %v: want none to the removed endpoint", before, after)
 	}
 	if got := membershipChanges(t, g); got != 3 {
@@ -406,12 +406,12 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// The control plane goes down: the gateway says so and keeps serving on
 	// the last known membership.
 	cp.stop()
-	eventually(t, "source_error to report the outage", func() bool {
+	pollUntil(t, "source_error to report the outage", func() bool {
 		return strings.Contains(adminOrigin(t, g).SourceError, "keeping the last known membership")
 	})
-	before = served(srvs)
+	before = servedBy(srvs)
 	getOK(t, c, g, 20)
-	if after := served(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] || after[3] != 0 {
+	if after := servedBy(srvs); after[0] != before[0] || after[1] == before[1] || after[2] == before[2] || after[3] != 0 {
 		t.Fatalf("with the control plane down, requests per origin went %v → %v: want the last known pair", before, after)
 	}
 	if !strings.Contains(logs.String(), "keeping the last good membership") {
@@ -422,14 +422,14 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// endpoint: the gateway reconnects and follows.
 	cp2 := newControlPlane(t, cp.addr)
 	cp2.publish(t, "1", srvs[1:])
-	eventually(t, "requests to reach the endpoint published after the restart", func() bool {
+	pollUntil(t, "requests to reach the endpoint published after the restart", func() bool {
 		getOK(t, c, g, 3)
-		return served(srvs)[3] > 0
+		return servedBy(srvs)[3] > 0
 	})
 	v := adminOrigin(t, g)
-	if v.SourceError != "" || !slices.Equal(addresses(v), addrsOfServers(srvs[1:])) || v.MembershipChanges != 4 {
+	if v.SourceError != "" || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[1:])) || v.MembershipChanges != 4 {
 		t.Fatalf("after the restart: source_error %q, endpoints %v, %d changes; want none, %v, 4",
-			v.SourceError, addresses(v), v.MembershipChanges, addrsOfServers(srvs[1:]))
+			v.SourceError, endpointAddrs(v), v.MembershipChanges, addrsOfServers(srvs[1:]))
 	}
 }
 
@@ -451,7 +451,7 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		v := strconv.Itoa(i)
 		cp.publish(t, v, []*testorigin.Server{srvs[0], srvs[1], srvs[2+i%2]})
-		eventually(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
+		pollUntil(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
 	}
 	if got, v := membershipChanges(t, g), adminOrigin(t, g); got != 1 || v.MembershipChanges != 1 || len(v.Endpoints) != 2 {
 		t.Fatalf("inside the window: %v applied updates (admin %d), %d endpoints; want 1 and the first 2", got, v.MembershipChanges, len(v.Endpoints))
@@ -460,8 +460,8 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	want := addrsOfServers([]*testorigin.Server{srvs[0], srvs[1], srvs[2]}) // the 100th change
 	v := adminOrigin(t, g)
-	if got := membershipChanges(t, g); got != 2 || v.MembershipChanges != 2 || !slices.Equal(addresses(v), want) {
-		t.Fatalf("after the window: %v applied updates (admin %d), endpoints %v; want 2 and %v", got, v.MembershipChanges, addresses(v), want)
+	if got := membershipChanges(t, g); got != 2 || v.MembershipChanges != 2 || !slices.Equal(endpointAddrs(v), want) {
+		t.Fatalf("after the window: %v applied updates (admin %d), endpoints %v; want 2 and %v", got, v.MembershipChanges, endpointAddrs(v), want)
 	}
 	clk.Advance(time.Minute)
 	if got := membershipChanges(t, g); got != 2 {
@@ -534,7 +534,7 @@ func (l *loopLoad) halt() {
 func (l *loopLoad) waitFor(t testing.TB, n int64) {
 	t.Helper()
 	target := l.total.Load() + n
-	eventually(t, "the load to go on", func() bool { return l.total.Load() >= target })
+	pollUntil(t, "the load to go on", func() bool { return l.total.Load() >= target })
 }
 
 func (l *loopLoad) check(t testing.TB) {
@@ -552,8 +552,8 @@ func snapshotOf(g *Gateway) *subset.Snapshot {
 	return o.placement.Snapshot()
 }
 
-// accepted and open are each origin's ground truth about connections.
-func accepted(srvs []*testorigin.Server) map[string]int64 {
+// acceptedBy and openConns are each origin's ground truth about connections.
+func acceptedBy(srvs []*testorigin.Server) map[string]int64 {
 	out := map[string]int64{}
 	for _, s := range srvs {
 		out[s.Addr()] = s.Stats().Connections.Accepted
@@ -588,9 +588,9 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	load.waitFor(t, 200)
 
 	// Add one endpoint while the load runs.
-	created0, acc0 := createdByLoop(t, g), accepted(srvs)
+	created0, acc0 := createdByLoop(t, g), acceptedBy(srvs)
 	cp.publish(t, "2", srvs)
-	eventually(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
+	pollUntil(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
 	cur := snapshotOf(g)
 	changes := subset.Diff(old, cur, 0)
 	gainers := 0
@@ -603,9 +603,9 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	if gainers != 2 {
 		t.Fatalf("%d loops gained the new endpoint, want the 2 that share its subset", gainers)
 	}
-	eventually(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
+	pollUntil(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
 	load.waitFor(t, 200)
-	created1, acc1 := createdByLoop(t, g), accepted(srvs)
+	created1, acc1 := createdByLoop(t, g), acceptedBy(srvs)
 	for l := range created1 {
 		want := 0.0
 		if slices.ContainsFunc(changes, func(c subset.LoopChange) bool { return c.Loop == l }) {
@@ -632,9 +632,9 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 		}
 	}
 	open1 := openConns(srvs)
-	closed0 := sum(scrape(t, g), "corput_upstream_connections_closed_total", "origin", "app")
+	closed0 := sumSeries(scrapeMetrics(t, g), "corput_upstream_connections_closed_total", "origin", "app")
 	cp.publish(t, "3", keep)
-	eventually(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
+	pollUntil(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
 	after := snapshotOf(g)
 	changes = subset.Diff(cur, after, 0)
 	lost, moved := 0, map[string]bool{}
@@ -663,12 +663,12 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, "the moved endpoint's new pools to pre-warm", func() bool {
+	pollUntil(t, "the moved endpoint's new pools to pre-warm", func() bool {
 		total := 0
 		for _, k := range gained {
 			total += k
 		}
-		acc := accepted(srvs)
+		acc := acceptedBy(srvs)
 		n := int64(0)
 		for a := range moved {
 			n += acc[a] - acc1[a]
@@ -679,8 +679,8 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	load.halt()
 	load.check(t)
 
-	samples := scrape(t, g)
-	if d := sum(samples, "corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
+	samples := scrapeMetrics(t, g)
+	if d := sumSeries(samples, "corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
 		t.Errorf("%v connections closed during the remove; want %d, one per (loop, endpoint) that left a subset", d, lost)
 	}
 	created2 := createdByLoop(t, g)
@@ -689,7 +689,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 			t.Errorf("loop %d created %v connections during the remove, want %d", l, d, gained[l])
 		}
 	}
-	acc2, open2 := accepted(srvs), openConns(srvs)
+	acc2, open2 := acceptedBy(srvs), openConns(srvs)
 	for _, s := range keep {
 		a := s.Addr()
 		if moved[a] {
@@ -744,7 +744,7 @@ origins:
 	c, closeIdle := client()
 	defer closeIdle()
 	getOK(t, c, g, 10)
-	if n := served(srvs); n[0] != 5 || n[1] != 5 || n[2]+n[3] != 0 {
+	if n := servedBy(srvs); n[0] != 5 || n[1] != 5 || n[2]+n[3] != 0 {
 		t.Fatalf("requests per origin %v: want 5 and 5 on the two listed endpoints", n)
 	}
 
@@ -756,12 +756,12 @@ origins:
 		t.Fatalf("applied before the debounce window passed: %d changes", v.MembershipChanges)
 	}
 	clk.Advance(2 * time.Second)
-	if v := adminOrigin(t, g); v.MembershipChanges != 2 || !slices.Equal(addresses(v), addrsOfServers(srvs[:3])) {
-		t.Fatalf("after the edit: %d changes, endpoints %v", v.MembershipChanges, addresses(v))
+	if v := adminOrigin(t, g); v.MembershipChanges != 2 || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[:3])) {
+		t.Fatalf("after the edit: %d changes, endpoints %v", v.MembershipChanges, endpointAddrs(v))
 	}
-	before := served(srvs)
+	before := servedBy(srvs)
 	getOK(t, c, g, 9)
-	if after := served(srvs); after[2]-before[2] != 3 {
+	if after := servedBy(srvs); after[2]-before[2] != 3 {
 		t.Fatalf("requests per origin %v → %v: want the added endpoint to take its third", before, after)
 	}
 
@@ -770,16 +770,16 @@ origins:
 	writeEndpoints(t, path, "endpoints: [{address: 127.0.0.1, weight: lots}\n\x00\x01")
 	clk.Advance(time.Second)
 	v := adminOrigin(t, g)
-	if !strings.Contains(v.SourceError, path) || !slices.Equal(addresses(v), addrsOfServers(srvs[:3])) {
-		t.Fatalf("after garbage: source_error %q, endpoints %v; want the file named and the last good set", v.SourceError, addresses(v))
+	if !strings.Contains(v.SourceError, path) || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[:3])) {
+		t.Fatalf("after garbage: source_error %q, endpoints %v; want the file named and the last good set", v.SourceError, endpointAddrs(v))
 	}
 	if log := logs.String(); !strings.Contains(log, "keeping the last good membership") || !strings.Contains(log, path) {
 		t.Fatalf("the log does not say why the file was refused:\n%s", log)
 	}
 	clk.Advance(10 * time.Second)
-	before = served(srvs)
+	before = servedBy(srvs)
 	getOK(t, c, g, 9)
-	if after := served(srvs); after[0]-before[0] != 3 || after[1]-before[1] != 3 || after[2]-before[2] != 3 {
+	if after := servedBy(srvs); after[0]-before[0] != 3 || after[1]-before[1] != 3 || after[2]-before[2] != 3 {
 		t.Fatalf("with a bad file, requests per origin %v → %v: want the last good three", before, after)
 	}
 	if v := adminOrigin(t, g); v.MembershipChanges != 2 {
@@ -790,12 +790,12 @@ origins:
 	writeEndpoints(t, path, endpointsYAML(srvs[1:]))
 	clk.Advance(3 * time.Second)
 	v = adminOrigin(t, g)
-	if v.SourceError != "" || v.MembershipChanges != 3 || !slices.Equal(addresses(v), addrsOfServers(srvs[1:])) {
-		t.Fatalf("after the fix: source_error %q, %d changes, endpoints %v", v.SourceError, v.MembershipChanges, addresses(v))
+	if v.SourceError != "" || v.MembershipChanges != 3 || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[1:])) {
+		t.Fatalf("after the fix: source_error %q, %d changes, endpoints %v", v.SourceError, v.MembershipChanges, endpointAddrs(v))
 	}
-	before = served(srvs)
+	before = servedBy(srvs)
 	getOK(t, c, g, 9)
-	if after := served(srvs); after[0] != before[0] || after[3]-before[3] != 3 {
+	if after := servedBy(srvs); after[0] != before[0] || after[3]-before[3] != 3 {
 		t.Fatalf("after the fix, requests per origin %v → %v: want none to the removed endpoint", before, after)
 	}
 }
@@ -832,5 +832,135 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 	}
 	if got := srvs[0].Stats().Connections.Accepted; got != 1 {
 		t.Fatalf("removed endpoint accepted %d connections, want only its pre-warmed one", got)
+	}
+}
+
+// fleetGateway builds (without starting) gateway instance of a fleet of
+// size with the given loops over static endpoints; pools do not pre-warm,
+// so the addresses are never dialled.
+func fleetGateway(t testing.TB, instance, size, loops int, addrs []string) *Gateway {
+	t.Helper()
+	list := make([]string, len(addrs))
+	for i, a := range addrs {
+		list[i] = fmt.Sprintf("{address: %q}", a)
+	}
+	text := fmt.Sprintf(`
+loops: %d
+fleet: {instance: %d, size: %d}
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    pool: {prewarm: 0}
+    endpoints: [%s]
+`, loops, instance, size, strings.Join(list, ", "))
+	cfg, err := config.Parse([]byte(text), "fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// sortedSubsets is each loop's subset of origin app, each sorted.
+func sortedSubsets(g *Gateway) [][]string {
+	var out [][]string
+	for _, l := range g.Origins().([]OriginView)[0].Loops {
+		out = append(out, sortedCopy(l.Subset))
+	}
+	return out
+}
+
+// fakeAddrs returns n distinct addresses that are never dialled.
+func fakeAddrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("10.0.%d.%d:80", i/250, i%250+1)
+	}
+	return out
+}
+
+// What docs/discovery.md and docs/deployment.md say about resizing a
+// fleet: frontend g·loops+l uses subset (g·loops+l) mod S whatever the
+// fleet size, so a size change moves no gateway's subsets unless
+// loops × size caps the subset count S.
+func TestFleetSizeChangeMovesSubsetsOnlyWhenItCapsTheSubsetCount(t *testing.T) {
+	addrs := fakeAddrs(200) // default sizing: S = 4 subsets of 50
+	ref := fleetGateway(t, 1, 2, 2, addrs)
+	if s := ref.Origins().([]OriginView)[0].Subsets; s != 4 {
+		t.Fatalf("%d subsets, want 4", s)
+	}
+	for _, size := range []int{3, 4, 8, 64} {
+		if g := fleetGateway(t, 1, size, 2, addrs); !slices.EqualFunc(sortedSubsets(g), sortedSubsets(ref), slices.Equal) {
+			t.Errorf("fleet size 2 → %d moved gateway 1's subsets; 2 loops × %d gateways do not cap S = 4", size, size)
+		}
+	}
+	// One gateway of 2 loops: 2 frontends cap S at 2, so instance 0's
+	// subsets double in size and change.
+	small, big := fleetGateway(t, 0, 1, 2, addrs), fleetGateway(t, 0, 2, 2, addrs)
+	if s := small.Origins().([]OriginView)[0].Subsets; s != 2 {
+		t.Fatalf("fleet of 1 × 2 loops: %d subsets, want 2 (capped by the frontends)", s)
+	}
+	if slices.EqualFunc(sortedSubsets(small), sortedSubsets(big), slices.Equal) || len(sortedSubsets(small)[0]) != 100 {
+		t.Fatal("fleet size 1 → 2 kept instance 0's subsets, though 2 frontends capped S at 2")
+	}
+}
+
+// A gateway builds its ring from the membership it starts with and then
+// follows deltas, so gateways that started at different memberships hold
+// different rings. When every gateway's loops cover every subset
+// (loops ≥ S) the fleet still uses every endpoint equally; with fewer
+// loops than subsets, coverage is exact only among gateways that share the
+// ring's history. docs/discovery.md states both.
+func TestFleetCoverageAcrossGatewaysWithDifferentRingHistories(t *testing.T) {
+	addrs := fakeAddrs(205)
+	start, final := addrs[:200], addrs[5:] // 5 endpoints replaced
+	members := make([]balance.Member, len(final))
+	for i, a := range final {
+		members[i] = balance.Member{Address: a, Weight: 1}
+	}
+	coverage := func(loops int, mixed bool) (lo, hi int) {
+		const size = 8
+		uses := map[string]int{}
+		for inst := 0; inst < size; inst++ {
+			g := fleetGateway(t, inst, size, loops, final)
+			if mixed && inst%2 == 0 { // half the fleet has run since before the change
+				g = fleetGateway(t, inst, size, loops, start)
+				if err := g.Apply("app", members); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range sortedSubsets(g) {
+				for _, a := range s {
+					uses[a]++
+				}
+			}
+			g.Close()
+		}
+		lo, hi = len(final), 0
+		for _, a := range final {
+			lo, hi = min(lo, uses[a]), max(hi, uses[a])
+		}
+		return lo, hi
+	}
+	// 200 endpoints: S = 4. 8 gateways × 4 loops: every endpoint is used
+	// by 8 frontends whatever the history.
+	for _, mixed := range []bool{false, true} {
+		if lo, hi := coverage(4, mixed); lo != 8 || hi != 8 {
+			t.Errorf("4 loops, mixed histories %v: frontends per endpoint %d..%d, want exactly 8", mixed, lo, hi)
+		}
+	}
+	// 2 loops: each gateway uses half the subsets. With one history every
+	// endpoint has 4 frontends; with two, the halves no longer line up.
+	if lo, hi := coverage(2, false); lo != 4 || hi != 4 {
+		t.Errorf("2 loops, one history: frontends per endpoint %d..%d, want exactly 4", lo, hi)
+	}
+	if lo, hi := coverage(2, true); lo == hi {
+		t.Errorf("2 loops, two histories: frontends per endpoint %d..%d; the rings were expected to differ", lo, hi)
+	} else {
+		t.Logf("2 loops, half the fleet started before a change: frontends per endpoint %d..%d (mean 4)", lo, hi)
 	}
 }
