@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -146,6 +147,9 @@ func (d *Dialer) DialContext(ctx context.Context, addr string) (Conn, error) {
 	tc := tls.Client(sock, d.tlsConfigFor(addr))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		sock.Close()
+		if d.proto == H2 && strings.Contains(err.Error(), "no application protocol") {
+			return nil, d.noH2(addr, err)
+		}
 		return nil, &DialError{Addr: addr, Kind: tlsOrTimeout(err), Err: fmt.Errorf("TLS handshake: %w", err)}
 	}
 	switch got := tc.ConnectionState().NegotiatedProtocol; {
@@ -157,10 +161,14 @@ func (d *Dialer) DialContext(ctx context.Context, addr string) (Conn, error) {
 		return c, nil
 	case d.proto == H2:
 		tc.Close()
-		return nil, &DialError{Addr: addr, Kind: KindProtocol,
-			Err: fmt.Errorf("origin did not select h2 by ALPN (selected %q): set protocol auto or h1 for this origin", got)}
+		return nil, d.noH2(addr, fmt.Errorf("it selected %q", got))
 	}
 	return newH1Conn(addr, sock, tc), nil
+}
+
+func (d *Dialer) noH2(addr string, why error) *DialError {
+	return &DialError{Addr: addr, Kind: KindProtocol,
+		Err: fmt.Errorf("origin does not speak h2 over TLS (ALPN: %w): set protocol auto or h1 for this origin", why)}
 }
 
 // tlsConfigFor returns the TLS config for one dial: the server name

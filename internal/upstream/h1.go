@@ -42,12 +42,13 @@ const (
 // h1Conn is an HTTP/1.1 client connection: one request at a time,
 // written with Request.Write and read with http.ReadResponse.
 type h1Conn struct {
-	addr  string
-	sock  *sockConn
-	tls   *tls.Conn // nil for cleartext
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	state atomic.Int32
+	addr     string
+	sock     *sockConn
+	tls      *tls.Conn            // nil for cleartext
+	tlsState *tls.ConnectionState // Response.TLS; nil for cleartext
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	state    atomic.Int32
 
 	closeOnce sync.Once
 	probeBuf  [1]byte
@@ -58,6 +59,8 @@ func newH1Conn(addr string, sock *sockConn, tc *tls.Conn) *h1Conn {
 	var rw io.ReadWriter = sock
 	if tc != nil {
 		rw = tc
+		st := tc.ConnectionState()
+		c.tlsState = &st
 	}
 	c.br = bufio.NewReaderSize(rw, h1BufSize)
 	c.bw = bufio.NewWriterSize(rw, h1BufSize)
@@ -195,6 +198,7 @@ func (ex *h1Exchange) run() (*http.Response, error) {
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	ex.closeWant = ex.closeWant || resp.Close
+	resp.TLS = c.tlsState
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return ex.upgrade(resp), nil
 	}

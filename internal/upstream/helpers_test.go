@@ -8,6 +8,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -36,6 +38,9 @@ type testPKI struct {
 	server     tls.Certificate
 	client     tls.Certificate
 	clientPool *x509.CertPool // roots that verify client certificates
+
+	caDER        []byte // for tests that write PEM files
+	clientKeyDER []byte
 }
 
 var (
@@ -93,11 +98,16 @@ func newPKI(t testing.TB) *testPKI {
 		}
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 	}
-	p := &testPKI{roots: x509.NewCertPool(), clientPool: x509.NewCertPool()}
+	p := &testPKI{roots: x509.NewCertPool(), clientPool: x509.NewCertPool(), caDER: caDER}
 	p.roots.AddCert(ca)
 	p.clientPool.AddCert(ca)
 	p.server = leaf(2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
 	p.client = leaf(3, x509.ExtKeyUsageClientAuth, nil)
+	der, err := x509.MarshalPKCS8PrivateKey(p.client.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.clientKeyDER = der
 	return p
 }
 
@@ -127,6 +137,7 @@ type originOpts struct {
 func startOrigin(t testing.TB, o originOpts, h http.Handler) *origin {
 	t.Helper()
 	srv := &origin{Server: httptest.NewUnstartedServer(h)}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			srv.accepted.Add(1)
