@@ -21,7 +21,7 @@ type AdminSource interface {
 
 // AdminHandler serves the admin API of DESIGN.md §6: /metrics,
 // /admin/origins, /admin/subsets?origin=NAME, /healthz, /readyz, and the
-// dashboard at /.
+// dashboard at / with its own assets and JSON under /dashboard/.
 func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
@@ -53,6 +53,7 @@ func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Hand
 	})
 	if dashboard != nil {
 		mux.Handle("GET /{$}", dashboard)
+		mux.Handle("GET /dashboard/", dashboard)
 	}
 	return mux
 }
