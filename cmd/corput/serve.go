@@ -80,7 +80,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
 
-	g, err := gateway.New(cfg, gateway.Options{Logger: log, Dashboard: dashboardHandler()})
+	metrics, dash := newDashboard()
+	defer dash.Close()
+	g, err := gateway.New(cfg, gateway.Options{Logger: log, Metrics: metrics, Dashboard: dash})
 	if err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
