@@ -3,7 +3,6 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -296,16 +295,16 @@ func FuzzFrameWatch(f *testing.F) {
 	})
 }
 
-var errBlackholed = errors.New("blackholed")
-
-// blackholeProxy forwards TCP to an origin until blackhole() is called;
-// then it keeps every socket open and forwards nothing in either direction.
+// blackholeProxy forwards TCP to an origin. blackhole() silences the
+// connections open at that moment: their sockets stay open and nothing is
+// forwarded either way. Connections made later pass.
 type blackholeProxy struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	dead bool
-	wg   sync.WaitGroup
-	cs   []net.Conn
+	ln    net.Listener
+	mu    sync.Mutex
+	count int // connections accepted
+	holed int // the first holed connections are silent
+	wg    sync.WaitGroup
+	cs    []net.Conn
 }
 
 func startBlackholeProxy(t testing.TB, target string) *blackholeProxy {
@@ -328,9 +327,11 @@ func startBlackholeProxy(t testing.TB, target string) *blackholeProxy {
 			}
 			p.mu.Lock()
 			p.cs = append(p.cs, down, up)
+			p.count++
+			id := p.count
 			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(up, down) })
-			p.wg.Go(func() { p.pipe(down, up) })
+			p.wg.Go(func() { p.pipe(id, up, down) })
+			p.wg.Go(func() { p.pipe(id, down, up) })
 		}
 	})
 	t.Cleanup(func() {
@@ -349,11 +350,11 @@ func (p *blackholeProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *blackholeProxy) blackhole() {
 	p.mu.Lock()
-	p.dead = true
+	p.holed = p.count
 	p.mu.Unlock()
 }
 
-func (p *blackholeProxy) pipe(dst, src net.Conn) {
+func (p *blackholeProxy) pipe(id int, dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -361,7 +362,7 @@ func (p *blackholeProxy) pipe(dst, src net.Conn) {
 			return
 		}
 		p.mu.Lock()
-		dead := p.dead
+		dead := id <= p.holed
 		p.mu.Unlock()
 		if dead {
 			continue // swallow: the path is a blackhole now

@@ -121,10 +121,20 @@ func (p *testPKI) clientTLS(withCert bool) *tls.Config {
 }
 
 // origin is a loopback test server that counts the TCP connections it
-// accepted.
+// accepted, has open, and had open at most at once.
 type origin struct {
 	*httptest.Server
 	accepted atomic.Int64
+	closed   atomic.Int64
+	mu       sync.Mutex
+	open     int
+	peak     int
+}
+
+func (o *origin) peakOpen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.peak
 }
 
 type originOpts struct {
@@ -139,8 +149,16 @@ func startOrigin(t testing.TB, o originOpts, h http.Handler) *origin {
 	srv := &origin{Server: httptest.NewUnstartedServer(h)}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		switch s {
+		case http.StateNew:
 			srv.accepted.Add(1)
+			srv.open++
+			srv.peak = max(srv.peak, srv.open)
+		case http.StateClosed, http.StateHijacked:
+			srv.closed.Add(1)
+			srv.open--
 		}
 	}
 	if o.maxStreams > 0 {
