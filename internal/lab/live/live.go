@@ -146,9 +146,14 @@ type StepResult struct {
 	Config string `json:"config"` // gateway 0's file
 	// Gateways are the gateways' downstream addresses.
 	Gateways []string `json:"gateways"`
-	Samples  []Sample `json:"samples"`
-	Summary  Summary  `json:"summary"`
-	Load     Load     `json:"load"`
+	// Samples are taken every second from the start of the load to its
+	// end (the last one once every answer is in).
+	Samples []Sample `json:"samples"`
+	// Rest is the sample once the fleet is at rest after the load, just
+	// before the gateways stop.
+	Rest    Sample  `json:"at_rest"`
+	Summary Summary `json:"summary"`
+	Load    Load    `json:"load"`
 }
 
 // Sample is both sides' counts at one instant. Accepted and Created count
@@ -176,7 +181,7 @@ type Summary struct {
 
 	OriginStart  int64   `json:"origin_created_at_start"` // before the load: pre-warming
 	MetricsStart float64 `json:"metrics_created_at_start"`
-	OriginTotal  int64   `json:"origin_created_total"` // start to the end of the load
+	OriginTotal  int64   `json:"origin_created_total"` // start to rest
 	MetricsTotal float64 `json:"metrics_created_total"`
 
 	OriginSteady  float64 `json:"origin_created_per_s"`
@@ -184,8 +189,8 @@ type Summary struct {
 	OriginPeak    float64 `json:"origin_created_per_s_peak"`
 	MetricsPeak   float64 `json:"metrics_created_per_s_peak"`
 
-	// Closed counts the gateways' closes by reason at the end of the
-	// load (corput_upstream_connections_closed_total).
+	// Closed counts the gateways' closes by reason at rest
+	// (corput_upstream_connections_closed_total).
 	Closed map[string]float64 `json:"closed_by_reason"`
 	// LeftOpen is what the origins still had open after the gateways
 	// stopped; anything but 0 is a leak.
@@ -333,6 +338,10 @@ func (r *run) step(ctx context.Context, st Step, work string) (StepResult, error
 	if err := sample(); err != nil {
 		return res, err
 	}
+	if res.Rest, err = r.rest(ctx, gws, base, res.Samples[len(res.Samples)-1]); err != nil {
+		return res, err
+	}
+	res.Rest.T = time.Since(start).Seconds()
 	last, err := r.sc.gateways(ctx, gws)
 	if err != nil {
 		return res, err
@@ -341,8 +350,29 @@ func (r *run) step(ctx context.Context, st Step, work string) (StepResult, error
 		return res, err
 	}
 	after, err := r.settle(ctx)
-	res.Summary = summarize(st, o, res.Samples, last.Closed, after.Open)
+	res.Summary = summarize(st, o, res.Samples, res.Rest, last.Closed, after.Open)
 	return res, err
+}
+
+// restInterval and restTimeout pace the wait for a fleet at rest.
+const (
+	restInterval = 250 * time.Millisecond
+	restTimeout  = 5 * time.Second
+)
+
+// rest samples the fleet after its load until two samples in a row agree
+// (idle timers may still be closing connections), for at most restTimeout,
+// and returns the last one: the moment both sides can be compared exactly.
+func (r *run) rest(ctx context.Context, gws []*part, base originCount, prev Sample) (Sample, error) {
+	deadline := time.Now().Add(restTimeout)
+	for {
+		time.Sleep(restInterval)
+		s, err := r.sample(ctx, gws, base)
+		if err != nil || s == prev || time.Now().After(deadline) {
+			return s, err
+		}
+		prev = s
+	}
 }
 
 // sample reads both sides now, relative to the origins' counts base.

@@ -59,11 +59,11 @@ func checkCounts(t *testing.T, o Options, steps map[string]StepResult) {
 	perLoop := o.Gateways * o.Loops * o.Endpoints
 	subset := o.Gateways * o.Loops * o.SubsetSize
 	for id, sr := range steps {
-		s, last := sr.Summary, sr.Samples[len(sr.Samples)-1]
+		s, last := sr.Summary, sr.Rest
 		if s.LeftOpen != 0 {
 			t.Errorf("step %s: %d connections still open at the origins after the gateways stopped", id, s.LeftOpen)
 		}
-		// Quiescent (the load has ended): both sides agree exactly.
+		// At rest both sides agree exactly.
 		if float64(last.OriginOpen) != last.MetricsOpen {
 			t.Errorf("step %s: at the end %d open at the origins, %v by /metrics", id, last.OriginOpen, last.MetricsOpen)
 		}

@@ -20,16 +20,16 @@ const (
 )
 
 // summarize condenses a step's samples (see Summary).
-func summarize(st Step, o Options, samples []Sample, closed map[string]float64, leftOpen int64) Summary {
+func summarize(st Step, o Options, samples []Sample, rest Sample, closed map[string]float64, leftOpen int64) Summary {
 	pools := st.poolsPerGateway(o.Endpoints) * o.Gateways
 	s := Summary{Pools: pools, Floor: pools * st.Prewarm, Closed: closed, LeftOpen: leftOpen,
 		MeanGapMS: float64(o.meanGap(pools).Microseconds()) / 1000}
 	if len(samples) == 0 {
 		return s
 	}
-	first, last := samples[0], samples[len(samples)-1]
+	first := samples[0]
 	s.OriginStart, s.MetricsStart = first.OriginAccepted, first.MetricsCreated
-	s.OriginTotal, s.MetricsTotal = last.OriginAccepted, last.MetricsCreated
+	s.OriginTotal, s.MetricsTotal = rest.OriginAccepted, rest.MetricsCreated
 	half := o.StepDuration.Seconds() / 2
 	var steady []Sample
 	for _, x := range samples {
@@ -195,17 +195,18 @@ func (res *Results) document(dir string, tables []report.Table) (report.Doc, err
 }
 
 // series are a step's open connections and creation rate over time, at the
-// origins first and from /metrics second.
+// origins first and from /metrics second; the last point is at rest.
 func (sr StepResult) series() (open, created [2]report.Series) {
 	open = [2]report.Series{{Name: "origins (ground truth)"}, {Name: "gateway /metrics"}}
 	created = open
-	for i, x := range sr.Samples {
+	all := append(slices.Clip(sr.Samples), sr.Rest)
+	for i, x := range all {
 		open[0].X, open[0].Y = append(open[0].X, x.T), append(open[0].Y, float64(x.OriginOpen))
 		open[1].X, open[1].Y = append(open[1].X, x.T), append(open[1].Y, x.MetricsOpen)
 		if i == 0 {
 			continue
 		}
-		ro, rm := rates(sr.Samples[i-1], x)
+		ro, rm := rates(all[i-1], x)
 		created[0].X, created[0].Y = append(created[0].X, x.T), append(created[0].Y, ro)
 		created[1].X, created[1].Y = append(created[1].X, x.T), append(created[1].Y, rm)
 	}
