@@ -196,8 +196,13 @@ func (o *origin) url(path string) string {
 	return scheme + "://" + o.addr() + path
 }
 
+// mustDialer makes a Dialer; without a ConnectTimeout it allows 10 s, so a
+// loaded machine does not fail a handshake.
 func mustDialer(t testing.TB, o Options) *Dialer {
 	t.Helper()
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
 	d, err := NewDialer(o)
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,7 @@ func poolConfig(mut func(*pool.Config)) pool.Config {
 	c.Keepalive = 0
 	c.IdleTimeout = 0
 	c.MaxLifetime = 0
+	c.AcquireTimeout = 10 * time.Second // a loaded CI machine must not turn a wait into a failure
 	if mut != nil {
 		mut(&c)
 	}
@@ -139,7 +140,6 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		o := startOrigin(t, originOpts{}, g.handler())
 		p, tally := newPool(t, o.addr(), poolConfig(func(c *pool.Config) {
 			c.MaxConnections, c.MaxPending, c.OverCap = maxConns, pending, over
-			c.AcquireTimeout = time.Second
 			c.Prewarm = maxConns
 		}), d, clk)
 		eventually(t, "pool pre-warmed", p.Ready)
@@ -269,7 +269,14 @@ func TestPoolH2Multiplexes(t *testing.T) {
 		}()
 	}
 	// All 64 are at the origin at once: they are multiplexed.
-	eventually(t, "64 requests in flight", func() bool { return g.arrived.Load() == clients })
+	eventually(t, "64 requests in flight", func() bool {
+		select {
+		case err := <-errs:
+			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
+		default:
+		}
+		return g.arrived.Load() == clients
+	})
 	g.open()
 	for range clients {
 		if err := <-errs; err != nil {
