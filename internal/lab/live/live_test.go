@@ -100,6 +100,7 @@ func checkCounts(t *testing.T, o Options, steps map[string]StepResult) {
 }
 
 func TestInProcessSteps(t *testing.T) {
+	t.Parallel()
 	o := small(t, StepPerLoop, StepSubset, StepIdleEager, StepIdleTuned)
 	o.InProcess = true
 	var out bytes.Buffer
@@ -178,6 +179,7 @@ func buildCorput(t *testing.T) string {
 // TestProcesses runs steps 0, 2 and 4 with real `corput origin` and
 // `corput serve` children.
 func TestProcesses(t *testing.T) {
+	t.Parallel()
 	o := small(t, StepPerRequest, StepPerLoop, StepSubset)
 	o.Binary = buildCorput(t)
 	o.StepDuration = 2 * time.Second
@@ -209,6 +211,7 @@ func TestProcesses(t *testing.T) {
 // TestProcessesCancelled cancels a run in its first step: Run returns the
 // context's error and every child is gone.
 func TestProcessesCancelled(t *testing.T) {
+	t.Parallel()
 	o := small(t, StepPerLoop)
 	o.Binary = buildCorput(t)
 	o.StepDuration = time.Minute
