@@ -157,6 +157,28 @@ func TestRejectWaitsForCapacityAlreadyDialling(t *testing.T) {
 	}
 }
 
+// A request the dials in flight will serve is not over the cap, even when
+// open + dialling connections are at max_connections: with a known stream
+// capacity it waits instead of being rejected.
+func TestRejectCountsTheCapacityOfDialsInFlight(t *testing.T) {
+	c := cfg()
+	c.MaxConnections, c.OverCap = 2, pool.Reject
+	e := newEnv(t, c, memconn.Config{Streams: 10, DialLatency: time.Millisecond})
+	first := e.acquire()
+	e.advance(time.Millisecond)
+	for range 9 {
+		e.mustAcquire() // fills the first connection
+	}
+	r11, r12 := e.acquire(), e.acquire() // one dial for both
+	if r11.done || r12.done || e.d.Stats().Dials != 2 {
+		t.Fatalf("r11=%+v r12=%+v dials=%d; want both waiting on one dial", r11, r12, e.d.Stats().Dials)
+	}
+	e.advance(time.Millisecond)
+	if !granted(first) || !granted(r11) || !granted(r12) || r11.conn() != r12.conn() {
+		t.Fatalf("r11=%+v r12=%+v; want both on the second connection", r11, r12)
+	}
+}
+
 func TestTemporaryOpensOneShotConnections(t *testing.T) {
 	c := cfg()
 	c.MaxConnections, c.OverCap = 2, pool.Temporary
@@ -372,6 +394,18 @@ func TestPeerClosedConnectionIsNeverHandedOut(t *testing.T) {
 	}
 	if !first.conn().Closed() || e.obs.Closed(pool.ReasonRemote) != 1 {
 		t.Fatalf("dead connection: closed=%v, remote closes %d", first.conn().Closed(), e.obs.Closed(pool.ReasonRemote))
+	}
+}
+
+// A connection found unusable at release is closed then, not left for the
+// next request to find.
+func TestUnusableAtReleaseIsClosedAtOnce(t *testing.T) {
+	e := newEnv(t, cfg(), memconn.Config{})
+	r := e.mustAcquire()
+	r.conn().ClosePeer() // e.g. the response said Connection: close
+	e.release(r)
+	if !r.conn().Closed() || e.p.Stats().Open != 0 || e.obs.Closed(pool.ReasonRemote) != 1 {
+		t.Fatalf("closed=%v stats %+v", r.conn().Closed(), e.p.Stats())
 	}
 }
 

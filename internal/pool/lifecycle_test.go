@@ -172,6 +172,50 @@ func TestKeepaliveKeepsAnsweringConnectionsUntilIdleTimeout(t *testing.T) {
 	}
 }
 
+// A failed probe closes an HTTP/2 connection at once, even with a stream
+// started on it during the probe: the peer is gone, so waiting for the
+// stream would only delay its failure.
+func TestFailedProbeClosesAMultiplexedConnectionAtOnce(t *testing.T) {
+	c := lifecycleCfg()
+	c.Keepalive, c.KeepaliveTimeout = 15*time.Second, 5*time.Second
+	e := newEnv(t, c, memconn.Config{Streams: 10})
+	e.release(e.mustAcquire())
+	conn := e.d.Last()
+	conn.Blackhole()
+	e.advanceTo(15 * time.Second)
+	during := e.mustAcquire()
+	if during.conn() != conn {
+		t.Fatal("the h2 connection under probe was not used")
+	}
+	e.advanceTo(20 * time.Second)
+	if !conn.Closed() || e.obs.Closed(pool.ReasonKeepalive) != 1 {
+		t.Fatalf("failed probe did not close the connection: closed=%v", conn.Closed())
+	}
+	e.release(during) // harmless after the close
+	if st := e.p.Stats(); st.Open != 0 || st.Busy != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A probed connection goes back among the least recently used: the most
+// recently used connection stays the first choice.
+func TestAnsweredProbeKeepsTheMostRecentlyUsedFirst(t *testing.T) {
+	c := lifecycleCfg()
+	c.Keepalive = 15 * time.Second
+	e := newEnv(t, c, memconn.Config{PingLatency: time.Millisecond})
+	a, b := e.mustAcquire(), e.mustAcquire()
+	e.release(a)
+	e.advanceTo(time.Second)
+	e.release(b)
+	e.advanceTo(15*time.Second + 500*time.Millisecond) // a was probed and answered; b not yet probed
+	if a.conn().Pings() != 1 || b.conn().Pings() != 0 {
+		t.Fatalf("probes: a %d, b %d", a.conn().Pings(), b.conn().Pings())
+	}
+	if got := e.mustAcquire().conn(); got != b.conn() {
+		t.Fatalf("got conn %d, want the most recently used %d", got.ID(), b.conn().ID())
+	}
+}
+
 // An HTTP/2 connection keeps serving streams while its probe is in flight.
 func TestProbeLeavesMultiplexedStreamsAvailable(t *testing.T) {
 	c := lifecycleCfg()
@@ -280,6 +324,29 @@ func TestFailedDialKeepsWaitersWhenConnectionsRemain(t *testing.T) {
 	e.release(held)
 	if !granted(w) {
 		t.Fatalf("waiter not served by the release: %+v", w)
+	}
+}
+
+// During a reconnect backoff, over_cap: temporary does not dial: the request
+// queues for the open connection like queue.
+func TestTemporaryDoesNotDialDuringBackoff(t *testing.T) {
+	c := cfg()
+	c.MaxConnections, c.OverCap = 1, pool.Temporary
+	e := newEnv(t, c, memconn.Config{})
+	held := e.mustAcquire()
+	e.d.FailNext(1)
+	failed := e.acquire() // its temporary dial fails and starts the backoff
+	if failed.done || e.obs.DialFailures() != 1 || e.p.Stats().RetryAt.IsZero() {
+		t.Fatalf("r=%+v failures=%d stats %+v", failed, e.obs.DialFailures(), e.p.Stats())
+	}
+	dials := e.d.Stats().Dials
+	w := e.acquire()
+	if w.done || e.d.Stats().Dials != dials {
+		t.Fatalf("during backoff: w=%+v, dials %d → %d; want a plain waiter", w, dials, e.d.Stats().Dials)
+	}
+	e.release(held)
+	if !granted(failed) || w.done {
+		t.Fatalf("release served %+v / %+v; want the older waiter first", failed, w)
 	}
 }
 
