@@ -235,6 +235,11 @@ func Run(ctx context.Context, o Options) error {
 			return errors.Join(fmt.Errorf("lab --live: step %s: %w", st.ID, err), stopAll(r.origins))
 		}
 		r.res.Steps = append(r.res.Steps, res)
+		if r.bar == nil { // no terminal: a line per step instead of a bar
+			s := res.Summary
+			fmt.Fprintf(o.Stdout, "step %s: %.0f open at the origins / %.0f by /metrics, %.1f / %.1f created/s, %d requests\n",
+				st.ID, s.OriginOpen, s.MetricsOpen, s.OriginSteady, s.MetricsSteady, res.Load.Requests)
+		}
 	}
 	r.bar.Done()
 	err = stopAll(r.origins)

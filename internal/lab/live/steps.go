@@ -62,10 +62,12 @@ func (o Options) steps() []Step {
 	k, s := o.Loops, o.SubsetSize
 	const defIdle, defLife = 60 * time.Second, 10 * time.Minute
 	subset := Step{Loops: k, Protocol: "h2c", Subset: "ringsteady", SubsetSize: s, Prewarm: 1, IdleTimeout: defIdle, MaxLifetime: defLife}
+	gap := o.meanGap(o.Gateways * subset.poolsPerGateway(o.Endpoints)).Round(time.Millisecond)
 	eager, tuned := subset, subset
-	eager.ID, eager.Title, eager.Prewarm, eager.IdleTimeout = StepIdleEager, fmt.Sprintf("step 4 with an aggressive idle timeout (%v, prewarm 0)", AggressiveIdle), 0, AggressiveIdle
+	eager.ID, eager.Prewarm, eager.IdleTimeout = StepIdleEager, 0, AggressiveIdle
+	eager.Title = fmt.Sprintf("step 4, idle timeout %v vs a %v gap per pool (prewarm 0)", AggressiveIdle, gap)
 	tuned.ID, tuned.Prewarm, tuned.IdleTimeout = StepIdleTuned, 0, o.tunedIdle()
-	tuned.Title = fmt.Sprintf("step 4 with the idle timeout tuned to the traffic (%v, prewarm 0)", tuned.IdleTimeout)
+	tuned.Title = fmt.Sprintf("step 4, idle timeout tuned to 10 gaps: %v (prewarm 0)", tuned.IdleTimeout)
 	subset.ID, subset.Title = StepSubset, fmt.Sprintf("+ Ringsteady subsetting (%d of %d endpoints per loop)", s, o.Endpoints)
 	return []Step{
 		{ID: StepPerRequest, Title: "a connection per request (no reuse)", Loops: k, Protocol: "h1", Subset: "none",
@@ -97,8 +99,7 @@ func (o Options) meanGap(pools int) time.Duration {
 
 // tunedIdle is step 5b's idle timeout (see steps).
 func (o Options) tunedIdle() time.Duration {
-	pools := o.Gateways * o.Loops * min(o.SubsetSize, o.Endpoints)
-	gap := o.meanGap(pools)
+	gap := o.meanGap(o.Gateways * o.Loops * min(o.SubsetSize, o.Endpoints))
 	return time.Duration(math.Ceil((10 * gap).Seconds())) * time.Second
 }
 
