@@ -243,7 +243,7 @@ func TestH2CPriorKnowledge(t *testing.T) {
 }
 
 // frames builds a byte stream of HTTP/2 frames as a server sends them.
-func frames(t *testing.T, write func(*http2.Framer)) []byte {
+func frames(t testing.TB, write func(*http2.Framer)) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	write(http2.NewFramer(&buf, nil))

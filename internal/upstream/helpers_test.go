@@ -28,7 +28,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and connection the test made is closed, no goroutine may remain.
 func noLeaks(t testing.TB) {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	before := goleak.IgnoreCurrent() // the test runner's own goroutines
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 }
 
 // testPKI is a throwaway CA with a server certificate for 127.0.0.1 and a
