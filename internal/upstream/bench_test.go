@@ -39,7 +39,9 @@ func benchRoundTrip(b *testing.B, o originOpts, d Options) {
 func BenchmarkH1RoundTrip(b *testing.B) { benchRoundTrip(b, originOpts{}, Options{}) }
 
 // BenchmarkH2RoundTrip is the same over cleartext HTTP/2 (h2c).
-func BenchmarkH2RoundTrip(b *testing.B) { benchRoundTrip(b, originOpts{h2: true}, Options{Protocol: H2C}) }
+func BenchmarkH2RoundTrip(b *testing.B) {
+	benchRoundTrip(b, originOpts{h2: true}, Options{Protocol: H2C})
+}
 
 // BenchmarkH1UsableIdle is the pool's hand-out check on an idle HTTP/1.1
 // connection: one non-blocking read syscall, no allocation.
