@@ -325,25 +325,25 @@ type h1Body struct {
 	br   *bufio.Reader
 	left int64 // bytes of a Content-Length body not yet read; -1 if unknown
 	mu   sync.Mutex
-	done bool
+	err  error // sticky: io.EOF, the read error, or ErrBodyReadAfterClose
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done {
-		return 0, http.ErrBodyReadAfterClose
+	if b.err != nil {
+		return 0, b.err
 	}
 	n, err := b.rc.Read(p)
 	if b.left > 0 {
 		b.left -= int64(n)
 	}
 	if err != nil {
-		b.done = true
 		b.ex.finish(err == io.EOF)
 		if err != io.EOF {
 			err = b.ex.c.errorf(b.ex.req, fmt.Errorf("read response body: %w", err))
 		}
+		b.err = err
 	}
 	return n, err
 }
@@ -351,11 +351,10 @@ func (b *h1Body) Read(p []byte) (int, error) {
 func (b *h1Body) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done {
-		return nil
+	if b.err == nil {
+		b.ex.finish(b.drainBuffered())
 	}
-	b.done = true
-	b.ex.finish(b.drainBuffered())
+	b.err = http.ErrBodyReadAfterClose
 	return nil
 }
 

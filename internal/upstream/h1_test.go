@@ -36,8 +36,17 @@ func TestH1ReuseAfterBodyEOF(t *testing.T) {
 		t.Fatalf("protocol %s streams %d, want h1 and 1", c.Protocol(), c.Streams())
 	}
 	for i := range 3 {
-		if got, want := readAll(t, get(t, c, o.url(fmt.Sprint("/", i)))), fmt.Sprint("hello /", i); got != want {
-			t.Fatalf("body %q, want %q", got, want)
+		resp := get(t, c, o.url(fmt.Sprint("/", i)))
+		b, err := io.ReadAll(resp.Body)
+		if got, want := string(b), fmt.Sprint("hello /", i); err != nil || got != want {
+			t.Fatalf("body %q, %v; want %q", got, err, want)
+		}
+		if _, err := resp.Body.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read after EOF: %v, want io.EOF again", err)
+		}
+		resp.Body.Close()
+		if _, err := resp.Body.Read(make([]byte, 1)); !errors.Is(err, http.ErrBodyReadAfterClose) {
+			t.Fatalf("read after Close: %v, want ErrBodyReadAfterClose", err)
 		}
 		if !c.Usable() {
 			t.Fatalf("request %d: connection not usable after its body was read", i)
