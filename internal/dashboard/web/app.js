@@ -6,6 +6,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const REFRESH_MS = 1000;
 const RING_EVERY = 5; // refreshes between ring fetches
 const MAX_ROWS = 40;  // endpoint rows shown per origin
+const MAX_LEGEND = 16; // above this many subsets, the legend lists only this gateway's
 const ORIGIN_COLORS = ["#f5a524", "#38bdf8", "#a78bfa", "#34d399", "#f472b6", "#facc15"];
 
 const state = { ticks: 0, subsets: {}, gatewayShown: false };
@@ -74,6 +75,7 @@ function drawChart(svg, series, windowS) {
   let max = 0;
   for (const s of series) for (const p of s.points) max = Math.max(max, p.v);
   const ymax = niceMax(max);
+  svg.dataset.ymax = String(ymax);
   const y = v => top + (h - top - bottom) * (1 - v / ymax);
   for (let i = 0; i <= 4; i++) {
     const v = ymax * i / 4, yy = y(v);
@@ -91,7 +93,8 @@ function drawChart(svg, series, windowS) {
     const line = pts.map(p => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ");
     const x0 = x(pts[0].t).toFixed(1), x1 = x(pts[pts.length - 1].t).toFixed(1), yb = y(0).toFixed(1);
     svg.append(el("path", { d: `M${x0},${yb} L${line.replaceAll(" ", " L")} L${x1},${yb} Z`, fill: s.color, "fill-opacity": series.length > 1 ? 0.06 : 0.14 }));
-    svg.append(el("polyline", { points: line, fill: "none", stroke: s.color, "stroke-width": 2, "stroke-linejoin": "round", class: "series", "data-last": pts[pts.length - 1].v }));
+    svg.append(el("polyline", { points: line, fill: "none", stroke: s.color, "stroke-width": 2, "stroke-linejoin": "round", class: "series",
+      "data-last": pts[pts.length - 1].v, "data-sum": pts.reduce((a, p) => a + p.v, 0) }));
     if (series.length > 1) {
       svg.append(el("g", { class: "legend" },
         el("rect", { x: left + 8 + i * 110, y: top + 2, width: 10, height: 10, rx: 2, fill: s.color }),
@@ -146,7 +149,7 @@ function originSection(name) {
       el("h2", {}, el("span", { class: "name" }, name), el("span", { class: "meta" }), el("span", { class: "badge" })),
       el("div", { class: "figures" }),
       el("div", { class: "origin-body" },
-        el("div", { class: "ring-wrap" }, el("svg", { class: "ring", id: "ring-" + name, viewBox: "0 0 380 380" }), el("ul", { class: "legend-list" })),
+        el("div", { class: "ring-wrap" }, el("svg", { class: "ring", id: "ring-" + name, viewBox: "0 0 380 380" }), el("table", { class: "legend-list" })),
         el("div", { class: "table-wrap" })));
     document.getElementById("origins").append(sec);
   }
@@ -216,6 +219,8 @@ function drawRing(sec, o, view, use) {
   const legend = sec.querySelector(".legend-list");
   svg.replaceChildren();
   legend.replaceChildren();
+  legend.append(el("tr", {}, el("th", {}, "subset"), el("th", { class: "num" }, "endpoints"),
+    el("th", {}, "loops here"), el("th", { class: "num", title: "loops of every gateway using the subset" }, "fleet")));
   const eps = view.endpoints || [];
   const onRing = eps.length > 0 && eps[0].position >= 0;
   const health = {};
@@ -233,6 +238,7 @@ function drawRing(sec, o, view, use) {
     users[e.subset] = e.users || [];
     sizes[e.subset] = (sizes[e.subset] || 0) + 1;
   }
+  let hidden = 0;
   for (let j = 0; j < S; j++) {
     const here = (users[j] || []).filter(u => u.gateway === view.gateway).map(u => u.loop);
     const arc = el("path", { d: arcPath(j / S + gap, (j + 1) / S - gap, RING.r + 16), stroke: subsetColor(j),
@@ -243,11 +249,20 @@ function drawRing(sec, o, view, use) {
       const [lx, ly] = polar((j + 0.5) / S, RING.r + 34);
       svg.append(el("text", { x: lx, y: ly + 4, "text-anchor": "middle", fill: subsetColor(j) }, "L" + loopList(here).replaceAll(", ", ",")));
     }
-    legend.append(el("li", {}, el("span", { class: "swatch", style: `background:${subsetColor(j)}` }),
-      el("b", {}, `subset ${j}`), ` · ${sizes[j] || 0} endpoints · loops ${loopList(here)} here · ${(users[j] || []).length} in fleet`));
+    if (S > MAX_LEGEND && !here.length) {
+      hidden++;
+      continue;
+    }
+    legend.append(el("tr", {},
+      el("td", {}, el("span", { class: "swatch", style: `background:${subsetColor(j)}` }), `subset ${j}`),
+      el("td", { class: "num" }, String(sizes[j] || 0)),
+      el("td", {}, here.length ? loopList(here) : "–"),
+      el("td", { class: "num" }, String((users[j] || []).length))));
   }
-  // Endpoints at their Van der Corput positions.
-  const dot = Math.max(2.5, Math.min(8, 300 / eps.length));
+  if (hidden > 0) legend.append(el("tr", {}, el("td", { colspan: 4, class: "muted" }, `… ${hidden} subsets used only by other gateways`)));
+  // Endpoints at their Van der Corput positions; neighbours are at least 1/2^ceil(log2 N) of the ring apart.
+  const spacing = 2 * Math.PI * RING.r / Math.pow(2, Math.ceil(Math.log2(Math.max(2, eps.length))));
+  const dot = Math.max(1.5, Math.min(8, 0.42 * spacing));
   for (const e of eps) {
     const [x, y] = polar(e.position, RING.r);
     const h = health[e.address] || {};
@@ -283,7 +298,7 @@ function renderTable(sec, o, view, use) {
     const j = subsetOf[e.address];
     const eff = e.weight > 0 ? Math.max(0, Math.min(1, e.effective_weight / e.weight)) : 0;
     let st = el("span", { class: "state ok" }, "ok");
-    if (e.ejected) st = el("span", { class: "state ejected" }, `ejected until ${new Date(e.ejected_until).toLocaleTimeString("en-GB")} (×${e.times_ejected})`);
+    if (e.ejected) st = el("span", { class: "state ejected", title: `ejected ${e.times_ejected} time(s)` }, `ejected until ${new Date(e.ejected_until).toLocaleTimeString("en-GB")}`);
     else if (e.failing) st = el("span", { class: "state failing" }, "failing (ejection cap)");
     body.append(el("tr", { class: u ? "here" : "other", "data-address": e.address },
       el("td", {}, e.address),
@@ -299,9 +314,10 @@ function renderTable(sec, o, view, use) {
   }
   const table = el("table", { class: "endpoints" },
     el("thead", {}, el("tr", {},
-      el("th", {}, "endpoint"), el("th", {}, "zone"), el("th", {}, "subset"), el("th", {}, "loops here"),
+      el("th", {}, "endpoint"), el("th", {}, "zone"), el("th", {}, "subset"), el("th", { title: "loops of this gateway whose subset holds the endpoint" }, "loops"),
       el("th", { class: "num" }, "active"), el("th", { class: "num" }, "pending"), el("th", { class: "num" }, "EWMA"),
-      el("th", {}, "effective weight"), el("th", { class: "num" }, "pools open / idle / busy"), el("th", {}, "state"))),
+      el("th", { title: "slow-start weight now / configured weight" }, "weight"),
+      el("th", { class: "num", title: "connections open / idle / busy, summed over this gateway's loops" }, "pools o/i/b"), el("th", {}, "state"))),
     body);
   const wrap = sec.querySelector(".table-wrap");
   wrap.replaceChildren(table);
