@@ -177,7 +177,7 @@ function renderOrigin(o, history, view) {
   sec.querySelector(".meta").textContent = `${o.policy} · ${o.subset_algorithm} · ${ringInfo} · ${o.endpoints.length} endpoints`;
   const badge = sec.querySelector(".badge");
   badge.className = "badge " + (o.panic ? "panic" : "calm");
-  badge.textContent = o.panic ? "PANIC: routing over all endpoints" : "healthy set in use";
+  badge.textContent = o.panic ? "PANIC: loops route over their whole subset" : "healthy set in use";
   const last = history.points.length ? (history.points[history.points.length - 1].origins[o.name] || {}) : {};
   const tot = (history.origin_totals || {})[o.name] || {};
   const figs = sec.querySelector(".figures");
