@@ -55,6 +55,12 @@ type Options struct {
 	// (default 64); open-loop runs never bound them, so the client adds
 	// no queue of its own.
 	Connections int
+	// MaxConns bounds connections per host in an open-loop run; 0 leaves
+	// them unbounded. With h2c a bound of 1 keeps the run on exactly one
+	// connection: Go's transport otherwise dials a second one, and closes
+	// it, when two requests start before the first connection is up,
+	// which a server that shards by connection (corput's loops) sees.
+	MaxConns int
 	// Proto: "" (HTTP/1.1, or h2 by ALPN for https), "h1", "h2" (https
 	// only) or "h2c" (prior-knowledge HTTP/2 over cleartext).
 	Proto string
@@ -175,6 +181,8 @@ func (o *Options) transport() (*http.Transport, error) {
 	}
 	if o.Raw && o.Rate == 0 {
 		tr.MaxConnsPerHost = o.Connections
+	} else if o.MaxConns > 0 {
+		tr.MaxConnsPerHost = o.MaxConns
 	}
 	p := new(http.Protocols)
 	switch o.Proto {
