@@ -50,6 +50,7 @@ func drive(ctx context.Context, gateways []*part, loops int, rate float64, d tim
 				Seed:     rng.Mix64(seed + uint64(i)),
 				Timeout:  10 * time.Second,
 				Proto:    "h2c",
+				MaxConns: 1, // one downstream connection: one loop
 			})
 		})
 	}
