@@ -1,35 +1,82 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/corput/corput/internal/lab"
+	"github.com/corput/corput/internal/lab/live"
 )
 
-// lab.go is a placeholder until the lab exists: it accepts the lab's flags
-// and runs the subsetting comparison on the seeds' example fleet.
-
 func init() {
-	register(command{name: "lab", summary: "run the experiments on an embedded default (for now: the subsetting comparison)", run: runLab})
+	register(command{name: "lab", summary: "measure connections, churn and tail latency of every technique; write a report with plots", run: runLab})
 }
 
+// runLab is `corput lab [--scenario NAME] [--out DIR] [--sim|--live]
+// [--scale small|full] [--seed N]`. It exits 0 when every check passes, 1
+// when a check fails or the run breaks, 2 on a usage error.
 func runLab(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("corput lab", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.String("scenario", "", "scenario `NAME` (not used yet)")
-	fs.String("out", "./lab-out", "report `DIR` (not used yet)")
-	fs.Bool("live", false, "run over loopback sockets (not used yet)")
-	fs.Bool("sim", false, "run in the simulator (not used yet)")
+	scenario := fs.String("scenario", "default", "`NAME`: default (every experiment) or one of "+strings.Join(lab.Experiments(), ", "))
+	out := fs.String("out", "./lab-out", "report `DIR`: results.json, report.md, report.html, PNG plots")
+	liveMode := fs.Bool("live", false, "run the steps over real sockets with corput serve and corput origin processes")
+	fs.Bool("sim", true, "run the simulator on virtual time (the default)")
+	scale := fs.String("scale", string(lab.ScaleSmall), "`small` (10 gateways × 16 loops × 800 endpoints) or full (100 × 16 × 800)")
+	seed := fs.Uint64("seed", 1, "`N` seeds every draw: the same seed gives the same figures")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: corput lab [--scenario NAME] [--out DIR] [--sim|--live] [--scale small|full] [--seed N]")
+		fmt.Fprintln(stderr, "\nRuns the experiments on an embedded scenario, prints the comparison tables and one")
+		fmt.Fprintln(stderr, "PASS/FAIL line per check, and writes the report to DIR (see docs/lab.md).")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	sc := defaultComparison
-	fmt.Fprintf(stdout, "corput lab: the full lab (simulator, live mode, report and plots) is under construction;\n"+
-		"running the subsetting comparison for %d endpoints × %d gateways × %d loops instead.\n\n",
-		sc.Endpoints, sc.Fleet.Gateways, sc.Fleet.Loops)
-	return printComparison(sc, false, stdout, stderr)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "corput lab: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	sc, err := lab.ParseScale(*scale)
+	if err != nil {
+		fmt.Fprintf(stderr, "corput lab: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *liveMode {
+		if err := live.Run(ctx, live.Options{Out: *out, Seed: *seed, Stdout: stdout}); err != nil {
+			fmt.Fprintf(stderr, "corput lab --live: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	opts := lab.Options{Scenario: *scenario, Scale: sc, Seed: *seed, Out: *out, Stdout: stdout, Progress: stderr}
+	probe := lab.DefaultScenario(sc, *seed)
+	if err := probe.Select(*scenario); err != nil {
+		fmt.Fprintf(stderr, "corput lab: %v\n", err)
+		return 2
+	}
+	f := probe.Fleet
+	fmt.Fprintf(stdout, "corput lab: scale %s (%d gateways × %d loops × %d endpoints), seed %d, experiments: %s\n\n",
+		sc, f.Gateways, f.Loops, f.Endpoints, *seed, strings.Join(probe.Run, ", "))
+	res, err := lab.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "corput lab: %v\n", err)
+		return 1
+	}
+	if !res.Passed() {
+		return 1
+	}
+	return 0
 }

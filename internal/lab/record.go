@@ -1,0 +1,178 @@
+package lab
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/corput/corput/internal/workload"
+)
+
+// classOf returns the index of class c in the run's mix.
+func (e *engine) classOf(c workload.Class) int {
+	for i := range e.mix.Classes {
+		if e.mix.Classes[i].Name == c.Name {
+			return i
+		}
+	}
+	return len(e.mix.Classes) - 1
+}
+
+// recorder keeps the request-level figures of the requests that arrived in
+// [from, until): latencies per class (from arrival to the answer, pool wait
+// and handshake included), errors, sheds and acquisition waits.
+type recorder struct {
+	from, until time.Duration // until 0: no end
+	keepWaits   bool
+
+	lat      [][]float64 // ms, per class, answered requests only
+	waits    []float64   // ms, every granted acquisition
+	arrivals int64
+	errors   int64 // 5xx answers, timeouts included
+	timeouts int64
+	sheds    map[string]int64 // answered 503 by the gateway, by reason
+}
+
+func (rc *recorder) in(arrived time.Time) bool {
+	at := arrived.Sub(epoch)
+	return at >= rc.from && (rc.until == 0 || at < rc.until)
+}
+
+func (rc *recorder) arrived(e *engine) {
+	if rc.in(e.clk.Now()) {
+		rc.arrivals++
+	}
+}
+
+func (rc *recorder) shed(e *engine, r *request, reason string) {
+	if !rc.in(r.arrived) {
+		return
+	}
+	if rc.sheds == nil {
+		rc.sheds = map[string]int64{}
+	}
+	rc.sheds[reason]++
+}
+
+func (rc *recorder) answered(e *engine, r *request, at time.Time, failed bool) {
+	if !rc.in(r.arrived) {
+		return
+	}
+	for len(rc.lat) < len(e.mix.Classes) {
+		rc.lat = append(rc.lat, nil)
+	}
+	rc.lat[r.class] = append(rc.lat[r.class], ms(at.Sub(r.arrived)))
+	if failed {
+		rc.errors++
+		if r.timedOut {
+			rc.timeouts++
+		}
+	}
+}
+
+func (rc *recorder) waited(d time.Duration) {
+	if rc.keepWaits {
+		rc.waits = append(rc.waits, ms(d))
+	}
+}
+
+func (rc *recorder) shedTotal() int64 {
+	var n int64
+	for _, v := range rc.sheds {
+		n += v
+	}
+	return n
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Percentiles summarises a latency distribution. There is no mean on
+// purpose: an average alone hides the tail (seed 002, ADV-AO-01).
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// percentiles computes nearest-rank percentiles of vals (sorted in place).
+func percentiles(vals []float64) Percentiles {
+	if len(vals) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(vals)
+	rank := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(vals)))) - 1
+		return round2(vals[max(0, min(i, len(vals)-1))])
+	}
+	return Percentiles{Count: len(vals), P50: rank(0.50), P90: rank(0.90), P99: rank(0.99), Max: round2(vals[len(vals)-1])}
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// timeSeries holds one value per virtual second: index i covers (i, i+1].
+type timeSeries struct {
+	lastCreated, lastClosed, lastArrivals int64
+
+	Created    []float64 `json:"created_per_second"`
+	Closed     []float64 `json:"closed_per_second"`
+	Open       []float64 `json:"open"`
+	OriginOpen []float64 `json:"origin_open"` // counted by the origins' dialers: the ground truth
+	Requests   []float64 `json:"requests_per_second"`
+}
+
+func (t *timeSeries) sample(e *engine) {
+	c, x, a := e.tally.Created(), e.tally.ClosedTotal(), e.rec.arrivals
+	t.Created = append(t.Created, float64(c-t.lastCreated))
+	t.Closed = append(t.Closed, float64(x-t.lastClosed))
+	t.Requests = append(t.Requests, float64(a-t.lastArrivals))
+	t.Open = append(t.Open, float64(c-x))
+	var open int64
+	for _, in := range e.insts {
+		open += in.dialer.Stats().Open
+	}
+	t.OriginOpen = append(t.OriginOpen, float64(open))
+	t.lastCreated, t.lastClosed, t.lastArrivals = c, x, a
+}
+
+// window returns vals over seconds [from, to).
+func window(vals []float64, from, to time.Duration) []float64 {
+	i, j := int(from/time.Second), int(to/time.Second)
+	i, j = max(0, min(i, len(vals))), max(0, min(j, len(vals)))
+	return vals[i:j]
+}
+
+func peak(vals []float64) float64 {
+	m := 0.0
+	for _, v := range vals {
+		m = max(m, v)
+	}
+	return m
+}
+
+func sum(vals []float64) float64 {
+	s := 0.0
+	for _, v := range vals {
+		s += v
+	}
+	return s
+}
+
+func median(vals []float64) float64 {
+	if len(vals) == 0 {
+		return 0
+	}
+	c := slices.Clone(vals)
+	slices.Sort(c)
+	return c[len(c)/2]
+}
+
+// seconds returns the x axis 1..n of a per-second series.
+func seconds(n int) []float64 {
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = float64(i + 1)
+	}
+	return xs
+}

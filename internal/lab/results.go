@@ -1,0 +1,135 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/subset"
+)
+
+// Results is everything a lab run measured: the contents of results.json.
+type Results struct {
+	Scenario           Scenario           `json:"scenario"`
+	Steps              []StepResult       `json:"steps"`
+	Herd               []HerdResult       `json:"herd"`
+	Subsets            *subset.Report     `json:"subsets,omitempty"`
+	LB                 []LBResult         `json:"lb"`
+	LBWithoutSlowStart []LBResult         `json:"lb_without_slow_start"`
+	ColdStart          []ColdStartResult  `json:"cold_start"`
+	Resilience         []ResilienceResult `json:"resilience"`
+	Checks             []Check            `json:"checks"`
+}
+
+// Check is one of the issue's "must show" inequalities, evaluated on the
+// run's own figures.
+type Check struct {
+	Name    string `json:"name"`
+	Pass    bool   `json:"pass"`
+	Skipped bool   `json:"skipped,omitempty"` // its experiment did not run
+	Detail  string `json:"detail"`
+}
+
+// Status is PASS, FAIL or SKIP.
+func (c Check) Status() string {
+	switch {
+	case c.Skipped:
+		return "SKIP"
+	case c.Pass:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// Passed reports whether no check failed.
+func (r *Results) Passed() bool {
+	for _, c := range r.Checks {
+		if !c.Pass && !c.Skipped {
+			return false
+		}
+	}
+	return true
+}
+
+// Step returns the step called name, or nil.
+func (r *Results) Step(name string) *StepResult {
+	for i := range r.Steps {
+		if r.Steps[i].Name == name {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Policy returns the load-balancing result of policy p (with slow start),
+// or nil.
+func (r *Results) Policy(p balance.Policy) *LBResult {
+	for i := range r.LB {
+		if r.LB[i].Policy == string(p) {
+			return &r.LB[i]
+		}
+	}
+	return nil
+}
+
+// coldStart returns the cold-start row of policy p, or nil.
+func (r *Results) coldStart(p balance.Policy, slowStart bool) *ColdStartResult {
+	for i := range r.ColdStart {
+		if c := &r.ColdStart[i]; c.Policy == string(p) && c.SlowStart == slowStart {
+			return c
+		}
+	}
+	return nil
+}
+
+// evaluate computes the issue's checks from the figures.
+func (r *Results) evaluate() {
+	r.Checks = nil
+	add := func(name string, ok bool, skipped bool, format string, args ...any) {
+		r.Checks = append(r.Checks, Check{Name: name, Pass: ok && !skipped, Skipped: skipped, Detail: fmt.Sprintf(format, args...)})
+	}
+	perLoop, sub, zero := r.Step("per_loop_pools"), r.Step("subsetting"), r.Step("conn_per_request")
+	if perLoop == nil || sub == nil || sub.OpenSteady == 0 {
+		add("open connections: per_loop_pools ÷ subsetting ≥ 8", false, true, "steps not run")
+	} else {
+		ratio := perLoop.OpenSteady / sub.OpenSteady
+		add("open connections: per_loop_pools ÷ subsetting ≥ 8", ratio >= 8, false,
+			"steady %.0f ÷ %.0f = %.1f× (peak %.0f ÷ %.0f = %.1f×)", perLoop.OpenSteady, sub.OpenSteady, ratio,
+			perLoop.OpenPeak, sub.OpenPeak, perLoop.OpenPeak/max(1, sub.OpenPeak))
+	}
+	if sub == nil || zero == nil || zero.CreatedSteady == 0 {
+		add("steady created/s: subsetting + h2 ≤ 1% of step 0", false, true, "steps not run")
+	} else {
+		pct := 100 * sub.CreatedSteady / zero.CreatedSteady
+		add("steady created/s: subsetting + h2 ≤ 1% of step 0", pct <= 1, false,
+			"%.2f/s vs %.1f/s = %.3f%%", sub.CreatedSteady, zero.CreatedSteady, pct)
+	}
+	ewma, p2c, rr := r.Policy(balance.PeakEWMA), r.Policy(balance.P2C), r.Policy(balance.RoundRobin)
+	if ewma == nil || p2c == nil || rr == nil {
+		add("p99: peak_ewma < p2c < round_robin", false, true, "lb not run")
+	} else {
+		add("p99: peak_ewma < p2c < round_robin", ewma.P99 < p2c.P99 && p2c.P99 < rr.P99, false,
+			"%.1f ms < %.1f ms < %.1f ms", ewma.P99, p2c.P99, rr.P99)
+	}
+	with, without := r.coldStart(balance.PeakEWMA, true), r.coldStart(balance.PeakEWMA, false)
+	if with == nil || without == nil {
+		add("cold endpoint: max concurrency in first 30 s < 20 with slow start, higher without", false, true, "lb not run")
+	} else {
+		add("cold endpoint: max concurrency in first 30 s < 20 with slow start, higher without",
+			with.MaxConcurrency < 20 && without.MaxConcurrency > with.MaxConcurrency, false,
+			"peak_ewma: %d with slow start, %d without", with.MaxConcurrency, without.MaxConcurrency)
+	}
+}
+
+// WriteJSON writes r to path, indented.
+func (r *Results) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("lab: results: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("lab: results: %w", err)
+	}
+	return nil
+}

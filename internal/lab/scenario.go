@@ -1,0 +1,259 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/workload"
+)
+
+// The experiments, in the order a full run does them.
+const (
+	ExpSteps      = "steps"
+	ExpHerd       = "herd"
+	ExpSubsets    = "subsets"
+	ExpLB         = "lb"
+	ExpResilience = "resilience"
+)
+
+// Experiments lists every experiment name.
+func Experiments() []string {
+	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience}
+}
+
+// Scale chooses the fleet size of the fleet experiments.
+type Scale string
+
+// The scales.
+const (
+	// ScaleSmall is the default: 10 gateways × 16 loops × 800 endpoints.
+	// Every ratio the lab reports depends on loops, endpoints and the
+	// traffic per gateway, not on the gateway count, so it shows the shape
+	// of the full fleet in a tenth of the work.
+	ScaleSmall Scale = "small"
+	// ScaleFull is seed 003's fleet: 100 gateways × 16 loops × 800
+	// endpoints (1.28 M per-loop pools in step 2).
+	ScaleFull Scale = "full"
+)
+
+// ParseScale reads --scale.
+func ParseScale(s string) (Scale, error) {
+	switch Scale(s) {
+	case ScaleSmall, "":
+		return ScaleSmall, nil
+	case ScaleFull:
+		return ScaleFull, nil
+	}
+	return "", fmt.Errorf("--scale %q: want small or full", s)
+}
+
+// Scenario is every parameter of a lab run. DefaultScenario returns the
+// embedded one; tests shrink it.
+type Scenario struct {
+	Scale Scale  `json:"scale"`
+	Seed  uint64 `json:"seed"`
+	// Run lists the experiments to run (Experiments' names).
+	Run []string     `json:"run"`
+	Mix workload.Mix `json:"workload"`
+
+	Fleet      FleetScenario      `json:"fleet"`
+	Steps      StepsScenario      `json:"steps"`
+	Herd       HerdScenario       `json:"herd"`
+	Subsets    SubsetsScenario    `json:"subsets"`
+	LB         LBScenario         `json:"lb"`
+	Resilience ResilienceScenario `json:"resilience"`
+}
+
+// FleetScenario is the fleet the steps, the herd and the subset ranking run
+// on.
+type FleetScenario struct {
+	Gateways  int `json:"gateways"`
+	Loops     int `json:"loops"`
+	Endpoints int `json:"endpoints"`
+	// SubsetSize is subset.size for the subsetting steps; 0 is automatic
+	// (25–50 endpoints per subset).
+	SubsetSize int `json:"subset_size"`
+	// Workers per origin instance.
+	Workers int `json:"workers"`
+	// RatePerGateway is the request rate each gateway receives (req/s):
+	// enough that every (loop, endpoint) pair of step 2 sees a request
+	// more often than its idle timeout, as a busy Zuul fleet does.
+	RatePerGateway float64 `json:"rate_per_gateway"`
+	// DialLatency stands for a TCP + TLS handshake.
+	DialLatency time.Duration `json:"dial_latency_ns"`
+	// Streams is the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of an origin.
+	Streams int `json:"h2_streams"`
+	// Warmup is the cold start of every instance that joins (deploy,
+	// autoscale).
+	Warmup workload.Warmup `json:"warmup"`
+}
+
+// StepsScenario is the timeline of the steps experiment.
+type StepsScenario struct {
+	Duration time.Duration `json:"duration_ns"`
+	// SteadyFrom..SteadyTo is the window of the steady figures: pools
+	// filled, no event.
+	SteadyFrom time.Duration `json:"steady_from_ns"`
+	SteadyTo   time.Duration `json:"steady_to_ns"`
+	// The rolling origin deploy replaces every instance by a new (cold)
+	// one, DeployBatch at a time, every DeployEvery, from DeployAt.
+	DeployAt    time.Duration `json:"deploy_at_ns"`
+	DeployBatch int           `json:"deploy_batch"`
+	DeployEvery time.Duration `json:"deploy_every_ns"`
+	// AutoscaleAt the origin grows by AutoscaleAdd (cold) instances.
+	AutoscaleAt  time.Duration `json:"autoscale_at_ns"`
+	AutoscaleAdd int           `json:"autoscale_add"`
+	// AggressiveIdle is step 5's aggressive idle timeout, shorter than the
+	// gap between two requests of one pool.
+	AggressiveIdle time.Duration `json:"aggressive_idle_ns"`
+}
+
+// HerdScenario is the gateway fleet deploy.
+type HerdScenario struct {
+	Duration time.Duration `json:"duration_ns"`
+	// Jitter spreads each pool's pre-warm over [0, Jitter).
+	Jitter time.Duration `json:"jitter_ns"`
+	// Ramp moves traffic to a new gateway linearly over Ramp.
+	Ramp time.Duration `json:"ramp_ns"`
+}
+
+// SubsetsScenario is the subsetting ranking (subset.Compare).
+type SubsetsScenario struct {
+	Trials int `json:"trials"`
+}
+
+// LBScenario is the load-balancing comparison: one gateway fleet in front of
+// a small origin whose endpoints are one degraded, one flaky, and one cold
+// that joins mid-run.
+type LBScenario struct {
+	Gateways  int     `json:"gateways"`
+	Loops     int     `json:"loops"`
+	Endpoints int     `json:"endpoints"` // warm ones at start, the degraded and flaky included
+	Workers   int     `json:"workers"`
+	Rate      float64 `json:"rate"` // req/s, fleet-wide
+	// Slowdown of the degraded endpoint.
+	Slowdown float64 `json:"slowdown"`
+	// ErrorRate of the flaky endpoint's injected 500s.
+	ErrorRate float64 `json:"error_rate"`
+	// ColdAt the cold endpoint joins, warming up along Warmup.
+	ColdAt   time.Duration   `json:"cold_at_ns"`
+	Warmup   workload.Warmup `json:"warmup"`
+	Duration time.Duration   `json:"duration_ns"`
+	// Timeout is the gateway's request timeout (timeouts.request).
+	Timeout time.Duration `json:"timeout_ns"`
+	// ColdWindow is how long after joining the cold endpoint is watched.
+	ColdWindow time.Duration `json:"cold_window_ns"`
+}
+
+// ResilienceScenario is the subset-size resilience table.
+type ResilienceScenario struct {
+	Sizes       []int `json:"sizes"`
+	MaxFailures int   `json:"max_failures"`
+	Trials      int   `json:"trials"`
+}
+
+// DefaultScenario returns the embedded scenario at scale, running every
+// experiment.
+func DefaultScenario(scale Scale, seed uint64) Scenario {
+	sc := Scenario{
+		Scale: ScaleSmall,
+		Seed:  seed,
+		Run:   Experiments(),
+		Mix:   workload.Default(),
+		Fleet: FleetScenario{
+			Gateways: 10, Loops: 16, Endpoints: 800, Workers: 8,
+			RatePerGateway: 640,
+			DialLatency:    5 * time.Millisecond,
+			Streams:        100,
+			Warmup:         workload.Cold(),
+		},
+		Steps: StepsScenario{
+			Duration:   300 * time.Second,
+			SteadyFrom: 90 * time.Second, SteadyTo: 150 * time.Second,
+			DeployAt: 150 * time.Second, DeployBatch: 80, DeployEvery: 5 * time.Second,
+			AutoscaleAt: 240 * time.Second, AutoscaleAdd: 80,
+			AggressiveIdle: time.Second,
+		},
+		Herd:    HerdScenario{Duration: 60 * time.Second, Jitter: 10 * time.Second, Ramp: 30 * time.Second},
+		Subsets: SubsetsScenario{Trials: 10},
+		LB: LBScenario{
+			Gateways: 4, Loops: 4, Endpoints: 8, Workers: 8, Rate: 500,
+			Slowdown: 5, ErrorRate: 0.1,
+			ColdAt: 60 * time.Second, Warmup: workload.Cold(),
+			Duration: 300 * time.Second, Timeout: 15 * time.Second,
+			ColdWindow: 30 * time.Second,
+		},
+		Resilience: ResilienceScenario{Sizes: []int{8, 16, 25, 50, 100}, MaxFailures: 10, Trials: 50},
+	}
+	if scale == ScaleFull {
+		sc.Scale = ScaleFull
+		sc.Fleet.Gateways = 100
+	}
+	return sc
+}
+
+// sizing is the subset sizing of the fleet experiments.
+func (f FleetScenario) sizing() subset.Sizing {
+	if f.SubsetSize == 0 {
+		return subset.DefaultSizing
+	}
+	return subset.FixedSize(f.SubsetSize)
+}
+
+// Select keeps only the named experiment; "" and "default" keep them all.
+func (sc *Scenario) Select(name string) error {
+	switch name {
+	case "", "default":
+		sc.Run = Experiments()
+		return nil
+	}
+	if !slices.Contains(Experiments(), name) {
+		return fmt.Errorf("--scenario %q: want default or one of %s", name, strings.Join(Experiments(), ", "))
+	}
+	sc.Run = []string{name}
+	return nil
+}
+
+// Runs reports whether experiment name is selected.
+func (sc *Scenario) Runs(name string) bool { return slices.Contains(sc.Run, name) }
+
+// Validate refuses a scenario that cannot run or whose figures would not be
+// evidence: above all a workload without cost skew
+// (ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED).
+func (sc *Scenario) Validate() error {
+	if err := sc.Mix.Validate(); err != nil {
+		return fmt.Errorf("lab workload: %w", err)
+	}
+	var errs []error
+	bad := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	f := sc.Fleet
+	bad(f.Gateways > 0 && f.Loops > 0 && f.Endpoints > 0, "lab fleet: gateways, loops and endpoints must be positive (got %d × %d × %d)", f.Gateways, f.Loops, f.Endpoints)
+	bad(f.Workers > 0, "lab fleet.workers: must be positive")
+	bad(f.RatePerGateway > 0, "lab fleet.rate_per_gateway: must be positive")
+	bad(f.Streams > 1, "lab fleet.h2_streams: must be above 1 (got %d)", f.Streams)
+	bad(f.SubsetSize == 0 || f.SubsetSize >= 2, "lab fleet.subset_size: want 0 (automatic) or at least 2")
+	s := sc.Steps
+	bad(s.SteadyFrom < s.SteadyTo && s.SteadyTo <= s.Duration && s.SteadyTo >= s.SteadyFrom+time.Second,
+		"lab steps: want steady_from < steady_to ≤ duration with at least 1s of window")
+	bad(s.DeployBatch > 0 && s.DeployEvery > 0, "lab steps: deploy_batch and deploy_every must be positive")
+	bad(s.AggressiveIdle > 0, "lab steps.aggressive_idle: must be positive")
+	l := sc.LB
+	bad(l.Gateways > 0 && l.Loops > 0 && l.Endpoints >= 3, "lab lb: want gateways, loops > 0 and at least 3 endpoints (degraded, flaky, one warm)")
+	bad(l.Workers > 0 && l.Rate > 0, "lab lb: workers and rate must be positive")
+	bad(l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must end before the run")
+	bad(sc.Herd.Duration > 0, "lab herd.duration: must be positive")
+	r := sc.Resilience
+	bad(len(r.Sizes) > 0 && r.MaxFailures > 0 && r.Trials > 0, "lab resilience: want sizes, max_failures and trials")
+	for _, n := range sc.Run {
+		bad(slices.Contains(Experiments(), n), "lab: unknown experiment %q", n)
+	}
+	return errors.Join(errs...)
+}
