@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -18,8 +16,12 @@ func init() {
 // [--failures f] [--floor P] [--handshake-ms H] [--concurrency C]
 // [--h2-streams M] [--lifetime D] [--trials T] [--seed X] [--json]`.
 func runPlan(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("corput plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("corput plan", stderr,
+		"usage: corput plan --origins N --gateways G --loops K [--subset S] [--failures f] [--floor P] [--handshake-ms H] [--concurrency C] [--json]",
+		"",
+		"Recommends the smallest subset size that keeps --floor % of a loop's capacity with",
+		"--failures endpoints of its subset down, and prints its connections, churn and handshake",
+		"CPU next to no subsetting. Figures come from the subset engine (see docs/planner.md).")
 	in := plan.Defaults
 	in.Trials, in.Seed = defaultComparison.Trials, defaultComparison.Seed
 	fs.IntVar(&in.Origins, "origins", 0, "`N` endpoints (origin servers) of the origin (required)")
@@ -35,23 +37,8 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&in.Trials, "trials", in.Trials, "random memberships the churn is averaged over (as corput subsets)")
 	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the memberships (as corput subsets)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: corput plan --origins N --gateways G --loops K [--subset S] [--failures f] [--floor P] [--handshake-ms H] [--concurrency C] [--json]")
-		fmt.Fprintln(stderr, "\nRecommends the smallest subset size that keeps --floor % of a loop's capacity with")
-		fmt.Fprintln(stderr, "--failures endpoints of its subset down, and prints its connections, churn and handshake")
-		fmt.Fprintln(stderr, "CPU next to no subsetting. Figures come from the subset engine (see docs/planner.md).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "corput plan: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	for _, req := range []struct {
 		name string

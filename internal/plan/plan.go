@@ -80,7 +80,9 @@ func (in Input) withDefaults() Input {
 }
 
 // Validate reports an input the planner cannot answer, naming the flag.
+// Optional fields left at zero take their defaults first.
 func (in Input) Validate() error {
+	in = in.withDefaults()
 	if err := in.scenario(0).Validate(); err != nil {
 		return err
 	}
