@@ -322,8 +322,11 @@ func (r *run) step(ctx context.Context, st Step, work string) (StepResult, error
 		res.Load, err = drive(lctx, gws, st.Loops, o.Rate, o.StepDuration, o.Seed^uint64(len(r.res.Steps)+1))
 		done <- err
 	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	// Samples fall on whole seconds of the load; one that comes late
+	// (a busy machine) moves the next to the following whole second
+	// rather than sampling twice in a row.
+	next := time.NewTimer(time.Second)
+	defer next.Stop()
 	for loading := true; loading; {
 		select {
 		case err := <-done:
@@ -331,13 +334,15 @@ func (r *run) step(ctx context.Context, st Step, work string) (StepResult, error
 				return res, fmt.Errorf("load: %w", err)
 			}
 			loading = false
-		case <-tick.C:
+		case <-next.C:
 			r.bar.Add(1)
 			if err := sample(); err != nil {
 				cancel()
 				<-done
 				return res, err
 			}
+			elapsed := time.Since(start)
+			next.Reset(elapsed.Truncate(time.Second) + time.Second - elapsed)
 		}
 	}
 	if err := sample(); err != nil {

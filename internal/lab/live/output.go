@@ -51,13 +51,18 @@ func summarize(st Step, o Options, samples []Sample, rest Sample, closed map[str
 	for i, x := range samples {
 		s.OriginOpenMax = max(s.OriginOpenMax, x.OriginOpen)
 		s.MetricsOpenMax = max(s.MetricsOpenMax, x.MetricsOpen)
-		if i > 0 {
+		if i > 0 && x.T-samples[i-1].T >= minPeakInterval {
 			ro, rm := rates(samples[i-1], x)
 			s.OriginPeak, s.MetricsPeak = max(s.OriginPeak, ro), max(s.MetricsPeak, rm)
 		}
 	}
 	return s
 }
+
+// minPeakInterval is the shortest sampling interval a peak rate is read
+// from: the two sides are read one after the other, so over a shorter
+// interval that skew dominates the rate.
+const minPeakInterval = 0.5
 
 // rates are the connections created per second between two samples, at
 // the origins and by the gateways' count.

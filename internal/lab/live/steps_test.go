@@ -156,3 +156,19 @@ func TestTail(t *testing.T) {
 		t.Errorf("tail of one line: %q", got)
 	}
 }
+
+// Two samples taken close together (the sampler caught up after a stall)
+// say little about a rate: the two sides are read one after the other.
+func TestPeakIgnoresShortIntervals(t *testing.T) {
+	o := Options{Gateways: 1, Loops: 1, Endpoints: 1, SubsetSize: 1, Rate: 1, StepDuration: 2 * time.Second}
+	samples := []Sample{
+		{T: 0},
+		{T: 1, OriginAccepted: 5, MetricsCreated: 4},
+		{T: 1.03, OriginAccepted: 6, MetricsCreated: 6},
+		{T: 2.03, OriginAccepted: 8, MetricsCreated: 8},
+	}
+	s := summarize(Step{Loops: 1, Subset: "none"}, o, samples, samples[3], nil, 0)
+	if s.OriginPeak != 5 || s.MetricsPeak != 4 {
+		t.Errorf("peaks %v / %v, want 5 / 4 (the 0.03 s interval ignored)", s.OriginPeak, s.MetricsPeak)
+	}
+}
