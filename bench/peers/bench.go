@@ -1,0 +1,431 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/corput/corput/internal/loadgen"
+	"github.com/corput/corput/internal/progress"
+	"github.com/corput/corput/internal/rng"
+)
+
+// bench is one run of the comparison.
+type bench struct {
+	o       options
+	ps      *procs
+	bin     string // corput
+	dir     string // peers-run
+	proxies []proxy
+	origins []*originProc // o1..o3 default, o4 the 5×-slow one
+	res     *Results
+	bar     *progress.Bar
+	log     io.Writer
+	// conns[proxy][scenario] sums the connections the origins accepted
+	conns map[string]map[string]int64
+}
+
+// slowOrigin is the id of the 5×-slow origin.
+const slowOrigin = "o4"
+
+// pause lets sockets and schedulers settle between runs.
+const pause = time.Second
+
+// startOrigins starts the four origins every proxy uses.
+func (b *bench) startOrigins(ctx context.Context) error {
+	for i := 1; i <= 4; i++ {
+		id := fmt.Sprintf("o%d", i)
+		profile := "default"
+		if id == slowOrigin {
+			profile = "slow"
+		}
+		o, err := startOrigin(ctx, b.ps, b.bin, id, "127.0.0.1:0", uint64(i), "--profile", profile)
+		if err != nil {
+			return err
+		}
+		b.origins = append(b.origins, o)
+	}
+	return nil
+}
+
+func (b *bench) members() []string {
+	out := make([]string, len(b.origins))
+	for i, o := range b.origins {
+		out[i] = o.addr
+	}
+	return out
+}
+
+func (b *bench) totalRuns() int {
+	n := 0
+	for _, s := range b.o.scenarios {
+		per := len(b.proxies)
+		if s == scRaw || s == scOverhead {
+			per++ // direct
+		}
+		n += per * b.o.rounds
+	}
+	return n
+}
+
+// order rotates the proxies by round, so no proxy always goes first.
+func (b *bench) order(round int) []proxy {
+	k := round % len(b.proxies)
+	return append(slices.Clone(b.proxies[k:]), b.proxies[:k]...)
+}
+
+// runAll runs every scenario, alternating the proxies within each.
+func (b *bench) runAll(ctx context.Context) error {
+	b.conns = map[string]map[string]int64{}
+	for _, sc := range b.o.scenarios {
+		rounds := map[string][]Result{}
+		var names []string
+		for r := 0; r < b.o.rounds; r++ {
+			if sc == scRaw || sc == scOverhead {
+				res, err := b.runOne(ctx, sc, nil, r, rounds)
+				if err != nil {
+					return err
+				}
+				rounds[nameDirect] = append(rounds[nameDirect], res)
+			}
+			for _, p := range b.order(r) {
+				res, err := b.runOne(ctx, sc, p, r, rounds)
+				if err != nil {
+					return err
+				}
+				rounds[p.name()] = append(rounds[p.name()], res)
+			}
+		}
+		if sc == scRaw || sc == scOverhead {
+			names = append(names, nameDirect)
+		}
+		for _, p := range b.proxies {
+			names = append(names, p.name())
+		}
+		b.fold(sc, names, rounds)
+	}
+	b.foldConnections()
+	return nil
+}
+
+func (b *bench) runOne(ctx context.Context, sc string, p proxy, round int, sofar map[string][]Result) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	name := nameDirect
+	if p != nil {
+		name = p.name()
+	}
+	dir := filepath.Join(b.dir, fmt.Sprintf("%s-r%d-%s", sc, round+1, name))
+	t0, err := takeTally(b.origins)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	var extra int64 // connections accepted by a joining origin
+	switch sc {
+	case scRaw:
+		res, err = b.raw(ctx, p, dir)
+	case scSkewed:
+		res, err = b.skewed(ctx, p, dir, t0)
+	case scCold:
+		res, extra, err = b.coldJoin(ctx, p, dir)
+	case scOverhead:
+		res, err = b.overhead(ctx, p, dir, sofar, round)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("%s via %s: %w", sc, name, err)
+	}
+	res.Proxy = name
+	t1, err := takeTally(b.origins)
+	if err != nil {
+		return Result{}, err
+	}
+	if p != nil && sc != scOverhead && round == 0 {
+		if b.conns[name] == nil {
+			b.conns[name] = map[string]int64{}
+		}
+		b.conns[name][sc] += t1.since(t0).accepted + extra
+	}
+	fmt.Fprintf(b.log, "peers: %-9s round %d %-8s rps %.0f p50 %.2f p99 %.2f max %.1f ms\n", sc, round+1, name, res.RPS, res.P50MS, res.P99MS, res.MaxMS)
+	b.bar.Add(1)
+	select {
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	case <-time.After(pause):
+	}
+	return res, nil
+}
+
+// withProxy starts p (nil: no proxy, target the first origin directly),
+// calls f with the base URL and stops p.
+func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, f func(base string) error) error {
+	if p == nil {
+		return f("http://" + b.origins[0].addr)
+	}
+	c, addr, err := startProxy(ctx, b.ps, p, dir, b.members(), joining)
+	if err != nil {
+		return err
+	}
+	defer c.stop(10 * time.Second)
+	return f("http://" + addr)
+}
+
+// raw is wrk -t2 -c64 -d10s on a tiny response.
+func (b *bench) raw(ctx context.Context, p proxy, dir string) (Result, error) {
+	var res Result
+	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+		w, _, err := runWrk(ctx, base+"/", b.o.rawConns, b.o.rawDuration)
+		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors}
+		return err
+	})
+	return res, err
+}
+
+// skewed is the 70/30 open-loop load with one 5×-slow origin.
+func (b *bench) skewed(ctx context.Context, p proxy, dir string, t0 tally) (Result, error) {
+	var res Result
+	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+		rep, err := loadgen.Run(ctx, loadgen.Options{Target: base, Rate: b.o.rate, Duration: b.o.skewDuration, Seed: b.o.seed})
+		if err != nil {
+			return err
+		}
+		res = fromReport(rep)
+		t1, err := takeTally(b.origins)
+		if err != nil {
+			return err
+		}
+		d := t1.since(t0)
+		var total int64
+		for _, n := range d.requests {
+			total += n
+		}
+		if total > 0 {
+			share := float64(d.requests[slowOrigin]) / float64(total)
+			res.SlowShare = &share
+		}
+		return nil
+	})
+	return res, err
+}
+
+func fromReport(rep loadgen.Report) Result {
+	res := Result{RPS: rep.Throughput, Requests: rep.Requests, SuccessRatio: rep.SuccessRatio, RateRPS: rep.Rate}
+	if rep.Overall != nil {
+		res.P50MS, res.P90MS, res.P99MS, res.MaxMS = rep.Overall.P50, rep.Overall.P90, rep.Overall.P99, rep.Overall.Max
+	}
+	res.Errors = rep.Requests - rep.Answered
+	return res
+}
+
+// coldJoin runs the skewed load; after joinAfter a fifth, cold origin
+// starts and joins, and is watched for joinWindow. It returns the
+// connections the joining origin accepted.
+func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int64, error) {
+	var res Result
+	var accepted int64
+	joinAddr, err := freePort()
+	if err != nil {
+		return res, 0, err
+	}
+	err = b.withProxy(ctx, p, dir, joinAddr, func(base string) error {
+		type outcome struct {
+			rep loadgen.Report
+			err error
+		}
+		done := make(chan outcome, 1)
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			d := b.o.joinAfter + b.o.joinWindow
+			rep, err := loadgen.Run(lctx, loadgen.Options{Target: base, Rate: b.o.rate, Duration: d, Seed: b.o.seed})
+			done <- outcome{rep, err}
+		}()
+		wait := func() outcome { cancel(); return <-done }
+		select {
+		case <-time.After(b.o.joinAfter):
+		case <-ctx.Done():
+			wait()
+			return ctx.Err()
+		}
+		o5, err := startOrigin(ctx, b.ps, b.bin, "o5", joinAddr, 5, "--profile", "cold")
+		if err != nil {
+			wait()
+			return err
+		}
+		defer o5.c.stop(5 * time.Second)
+		tJoin, err := takeTally(b.origins)
+		if err != nil {
+			wait()
+			return err
+		}
+		if err := p.join(dir, append(b.members(), o5.addr)); err != nil {
+			wait()
+			return err
+		}
+		out := <-done
+		if out.err != nil {
+			return out.err
+		}
+		st, err := o5.stats()
+		if err != nil {
+			return err
+		}
+		tEnd, err := takeTally(b.origins)
+		if err != nil {
+			return err
+		}
+		total := classRequests(st)
+		for _, n := range tEnd.since(tJoin).requests {
+			total += n
+		}
+		res = fromReport(out.rep)
+		res.Join = joinResult(st, int(b.o.joinWindow/time.Second), total)
+		accepted = st.Connections.Accepted
+		return nil
+	})
+	return res, accepted, err
+}
+
+// overhead sends open-loop raw GETs at half of corput's raw throughput
+// (or --overhead-rate) and reports the p99 added over direct.
+func (b *bench) overhead(ctx context.Context, p proxy, dir string, sofar map[string][]Result, round int) (Result, error) {
+	rate := b.o.ovRate
+	if rate <= 0 {
+		c, ok := b.res.find(scRaw, nameCorput)
+		if !ok || c.RPS <= 0 {
+			return Result{}, fmt.Errorf("no corput raw throughput to take half of: run the raw scenario first or pass --overhead-rate")
+		}
+		rate = c.RPS / 2
+	}
+	var res Result
+	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+		var err error
+		res, err = openLoopRaw(ctx, base+"/", rate, b.o.ovDuration, b.o.seed)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if p != nil && round < len(sofar[nameDirect]) {
+		res.AddedP99MS = res.P99MS - sofar[nameDirect][round].P99MS
+	}
+	return res, nil
+}
+
+// openLoopRaw is Poisson arrivals of GET url at rate for d, each on a
+// keep-alive connection of an unbounded client pool (open loop: a slow
+// answer never delays the next request).
+func openLoopRaw(ctx context.Context, url string, rate float64, d time.Duration, seed uint64) (Result, error) {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	defer tr.CloseIdleConnections()
+	atk := vegeta.NewAttacker(vegeta.Client(&http.Client{Transport: tr, Timeout: 10 * time.Second}), vegeta.MaxBody(0), vegeta.Workers(64))
+	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: url})
+	var lat []time.Duration
+	var sent, failed int64
+	first, last := time.Time{}, time.Time{}
+	results := atk.Attack(targeter, loadgen.NewPoisson(rate, rng.New(seed)), d, "overhead")
+	done := ctx.Done()
+	for results != nil {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				results = nil
+				break
+			}
+			sent++
+			if r.Code != http.StatusOK {
+				failed++
+				continue
+			}
+			lat = append(lat, r.Latency)
+			if first.IsZero() || r.Timestamp.Before(first) {
+				first = r.Timestamp
+			}
+			if e := r.End(); e.After(last) {
+				last = e
+			}
+		case <-done:
+			atk.Stop()
+			done = nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	slices.Sort(lat)
+	res := Result{RateRPS: rate, Requests: sent, Errors: failed}
+	if len(lat) > 0 {
+		res.P50MS, res.P90MS, res.P99MS = pct(lat, 0.50), pct(lat, 0.90), pct(lat, 0.99)
+		res.MaxMS = msOf(lat[len(lat)-1])
+		if el := last.Sub(first).Seconds(); el > 0 {
+			res.RPS = float64(len(lat)) / el
+		}
+	}
+	if sent > 0 {
+		res.SuccessRatio = float64(sent-failed) / float64(sent)
+	}
+	return res, nil
+}
+
+// pct is the nearest-rank percentile q of sorted d, in milliseconds.
+func pct(d []time.Duration, q float64) float64 {
+	i := int(float64(len(d))*q+0.999999999) - 1
+	return msOf(d[min(max(i, 0), len(d)-1)])
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fold stores each proxy's median round of a scenario.
+func (b *bench) fold(sc string, names []string, rounds map[string][]Result) {
+	key := func(r Result) float64 { return r.P99MS }
+	desc := map[string]string{
+		scRaw: fmt.Sprintf("GET a tiny response, wrk -t2 -c%d -d%v; direct = wrk straight to one origin", b.o.rawConns, b.o.rawDuration),
+		scSkewed: fmt.Sprintf("4 origins × 8 workers, 70 %% 15 ms / 30 %% 140 ms, one origin 5× slower, %g req/s open-loop Poisson for %v",
+			b.o.rate, b.o.skewDuration),
+		scCold: fmt.Sprintf("the skewed load for %v; a fifth origin, cold (10× slow decaying to 1× over 40 s, 8 workers), starts after %v and joins; its first %v",
+			b.o.joinAfter+b.o.joinWindow, b.o.joinAfter, b.o.joinWindow),
+		scOverhead: fmt.Sprintf("open-loop Poisson GETs of a tiny response at half of corput's raw req/s for %v; added p99 = p99 through the proxy − p99 direct", b.o.ovDuration),
+	}
+	if sc == scRaw {
+		key = func(r Result) float64 { return r.RPS }
+	}
+	s := b.res.scenario(sc, desc[sc])
+	for _, n := range names {
+		if rs := rounds[n]; len(rs) > 0 {
+			s.Results = append(s.Results, median(rs, key))
+		}
+	}
+}
+
+// foldConnections adds the connections scenario: what the origins
+// accepted per proxy during raw, skewed and cold_join (first round).
+func (b *bench) foldConnections() {
+	if len(b.conns) == 0 {
+		return
+	}
+	s := b.res.scenario(scConnections, "TCP connections the origins accepted while each proxy ran raw, skewed and cold_join (first round; counted by the origins)")
+	for _, p := range b.proxies {
+		c := b.conns[p.name()]
+		if c == nil {
+			continue
+		}
+		var total int64
+		for _, n := range c {
+			total += n
+		}
+		c["total"] = total
+		s.Results = append(s.Results, Result{Proxy: p.name(), Conns: c})
+	}
+}

@@ -1,0 +1,248 @@
+// Command peers benchmarks corput beside HAProxy, nginx and Caddy on this
+// machine, in one run, on the same origins (issue 8):
+//
+//  1. raw: GET a tiny response with wrk -t2 -c64 for 10 s — req/s and p99;
+//  2. skewed: 4 origins × 8 workers, 70 % 15 ms / 30 % 140 ms, one origin
+//     5× slower, 300 req/s open-loop Poisson for 20 s (internal/loadgen) —
+//     p50/p90/p99/max and success ratio;
+//  3. cold join: under the same load a fifth, cold origin (10× slow
+//     decaying over 40 s) joins — the requests it got and its concurrency
+//     in its first 30 s, from its own counters;
+//  4. connections: TCP connections the origins accepted during 1–3, per
+//     proxy (ground truth from the origin side);
+//  5. overhead: open-loop raw GETs at half of corput's raw req/s, direct to
+//     an origin and through each proxy — the p99 each proxy adds.
+//
+// It installs what is missing with apt-get (haproxy, nginx-light, caddy,
+// wrk), starts the origins (`corput origin`) once for every proxy, starts
+// each proxy fresh for each run with an equivalent generated config,
+// alternates the proxies within every scenario, and stops every process it
+// started (each leads its own process group; Ctrl-C and errors included).
+// It writes bench-out/peers.json and bench-out/peers.md and prints the
+// tables with corput/peer ratios.
+//
+// Not a CI test: it installs servers and runs for minutes. wrk, the proxy
+// and the origins share the machine's cores; that is the same for every
+// proxy, so the ratios are fair, and the absolute figures are this
+// machine's.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corput/corput/internal/progress"
+)
+
+// options are the runner's flags.
+type options struct {
+	corput    string
+	out       string
+	proxies   []string
+	scenarios []string
+	rounds    int
+	install   bool
+	verbose   bool
+	seed      uint64
+
+	rawDuration  time.Duration
+	rawConns     int
+	skewDuration time.Duration
+	rate         float64
+	joinAfter    time.Duration
+	joinWindow   time.Duration
+	ovDuration   time.Duration
+	ovRate       float64
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.corput, "corput", "", "corput `BINARY` (default: go build ./cmd/corput into OUT/bin)")
+	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
+	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
+	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
+	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
+	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk when missing")
+	fs.BoolVar(&o.verbose, "v", false, "print a line per run on stderr")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the load's arrivals and classes")
+	fs.DurationVar(&o.rawDuration, "raw-duration", 10*time.Second, "raw test duration (wrk -d)")
+	fs.IntVar(&o.rawConns, "raw-conns", 64, "raw test connections (wrk -c)")
+	fs.DurationVar(&o.skewDuration, "skewed-duration", 20*time.Second, "skewed test duration")
+	fs.Float64Var(&o.rate, "rate", 300, "open-loop rate of the skewed and cold-join tests, req/s")
+	fs.DurationVar(&o.joinAfter, "join-after", 5*time.Second, "cold join: load before the fifth origin starts")
+	fs.DurationVar(&o.joinWindow, "join-window", 30*time.Second, "cold join: how long the fifth origin is watched")
+	fs.DurationVar(&o.ovDuration, "overhead-duration", 10*time.Second, "overhead test duration per target")
+	fs.Float64Var(&o.ovRate, "overhead-rate", 0, "overhead test rate, req/s (0: half of corput's raw req/s in this run)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.proxies = splitList(*proxies)
+	o.scenarios = splitList(*scenarios)
+	for _, s := range o.scenarios {
+		switch s {
+		case scRaw, scSkewed, scCold, scOverhead:
+		default:
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, skewed, cold_join or overhead", s)
+		}
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("--rounds %d: want 1 or more", o.rounds)
+	}
+	if o.rate <= 0 {
+		return o, fmt.Errorf("--rate %g: want a positive rate, e.g. 300", o.rate)
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "peers:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := runBench(ctx, o, stdout, stderr)
+	if res != nil && len(res.Scenarios) > 0 {
+		if werr := res.write(o.out); werr != nil {
+			fmt.Fprintln(stderr, "peers: write results:", werr)
+		}
+		fmt.Fprintln(stdout)
+		for _, t := range res.tables() {
+			fmt.Fprintln(stdout, t.Text())
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(o.out, "peers.json"), filepath.Join(o.out, "peers.md"))
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "peers:", err)
+		return 1
+	}
+	return 0
+}
+
+// runBench prepares the machine and runs every scenario; the results so
+// far are returned even when it fails.
+func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Results, error) {
+	runDir := filepath.Join(o.out, "peers-run")
+	if err := os.RemoveAll(runDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	runDir, _ = filepath.Abs(runDir)
+	if o.corput == "" {
+		o.corput = filepath.Join(o.out, "bin", "corput")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", o.corput, "./cmd/corput").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/corput (run from the repository root, or pass --corput): %w: %s", err, out)
+		}
+	}
+	bin, err := filepath.Abs(o.corput)
+	if err != nil {
+		return nil, err
+	}
+	var proxies []proxy
+	need := []string{"wrk"}
+	for _, n := range o.proxies {
+		p, err := proxyByName(n, bin)
+		if err != nil {
+			return nil, err
+		}
+		proxies = append(proxies, p)
+		if p.bin() != "" {
+			need = append(need, p.bin())
+		}
+	}
+	if err := ensureInstalled(need, o.install); err != nil {
+		return nil, err
+	}
+
+	ps := newProcs(runDir)
+	defer ps.stopAll()
+	b := &bench{o: o, ps: ps, bin: bin, dir: runDir, proxies: proxies, log: io.Discard,
+		res: &Results{Machine: machine(o)}}
+	if o.verbose {
+		b.log = stderr
+	}
+	if err := b.startOrigins(ctx); err != nil {
+		return nil, err
+	}
+	b.bar = progress.New(stdout, "peers", b.totalRuns())
+	err = b.runAll(ctx)
+	b.bar.Done()
+	b.res.Goals = b.res.goals()
+	return b.res, err
+}
+
+// machine describes this machine and the versions under test.
+func machine(o options) Machine {
+	m := Machine{
+		CPUs: runtime.NumCPU(), Go: runtime.Version(), Started: time.Now().UTC().Format(time.RFC3339),
+		Versions: map[string]string{},
+		Note: "wrk (or the Go load generator), the proxy and the origins share this machine's cores; that is the same for every proxy, " +
+			"so the ratios are fair, and the absolute figures are this machine's. Origins are `corput origin` processes (HTTP/1.1).",
+	}
+	probe := map[string][]string{
+		nameNginx: {"nginx", "-v"}, nameHAProxy: {"haproxy", "-v"}, nameCaddy: {"caddy", "version"},
+	}
+	for _, p := range o.proxies {
+		argv, ok := probe[p]
+		if !ok {
+			continue
+		}
+		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		m.Versions[p] = firstVersion(string(out))
+	}
+	if rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Versions[nameCorput] = "git " + strings.TrimSpace(string(rev))
+	}
+	return m
+}
+
+// firstVersion picks the first version-looking word of a -v output:
+// "nginx version: nginx/1.22.1" → 1.22.1, "HAProxy version 2.6.12-1 ..." →
+// 2.6.12-1, "v2.6.2 h1:..." → v2.6.2.
+func firstVersion(out string) string {
+	for _, f := range strings.Fields(out) {
+		if i := strings.LastIndexByte(f, '/'); i >= 0 {
+			f = f[i+1:]
+		}
+		if len(f) > 1 && (f[0] >= '0' && f[0] <= '9' || f[0] == 'v' && f[1] >= '0' && f[1] <= '9') && strings.Contains(f, ".") {
+			return f
+		}
+	}
+	return strings.TrimSpace(lastLines(out, 1))
+}

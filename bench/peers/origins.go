@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/corput/corput/internal/origin"
+)
+
+// originProc is a `corput origin` child.
+type originProc struct {
+	id   string
+	addr string
+	c    *child
+}
+
+// originListening is `corput origin`'s first line on stdout.
+var originListening = regexp.MustCompile(`listening on https?://(\S+)`)
+
+// startOrigin runs `corput origin --listen listen --id id` with extra
+// flags (a profile) and waits for its listening line.
+func startOrigin(ctx context.Context, ps *procs, bin, id, listen string, seed uint64, extra ...string) (*originProc, error) {
+	argv := append([]string{bin, "origin", "--listen", listen, "--id", id, "--seed", fmt.Sprint(seed)}, extra...)
+	c, err := ps.start("origin-"+id, nil, argv...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.waitLog(ctx, originListening)
+	if err != nil {
+		c.stop(time.Second)
+		return nil, err
+	}
+	return &originProc{id: id, addr: m[1], c: c}, nil
+}
+
+var statsClient = &http.Client{Timeout: 5 * time.Second}
+
+// stats reads the origin's ground truth.
+func (o *originProc) stats() (origin.Stats, error) {
+	var st origin.Stats
+	resp, err := statsClient.Get("http://" + o.addr + origin.StatsPath)
+	if err != nil {
+		return st, fmt.Errorf("origin %s stats: %w", o.id, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("origin %s stats: %w", o.id, err)
+	}
+	return st, nil
+}
+
+// tally is the origins' counters at one moment.
+type tally struct {
+	accepted int64
+	requests map[string]int64 // class requests by origin id
+}
+
+func takeTally(os []*originProc) (tally, error) {
+	t := tally{requests: map[string]int64{}}
+	for _, o := range os {
+		st, err := o.stats()
+		if err != nil {
+			return t, err
+		}
+		t.accepted += st.Connections.Accepted
+		t.requests[o.id] = classRequests(st)
+	}
+	return t, nil
+}
+
+// classRequests counts an origin's finished class requests (light,
+// heavy): raw ones are health checks and the raw test.
+func classRequests(st origin.Stats) int64 {
+	var n int64
+	for name, c := range st.Requests {
+		if name != origin.RawClass {
+			n += c.Total()
+		}
+	}
+	return n
+}
+
+// since is what happened between t0 and t.
+func (t tally) since(t0 tally) tally {
+	d := tally{accepted: t.accepted - t0.accepted, requests: map[string]int64{}}
+	for id, n := range t.requests {
+		d.requests[id] = n - t0.requests[id]
+	}
+	return d
+}
+
+// joinResult reads the joining origin's ground truth: it lives for about
+// window seconds, so its class requests (health checks are raw requests and
+// do not count) are what it got in its first window; total is every class
+// request the origins answered over the same time.
+func joinResult(st origin.Stats, window int, total int64) *JoinResult {
+	j := &JoinResult{WindowS: window, MaxQueued: st.Queued.Max}
+	j.Requests = classRequests(st)
+	for _, s := range st.Seconds {
+		if s.T >= int64(window) {
+			break
+		}
+		j.MaxConcurrency = max(j.MaxConcurrency, s.MaxConcurrency)
+		if j.FirstSecond == 0 {
+			j.FirstSecond = s.Requests
+		}
+	}
+	if total > 0 {
+		j.Share = float64(j.Requests) / float64(total)
+	}
+	return j
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/origin"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const wrkOutput = `Running 10s test @ http://127.0.0.1:8080/
+  2 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     3.10ms    2.01ms  45.20ms   90.12%
+    Req/Sec    10.52k     1.01k   12.80k    70.00%
+  Latency Distribution
+     50%    2.71ms
+     75%    3.50ms
+     90%    4.90ms
+     99%    1.02s
+  209420 requests in 10.00s, 25.36MB read
+  Socket errors: connect 0, read 3, write 0, timeout 2
+  Non-2xx or 3xx responses: 7
+Requests/sec:  20941.37
+Transfer/sec:      2.54MB
+`
+
+func TestParseWrk(t *testing.T) {
+	r, err := parseWrk(wrkOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{RPS: 20941.37, P50MS: 2.71, P99MS: 1020, Errors: 12}
+	if r != want {
+		t.Fatalf("parseWrk = %+v, want %+v", r, want)
+	}
+	if _, err := parseWrk("Requests/sec: 5\n"); err == nil {
+		t.Fatal("output without --latency percentiles was accepted")
+	}
+}
+
+func TestParseWrkDuration(t *testing.T) {
+	for in, want := range map[string]float64{"812.00us": 0.812, "1.53ms": 1.53, "2.01s": 2010, "1.00m": 60000} {
+		got, err := parseWrkDuration(in)
+		if err != nil || math.Abs(got-want) > 1e-9*want {
+			t.Errorf("parseWrkDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := parseWrkDuration("3h"); err == nil {
+		t.Error("unknown unit accepted")
+	}
+}
+
+// TestCorputConfigIsValid: the generated gateway configs pass corput's
+// own validation, static and with a discovery file.
+func TestCorputConfigIsValid(t *testing.T) {
+	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	for _, joining := range []bool{false, true} {
+		text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", members, joining)
+		cfg, err := config.Parse([]byte(text), "bench.yaml")
+		if err != nil {
+			t.Fatalf("joining=%v: %v\n%s", joining, err, text)
+		}
+		o := cfg.Origins[0]
+		if o.Balancer.Policy != "peak_ewma" || o.Pool.MaxPending != 50 || o.SlowStart.Window != 60*time.Second {
+			t.Errorf("joining=%v: policy %q, max_pending %d, slow start %v; want peak_ewma, 50, 60s", joining, o.Balancer.Policy, o.Pool.MaxPending, o.SlowStart.Window)
+		}
+		if joining != (o.Discovery.Type == config.DiscoveryFile) {
+			t.Errorf("joining=%v: discovery %q", joining, o.Discovery.Type)
+		}
+	}
+}
+
+// TestPeerConfigsAreValid asks each installed peer to check its generated
+// config (skipped for a peer that is not installed).
+func TestPeerConfigsAreValid(t *testing.T) {
+	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	for _, p := range []proxy{nginxProxy{}, haproxyProxy{}, caddyProxy{}} {
+		t.Run(p.name(), func(t *testing.T) {
+			if _, err := exec.LookPath(p.bin()); err != nil {
+				t.Skipf("%s not installed", p.bin())
+			}
+			dir := t.TempDir()
+			argv, err := p.files(dir, "127.0.0.1:18080", members, "127.0.0.1:9005")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var check []string
+			switch p.name() {
+			case nameNginx:
+				check = append(argv, "-t")
+			case nameHAProxy:
+				check = []string{"haproxy", "-c", "-f", argv[len(argv)-1]}
+			case nameCaddy:
+				check = []string{"caddy", "validate", "--config", argv[3], "--adapter", "caddyfile"}
+			}
+			cmd := exec.Command(check[0], check[1:]...)
+			cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(check, " "), err, out)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, map[string]string{nameNginx: "nginx.conf", nameHAProxy: "haproxy.cfg", nameCaddy: "Caddyfile"}[p.name()]))
+			for _, m := range append(members, "127.0.0.1:9005") {
+				if !strings.Contains(string(b), m) {
+					t.Errorf("config lacks member %s", m)
+				}
+			}
+		})
+	}
+}
+
+// TestStopEndsTheWholeGroup: a child's own children die with it.
+func TestStopEndsTheWholeGroup(t *testing.T) {
+	ps := newProcs(t.TempDir())
+	c, err := ps.start("sh", nil, "sh", "-c", "sleep 60 & echo started; sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := c.cmd.Process.Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.waitLog(ctx, originListening); err == nil {
+		t.Fatal("waitLog matched a line that is not there")
+	}
+	if m, err := c.waitLog(context.Background(), regexp.MustCompile(`^(started)$`)); err != nil || m[1] != "started" {
+		t.Fatalf("waitLog = %v, %v", m, err)
+	}
+	if n := liveInGroup(t, pgid); n != 3 {
+		t.Fatalf("%d live processes in the group before stop, want 3 (sh and two sleeps)", n)
+	}
+	ps.stopAll()
+	if n := liveInGroup(t, pgid); n != 0 {
+		t.Fatalf("%d processes of group %d still running after stopAll", n, pgid)
+	}
+	if len(ps.live) != 0 {
+		t.Fatalf("%d children still tracked", len(ps.live))
+	}
+}
+
+// liveInGroup counts the processes of group pgid that are not zombies
+// (an orphan's zombie waits for a reaper this test does not control).
+func liveInGroup(t *testing.T, pgid int) int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		t.Skip("no /proc")
+	}
+	n := 0
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read
+		// after its closing parenthesis.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestJoinResultCountsClassRequestsOnly(t *testing.T) {
+	st := origin.Stats{
+		Requests: map[string]origin.Counts{"light": {OK: 70}, "heavy": {OK: 25, Canceled: 5}, origin.RawClass: {OK: 30}},
+		Queued:   origin.Level{Max: 3},
+		Seconds:  []origin.Second{{T: 0, Requests: 4, MaxConcurrency: 2}, {T: 1, Requests: 9, MaxConcurrency: 6}, {T: 30, MaxConcurrency: 8}},
+	}
+	j := joinResult(st, 30, 1000)
+	want := JoinResult{WindowS: 30, Requests: 100, Share: 0.1, MaxConcurrency: 6, MaxQueued: 3, FirstSecond: 4}
+	if *j != want {
+		t.Fatalf("joinResult = %+v, want %+v", *j, want)
+	}
+}
+
+func TestMedianAndGoals(t *testing.T) {
+	rounds := []Result{{Proxy: nameCorput, RPS: 30}, {Proxy: nameCorput, RPS: 10}, {Proxy: nameCorput, RPS: 20}}
+	m := median(rounds, func(r Result) float64 { return r.RPS })
+	if m.RPS != 20 || len(m.Rounds) != 3 {
+		t.Fatalf("median = %v with %d rounds; want 20 with 3", m.RPS, len(m.Rounds))
+	}
+	r := &Results{}
+	r.scenario(scRaw, "").Results = []Result{{Proxy: nameCorput, RPS: 21000}, {Proxy: nameNginx, RPS: 20000}}
+	r.scenario(scSkewed, "").Results = []Result{{Proxy: nameCorput, P99MS: 200}, {Proxy: nameNginx, P99MS: 701}, {Proxy: nameCaddy, P99MS: 650}}
+	r.scenario(scOverhead, "").Results = []Result{{Proxy: nameCorput, AddedP99MS: 1.7, P99MS: 2, RateRPS: 10000}}
+	gs := r.goals()
+	if len(gs) != 3 {
+		t.Fatalf("%d goals, want 3: %+v", len(gs), gs)
+	}
+	if !gs[0].Met || gs[0].Value != 1.05 {
+		t.Errorf("raw goal = %+v; want met at 1.05", gs[0])
+	}
+	if gs[1].Met || gs[1].Value != round3(200.0/650) {
+		t.Errorf("skewed goal = %+v; want not met against the best peer (650 ms)", gs[1])
+	}
+	if gs[2].Met {
+		t.Errorf("overhead goal = %+v; want not met at 1.7 ms", gs[2])
+	}
+}
+
+// TestJSONShape: peers.json keeps the issue's shape.
+func TestJSONShape(t *testing.T) {
+	r := &Results{}
+	r.scenario(scRaw, "raw").Results = []Result{{Proxy: nameCorput, RPS: 1, P99MS: 2}}
+	dir := t.TempDir()
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "peers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Scenarios []struct {
+			Name    string           `json:"name"`
+			Results []map[string]any `json:"results"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	res := v.Scenarios[0].Results[0]
+	if v.Scenarios[0].Name != "raw" || res["proxy"] != "corput" || res["rps"] != 1.0 || res["p99_ms"] != 2.0 {
+		t.Fatalf("peers.json = %s", b)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
+	if !strings.Contains(string(md), "| corput | 1 |") {
+		t.Fatalf("peers.md lacks the corput row:\n%s", md)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	if _, err := parseOptions([]string{"--scenarios", "raw,bogus"}, os.Stderr); err == nil || !strings.Contains(err.Error(), "--scenarios") {
+		t.Errorf("unknown scenario: err = %v", err)
+	}
+	if _, err := proxyByName("envoy", ""); err == nil || !strings.Contains(err.Error(), "--proxies") {
+		t.Errorf("unknown proxy: err = %v", err)
+	}
+	o, err := parseOptions(nil, os.Stderr)
+	if err != nil || o.rawConns != 64 || o.rawDuration != 10*time.Second || o.skewDuration != 20*time.Second || o.rate != 300 {
+		t.Errorf("defaults = %+v, %v; want the issue's wrk -c64 -d10s and 300 req/s for 20 s", o, err)
+	}
+	if v := firstVersion("nginx version: nginx/1.22.1\n"); v != "1.22.1" {
+		t.Errorf("nginx version %q", v)
+	}
+	if v := firstVersion("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/\n"); v != "2.6.12-1+deb12u4" {
+		t.Errorf("haproxy version %q", v)
+	}
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A proxy is one gateway under test. Every proxy gets equivalent settings:
+// keep-alive to the origins, a least-connections style policy, retries of
+// refused connections on another origin, no active health checks (except
+// HAProxy's on a joining server: it is how HAProxy learns it is up), slow
+// start where it has it (corput, HAProxy), and a bounded queue
+// where it has one (corput: 50 pending per endpoint; HAProxy: maxconn 50 per
+// server with a 1 s queue timeout; nginx OSS and Caddy have none).
+type proxy interface {
+	// name is the proxy's name in tables and JSON.
+	name() string
+	// bin is the executable that must be installed; "" for corput.
+	bin() string
+	// files writes the proxy's configuration for members (and joining,
+	// an address that is not a member yet and joins later, "" when none)
+	// into dir, listening on listen, and returns the command line.
+	files(dir, listen string, members []string, joining string) ([]string, error)
+	// join makes joining a member once it is up, when the proxy needs
+	// telling (corput's discovery file); peers have it in their config
+	// from the start and find it up by passive (nginx, Caddy) or active
+	// (HAProxy) health checking.
+	join(dir string, members []string) error
+}
+
+// peer names, in the order runs alternate.
+const (
+	nameCorput  = "corput"
+	nameNginx   = "nginx"
+	nameHAProxy = "haproxy"
+	nameCaddy   = "caddy"
+)
+
+func proxyByName(name, corputBin string) (proxy, error) {
+	switch name {
+	case nameCorput:
+		return corputProxy{bin_: corputBin}, nil
+	case nameNginx:
+		return nginxProxy{}, nil
+	case nameHAProxy:
+		return haproxyProxy{}, nil
+	case nameCaddy:
+		return caddyProxy{}, nil
+	}
+	return nil, fmt.Errorf("--proxies: unknown proxy %q: want corput, nginx, haproxy or caddy", name)
+}
+
+// aptPackage is the Debian package that installs a peer's executable.
+var aptPackage = map[string]string{
+	"nginx": "nginx-light", "haproxy": "haproxy", "caddy": "caddy", "wrk": "wrk",
+}
+
+// ensureInstalled installs the missing executables with apt-get.
+func ensureInstalled(bins []string, install bool) error {
+	var missing []string
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !install {
+		return fmt.Errorf("not installed: %s (run without --install=false, or apt-get install %s)", strings.Join(missing, ", "), debs(missing))
+	}
+	fmt.Fprintf(os.Stderr, "peers: installing %s with apt-get\n", debs(missing))
+	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq"}, strings.Fields(debs(missing))...)} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, lastLines(string(out), 5))
+		}
+	}
+	return nil
+}
+
+func debs(bins []string) string {
+	var out []string
+	for _, b := range bins {
+		out = append(out, aptPackage[b])
+	}
+	return strings.Join(out, " ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startProxy writes p's files, starts it and waits until a request
+// through it is answered 200.
+func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []string, joining string) (*child, string, error) {
+	listen, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	argv, err := p.files(dir, listen, members, joining)
+	if err != nil {
+		return nil, "", err
+	}
+	env := []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir}
+	c, err := ps.start(p.name()+"-"+filepath.Base(dir), env, argv...)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.waitTCP(ctx, listen); err != nil {
+		c.stop(time.Second)
+		return nil, "", err
+	}
+	if err := waitOK(ctx, c, "http://"+listen+"/"); err != nil {
+		c.stop(time.Second)
+		return nil, "", err
+	}
+	return c, listen, nil
+}
+
+// waitOK polls url until it answers 200.
+func waitOK(ctx context.Context, c *child, url string) error {
+	deadline := time.Now().Add(startTimeout)
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	var last string
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if err := c.waitStep(ctx, deadline); err != nil {
+			return fmt.Errorf("%w (last answer from %s: %s)", err, url, last)
+		}
+	}
+}
+
+// --- corput
+
+type corputProxy struct{ bin_ string }
+
+func (corputProxy) name() string { return nameCorput }
+func (corputProxy) bin() string  { return "" }
+
+// corputConfig is the gateway's config: defaults everywhere (peak_ewma
+// with two choices, 50 pending per endpoint, 60 s slow start, retries of
+// connect failures), members static, or from a watched file when a member
+// joins later.
+func corputConfig(listen, admin string, members []string, joining bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
+	b.WriteString("routes:\n  - {path_prefix: /, origin: bench}\n")
+	b.WriteString("origins:\n  - name: bench\n    protocol: h1\n")
+	if joining {
+		b.WriteString("    discovery: {type: file, path: endpoints.yaml}\n    debounce: 500ms\n")
+	} else {
+		b.WriteString(endpointsYAML(members, "    "))
+	}
+	b.WriteString("    balancer: {policy: peak_ewma, choices: 2}\n")
+	b.WriteString("    slow_start: {window: 60s}\n")
+	b.WriteString("    timeouts: {connect: 1s, request: 30s}\n")
+	return b.String()
+}
+
+func endpointsYAML(members []string, indent string) string {
+	if len(members) == 0 {
+		return indent + "endpoints: []\n"
+	}
+	var b strings.Builder
+	b.WriteString(indent + "endpoints:\n")
+	for _, m := range members {
+		fmt.Fprintf(&b, "%s  - {address: %s}\n", indent, m)
+	}
+	return b.String()
+}
+
+func (p corputProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if joining != "" {
+		if err := p.join(dir, members); err != nil {
+			return nil, err
+		}
+	}
+	path := filepath.Join(dir, "corput.yaml")
+	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, members, joining != "")), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{p.bin_, "serve", "--config", path, "--log-level", "warn"}, nil
+}
+
+// join rewrites the endpoints file atomically (a temporary file renamed
+// over it), as discovery.md asks.
+func (corputProxy) join(dir string, members []string) error {
+	tmp := filepath.Join(dir, "endpoints.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(endpointsYAML(members, "")), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "endpoints.yaml"))
+}
+
+// --- nginx
+
+type nginxProxy struct{}
+
+func (nginxProxy) name() string                { return nameNginx }
+func (nginxProxy) bin() string                 { return "nginx" }
+func (nginxProxy) join(string, []string) error { return nil }
+
+// nginxConfig: least_conn, 64 idle keep-alive connections per worker,
+// passive health (a refused connection takes a server out for 2 s and the
+// request goes to the next one). nginx OSS has neither slow start nor a
+// request queue.
+func nginxConfig(dir, listen string, members []string, joining string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `daemon off;
+master_process on;
+worker_processes auto;
+user root;
+pid %[1]s/nginx.pid;
+error_log %[1]s/nginx-error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  keepalive_requests 1000000;
+  upstream origins {
+    least_conn;
+`, dir)
+	for _, m := range append(append([]string{}, members...), nonEmpty(joining)...) {
+		fmt.Fprintf(&b, "    server %s max_fails=1 fail_timeout=2s;\n", m)
+	}
+	fmt.Fprintf(&b, `    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen %s;
+    location / {
+      proxy_pass http://origins;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_next_upstream error timeout;
+      proxy_connect_timeout 1s;
+      proxy_read_timeout 30s;
+    }
+  }
+}
+`, listen)
+	return b.String()
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+func (nginxProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining)), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"nginx", "-p", dir, "-c", path}, nil
+}
+
+// --- HAProxy
+
+type haproxyProxy struct{}
+
+func (haproxyProxy) name() string                { return nameHAProxy }
+func (haproxyProxy) bin() string                 { return "haproxy" }
+func (haproxyProxy) join(string, []string) error { return nil }
+
+// haproxyConfig: leastconn, http-reuse always, at most 50 requests per
+// server with the rest queued up to 1 s (HAProxy's bounded queue),
+// slowstart 60s, and a refused connection redispatched to another server.
+func haproxyConfig(dir, listen string, members []string, joining string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+  maxconn 4096
+  pidfile %s/haproxy.pid
+defaults
+  mode http
+  option http-keep-alive
+  http-reuse always
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+  timeout queue 1s
+  timeout http-keep-alive 60s
+  retries 2
+  option redispatch
+frontend fe
+  bind %s
+  default_backend origins
+backend origins
+  balance leastconn
+  option httpchk GET /
+  default-server maxconn 50 slowstart 60s
+`, dir, listen)
+	for i, m := range members {
+		fmt.Fprintf(&b, "  server o%d %s\n", i+1, m)
+	}
+	if joining != "" {
+		// Only the joining server is health-checked: that is how HAProxy
+		// sees it come up (and starts its slow start).
+		fmt.Fprintf(&b, "  server o%d %s check inter 1s fall 1 rise 1\n", len(members)+1, joining)
+	}
+	return b.String()
+}
+
+func (haproxyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining)), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"haproxy", "-db", "-f", path}, nil
+}
+
+// --- Caddy
+
+type caddyProxy struct{}
+
+func (caddyProxy) name() string                { return nameCaddy }
+func (caddyProxy) bin() string                 { return "caddy" }
+func (caddyProxy) join(string, []string) error { return nil }
+
+// caddyConfig: least_conn, keep-alive with 64 idle connections per host,
+// passive health (a failed request takes the host out for 2 s) and retries
+// on another host for 1 s. Caddy has no slow start and no request queue.
+func caddyConfig(listen string, members []string, joining string) string {
+	all := append(append([]string{}, members...), nonEmpty(joining)...)
+	return fmt.Sprintf(`{
+	admin off
+	auto_https off
+}
+http://%s {
+	reverse_proxy %s {
+		lb_policy least_conn
+		lb_try_duration 1s
+		fail_duration 2s
+		transport http {
+			keepalive 60s
+			keepalive_idle_conns 256
+			keepalive_idle_conns_per_host 64
+		}
+	}
+}
+`, listen, strings.Join(all, " "))
+}
+
+func (caddyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+	path := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyConfig(listen, members, joining)), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"caddy", "run", "--config", path, "--adapter", "caddyfile"}, nil
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/corput/corput/internal/report"
+)
+
+// Scenario names, as in peers.json.
+const (
+	scRaw         = "raw"
+	scSkewed      = "skewed"
+	scCold        = "cold_join"
+	scConnections = "connections"
+	scOverhead    = "overhead"
+)
+
+// Results is bench-out/peers.json.
+type Results struct {
+	Machine   Machine    `json:"machine"`
+	Scenarios []Scenario `json:"scenarios"`
+	Goals     []Goal     `json:"goals"`
+}
+
+// Machine says where and with what the figures were measured.
+type Machine struct {
+	CPUs     int               `json:"cpus"`
+	Go       string            `json:"go"`
+	Started  string            `json:"started"` // RFC 3339
+	Versions map[string]string `json:"versions"`
+	Note     string            `json:"note"`
+}
+
+// Scenario is one test and every proxy's result in it.
+type Scenario struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Results     []Result `json:"results"`
+}
+
+// Result is one proxy in one scenario. With several rounds it is the
+// median round (by the scenario's key figure), all rounds under Rounds.
+// Latencies are milliseconds; rps and p99_ms are always present.
+type Result struct {
+	Proxy string  `json:"proxy"`
+	RPS   float64 `json:"rps"`
+	P99MS float64 `json:"p99_ms"`
+
+	P50MS        float64 `json:"p50_ms,omitempty"`
+	P90MS        float64 `json:"p90_ms,omitempty"`
+	MaxMS        float64 `json:"max_ms,omitempty"`
+	Requests     int64   `json:"requests,omitempty"`
+	Errors       int64   `json:"errors,omitempty"`
+	SuccessRatio float64 `json:"success_ratio,omitempty"`
+	// RateRPS is the offered open-loop rate.
+	RateRPS float64 `json:"rate_rps,omitempty"`
+	// AddedP99MS is the proxy's p99 minus the direct p99 at the same rate
+	// (overhead scenario).
+	AddedP99MS float64 `json:"added_p99_ms,omitempty"`
+	// SlowShare is the share of requests the 5×-slow origin served
+	// (skewed scenario).
+	SlowShare *float64 `json:"slow_origin_share,omitempty"`
+
+	// cold join: the joining origin's first 30 s, from its own counters
+	Join *JoinResult `json:"join,omitempty"`
+	// connections accepted by the origins while this proxy ran, by scenario
+	Conns map[string]int64 `json:"connections,omitempty"`
+
+	Rounds []Result `json:"rounds,omitempty"`
+}
+
+// JoinResult is the cold origin's ground truth over its first seconds.
+type JoinResult struct {
+	WindowS        int     `json:"window_s"`
+	Requests       int64   `json:"requests"`        // it finished in the window
+	Share          float64 `json:"share"`           // of all requests answered in the window
+	MaxConcurrency int64   `json:"max_concurrency"` // peak in service (≤ its workers)
+	MaxQueued      int64   `json:"max_queued"`      // peak waiting for a worker
+	FirstSecond    int64   `json:"first_second"`    // requests in its first second of service
+}
+
+// Goal is one of issue 8's goals, judged on this run.
+type Goal struct {
+	Name   string  `json:"name"`
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Met    bool    `json:"met"`
+	Note   string  `json:"note,omitempty"`
+}
+
+func (r *Results) scenario(name, desc string) *Scenario {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name == name {
+			return &r.Scenarios[i]
+		}
+	}
+	r.Scenarios = append(r.Scenarios, Scenario{Name: name, Description: desc})
+	return &r.Scenarios[len(r.Scenarios)-1]
+}
+
+func (r *Results) find(scenario, proxy string) (Result, bool) {
+	for _, s := range r.Scenarios {
+		if s.Name != scenario {
+			continue
+		}
+		for _, x := range s.Results {
+			if x.Proxy == proxy {
+				return x, true
+			}
+		}
+	}
+	return Result{}, false
+}
+
+// median folds rounds of one proxy into the median round by key; the
+// rounds are kept when there is more than one.
+func median(rounds []Result, key func(Result) float64) Result {
+	sorted := slices.Clone(rounds)
+	slices.SortStableFunc(sorted, func(a, b Result) int {
+		switch ka, kb := key(a), key(b); {
+		case ka < kb:
+			return -1
+		case ka > kb:
+			return 1
+		}
+		return 0
+	})
+	m := sorted[(len(sorted)-1)/2]
+	if len(rounds) > 1 {
+		m.Rounds = rounds
+	}
+	return m
+}
+
+// goals judges the issue's three goals on r.
+func (r *Results) goals() []Goal {
+	var gs []Goal
+	if c, ok := r.find(scRaw, nameCorput); ok {
+		if n, ok := r.find(scRaw, nameNginx); ok && n.RPS > 0 {
+			v := c.RPS / n.RPS
+			gs = append(gs, Goal{Name: "raw throughput vs nginx", Target: "≥ 1.0× nginx req/s", Value: round3(v), Met: v >= 1.0})
+		}
+	}
+	if c, ok := r.find(scSkewed, nameCorput); ok {
+		best := 0.0
+		for _, p := range []string{nameNginx, nameHAProxy, nameCaddy} {
+			if x, ok := r.find(scSkewed, p); ok && x.P99MS > 0 && (best == 0 || x.P99MS < best) {
+				best = x.P99MS
+			}
+		}
+		if best > 0 {
+			v := c.P99MS / best
+			gs = append(gs, Goal{Name: "skewed p99 vs best peer", Target: "≤ 0.25× the best peer's p99", Value: round3(v), Met: v <= 0.25,
+				Note: fmt.Sprintf("corput %.1f ms, best peer %.1f ms", c.P99MS, best)})
+		}
+	}
+	if c, ok := r.find(scOverhead, nameCorput); ok {
+		gs = append(gs, Goal{Name: "proxy-added p99 at half max throughput", Target: "≤ 1.5 ms", Value: round3(c.AddedP99MS), Met: c.AddedP99MS <= 1.5,
+			Note: fmt.Sprintf("corput p99 %.2f ms at %.0f req/s open loop, minus direct-to-origin p99 at the same rate", c.P99MS, c.RateRPS)})
+	}
+	return gs
+}
+
+func round3(v float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', 3, 64), 64)
+	return f
+}
+
+// ratio formats corput's figure over a peer's, "—" for corput itself or
+// a missing figure.
+func ratio(corput, peer float64, proxy string) string {
+	if proxy == nameCorput || proxy == nameDirect || peer == 0 || corput == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", corput/peer)
+}
+
+// nameDirect is the direct-to-origin baseline row.
+const nameDirect = "direct"
+
+func ms(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// tables renders the results as report tables, with corput/peer ratios.
+func (r *Results) tables() []report.Table {
+	var ts []report.Table
+	for _, s := range r.Scenarios {
+		c, _ := r.find(s.Name, nameCorput)
+		t := report.Table{Title: s.Name + ": " + s.Description}
+		switch s.Name {
+		case scRaw:
+			t.Header = []string{"proxy", "req/s", "p50 ms", "p99 ms", "errors", "corput/peer req/s", "corput/peer p99"}
+			for _, x := range s.Results {
+				t.Rows = append(t.Rows, []string{x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P50MS), ms(x.P99MS), strconv.FormatInt(x.Errors, 10),
+					ratio(c.RPS, x.RPS, x.Proxy), ratio(c.P99MS, x.P99MS, x.Proxy)})
+			}
+		case scSkewed:
+			t.Header = []string{"proxy", "p50 ms", "p90 ms", "p99 ms", "max ms", "success", "slow origin's share", "corput/peer p99"}
+			for _, x := range s.Results {
+				share := "—"
+				if x.SlowShare != nil {
+					share = fmt.Sprintf("%.1f %%", 100**x.SlowShare)
+				}
+				t.Rows = append(t.Rows, []string{x.Proxy, ms(x.P50MS), ms(x.P90MS), ms(x.P99MS), ms(x.MaxMS),
+					fmt.Sprintf("%.4f", x.SuccessRatio), share, ratio(c.P99MS, x.P99MS, x.Proxy)})
+			}
+		case scCold:
+			t.Header = []string{"proxy", "cold origin: requests in first 30 s", "share", "peak in service", "peak waiting", "first second", "overall p99 ms", "corput/peer requests"}
+			for _, x := range s.Results {
+				j := x.Join
+				if j == nil {
+					j = &JoinResult{}
+				}
+				var cj int64
+				if c.Join != nil {
+					cj = c.Join.Requests
+				}
+				t.Rows = append(t.Rows, []string{x.Proxy, strconv.FormatInt(j.Requests, 10), fmt.Sprintf("%.1f %%", 100*j.Share),
+					strconv.FormatInt(j.MaxConcurrency, 10), strconv.FormatInt(j.MaxQueued, 10), strconv.FormatInt(j.FirstSecond, 10),
+					ms(x.P99MS), ratio(float64(cj), float64(j.Requests), x.Proxy)})
+			}
+		case scConnections:
+			t.Header = []string{"proxy", scRaw, scSkewed, scCold, "total", "corput/peer total"}
+			for _, x := range s.Results {
+				t.Rows = append(t.Rows, []string{x.Proxy, strconv.FormatInt(x.Conns[scRaw], 10), strconv.FormatInt(x.Conns[scSkewed], 10),
+					strconv.FormatInt(x.Conns[scCold], 10), strconv.FormatInt(x.Conns["total"], 10), ratio(float64(c.Conns["total"]), float64(x.Conns["total"]), x.Proxy)})
+			}
+		case scOverhead:
+			t.Header = []string{"proxy", "rate req/s", "p50 ms", "p99 ms", "max ms", "added p99 ms", "corput/peer added p99"}
+			for _, x := range s.Results {
+				t.Rows = append(t.Rows, []string{x.Proxy, fmt.Sprintf("%.0f", x.RateRPS), ms(x.P50MS), ms(x.P99MS), ms(x.MaxMS),
+					fmt.Sprintf("%.2f", x.AddedP99MS), ratio(c.AddedP99MS, x.AddedP99MS, x.Proxy)})
+			}
+		}
+		ts = append(ts, t)
+	}
+	if len(r.Goals) > 0 {
+		t := report.Table{Title: "goals (issue 8)", Header: []string{"goal", "target", "this run", "met"}}
+		for _, g := range r.Goals {
+			met := "NOT met"
+			if g.Met {
+				met = "met"
+			}
+			val := fmt.Sprintf("%.3f", g.Value)
+			if g.Note != "" {
+				val += " (" + g.Note + ")"
+			}
+			t.Rows = append(t.Rows, []string{g.Name, g.Target, val, met})
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// markdown is the whole comparison as markdown.
+func (r *Results) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %d CPUs, %s; %s.\n\n", r.Machine.Started, r.Machine.CPUs, r.Machine.Go, versions(r.Machine.Versions))
+	b.WriteString(r.Machine.Note + "\n\n")
+	for _, t := range r.tables() {
+		b.WriteString(t.Markdown() + "\n")
+	}
+	return b.String()
+}
+
+func versions(v map[string]string) string {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + v[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// write saves peers.json and peers.md in dir.
+func (r *Results) write(dir string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "peers.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "peers.md"), []byte(r.markdown()), 0o644)
+}
