@@ -76,8 +76,8 @@ func (r *Results) writePlots(dir string) error {
 		try(report.BarPlot(at(plotLBP99), "p99 latency per policy (degraded + flaky + cold endpoint)", "p99 (ms)", names, p99))
 		try(report.LinePlot(at(plotLBShares), report.LineOptions{Title: "share of requests per endpoint (1 = degraded, 2 = flaky, last = cold)",
 			XLabel: "endpoint", YLabel: "% of requests"}, shares...))
-		try(report.LinePlot(at(plotLBCold), report.LineOptions{Title: "cold endpoint: concurrency over its first 30 s",
-			XLabel: "seconds since it joined", YLabel: "requests queued + in service"}, cold...))
+		try(report.LinePlot(at(plotLBCold), report.LineOptions{Title: "cold endpoint: highest concurrency per 100 ms over its first 30 s",
+			XLabel: "seconds since it joined", YLabel: "requests queued + in service (log)", LogY: true}, cold...))
 	}
 	if len(r.Resilience) > 0 {
 		var random, same []report.Series

@@ -211,14 +211,14 @@ func runLabel(x LBResult) string {
 
 func (r *Results) resilienceSection() report.Section {
 	rs := r.Scenario.Resilience
-	head := []string{"subset size", "subsets"}
+	head := []string{"subset.size", "endpoints per subset", "subsets"}
 	for n := 0; n <= rs.MaxFailures; n++ {
 		head = append(head, "f="+strconv.Itoa(n))
 	}
 	random := report.Table{Title: fmt.Sprintf("Worst loop's capacity left when f random endpoints fail (median of %d trials)", rs.Trials), Header: head}
 	same := report.Table{Title: "A loop's capacity left when f endpoints of its own subset fail", Header: head}
 	for _, x := range r.Resilience {
-		a := []string{f1(x.SubsetSize), strconv.Itoa(x.Subsets)}
+		a := []string{strconv.Itoa(x.Size), f1(x.SubsetSize), strconv.Itoa(x.Subsets)}
 		b := append([]string(nil), a...)
 		for n := range x.Failures {
 			a = append(a, pct(x.WorstLoopMedian[n]))

@@ -187,7 +187,7 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			Duration: 300 * time.Second, Timeout: 15 * time.Second,
 			ColdWindow: 30 * time.Second,
 		},
-		Resilience: ResilienceScenario{Sizes: []int{8, 16, 25, 50, 100}, MaxFailures: 10, Trials: 50},
+		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
 	}
 	if scale == ScaleFull {
 		sc.Scale = ScaleFull
