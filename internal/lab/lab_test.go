@@ -334,6 +334,33 @@ func TestScenarioSelection(t *testing.T) {
 	}
 }
 
+// TestOneExperiment runs one experiment alone through the whole output
+// path: the other sections and plots are left out, its checks skipped.
+func TestOneExperiment(t *testing.T) {
+	sc := reducedScenario()
+	if err := sc.Select(ExpResilience); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	res, err := RunScenario(context.Background(), sc, Options{Out: dir, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) != 0 || len(res.LB) != 0 || res.Subsets != nil || len(res.Resilience) != 3 {
+		t.Fatalf("ran more or less than the resilience experiment: %d steps, %d lb, %d resilience", len(res.Steps), len(res.LB), len(res.Resilience))
+	}
+	if !res.Passed() || strings.Count(out.String(), "SKIP  ") != 4 {
+		t.Fatalf("checks of experiments that did not run must be skipped:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, plotResilience)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, plotStepsOpen)); !os.IsNotExist(err) {
+		t.Fatalf("a steps plot was written without the steps: %v", err)
+	}
+}
+
 func TestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -69,17 +69,17 @@ func (r *Results) doc() report.Doc {
 			"Workload: %s, Poisson arrivals. Latencies are percentiles from arrival to answer; no figure is an average alone. "+
 			"docs/lab.md explains every table and plot.", sc.Seed, sc.Scale, mixString(sc)),
 	}
-	add := func(ok bool, s report.Section) {
+	add := func(ok bool, section func() report.Section) {
 		if ok {
-			d.Sections = append(d.Sections, s)
+			d.Sections = append(d.Sections, section())
 		}
 	}
-	add(len(r.Steps) > 0, r.stepsSection())
-	add(len(r.Herd) > 0, r.herdSection())
-	add(r.Subsets != nil, r.subsetsSection())
-	add(len(r.LB) > 0, r.lbSection())
-	add(len(r.Resilience) > 0, r.resilienceSection())
-	add(len(r.Checks) > 0, r.checksSection())
+	add(len(r.Steps) > 0, r.stepsSection)
+	add(len(r.Herd) > 0, r.herdSection)
+	add(r.Subsets != nil, r.subsetsSection)
+	add(len(r.LB) > 0, r.lbSection)
+	add(len(r.Resilience) > 0, r.resilienceSection)
+	add(len(r.Checks) > 0, r.checksSection)
 	return d
 }
 
