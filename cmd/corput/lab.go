@@ -24,10 +24,10 @@ func init() {
 func runLab(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("corput lab", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenario := fs.String("scenario", "default", "`NAME`: default (every experiment) or one of "+strings.Join(lab.Experiments(), ", "))
+	scenario := fs.String("scenario", "default", "`NAME` of the experiments to run: default (all of them) or one of "+strings.Join(lab.Experiments(), ", "))
 	out := fs.String("out", "./lab-out", "report `DIR`: results.json, report.md, report.html, PNG plots")
 	liveMode := fs.Bool("live", false, "run the steps over real sockets with corput serve and corput origin processes")
-	fs.Bool("sim", true, "run the simulator on virtual time (the default)")
+	fs.Bool("sim", true, "run the simulator on virtual time")
 	scale := fs.String("scale", string(lab.ScaleSmall), "`small` (10 gateways × 16 loops × 800 endpoints) or full (100 × 16 × 800)")
 	seed := fs.Uint64("seed", 1, "`N` seeds every draw: the same seed gives the same figures")
 	fs.Usage = func() {

@@ -106,14 +106,14 @@ func (r *Results) stepsSection() report.Section {
 	f, s := r.Scenario.Fleet, r.Scenario.Steps
 	t := report.Table{
 		Title:  fmt.Sprintf("Steps: %d gateways × %d loops × %d endpoints, %.0f req/s", f.Gateways, f.Loops, f.Endpoints, f.RatePerGateway*float64(f.Gateways)),
-		Header: []string{"step", "name", "pools", "proto", "subset", "idle", "open peak", "open steady", "created/s steady", "created/s peak", "created/s deploy peak", "p99 ms"},
+		Header: []string{"step", "name", "pools", "proto", "subset", "idle", "open peak", "open steady", "created/s steady", "created/s peak", "created/s deploy peak", "p50 ms", "p99 ms"},
 		Note: fmt.Sprintf("steady = %v–%v (median of open, rate of created); rolling deploy of every endpoint from %v (%d at a time every %v), autoscale +%d at %v",
 			s.SteadyFrom, s.SteadyTo, s.DeployAt, s.DeployBatch, s.DeployEvery, s.AutoscaleAdd, s.AutoscaleAt),
 	}
 	plots := []string{plotStepsOpen, plotStepsChurn}
 	for _, st := range r.Steps {
 		t.Rows = append(t.Rows, []string{st.Step, st.Name, st.Pools, st.Protocol, st.Subset, secs(st.IdleTimeout),
-			f0(st.OpenPeak), f0(st.OpenSteady), f2(st.CreatedSteady), f0(st.CreatedPeak), f0(st.CreatedDeployPeak), f1(st.Latency.P99)})
+			f0(st.OpenPeak), f0(st.OpenSteady), f2(st.CreatedSteady), f0(st.CreatedPeak), f0(st.CreatedDeployPeak), f1(st.Latency.P50), f1(st.Latency.P99)})
 		plots = append(plots, stepPlot(st.Name))
 	}
 	return report.Section{
