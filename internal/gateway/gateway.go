@@ -18,11 +18,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +202,11 @@ func (g *Gateway) Start() error {
 	if g.cfg.TLS == nil {
 		ln = guardListener{ln} // under TLS it would see ciphertext: see framing.go
 	}
+	if err := requireClientCerts(srv, g.cfg.TLS); err != nil {
+		ln.Close()
+		aln.Close()
+		return err
+	}
 	admin := &http.Server{
 		Handler:           telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -219,6 +227,24 @@ func (g *Gateway) Start() error {
 	go func() { g.serveErr <- admin.Serve(aln) }()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
 		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
+	return nil
+}
+
+// requireClientCerts makes srv demand a client certificate signed by a CA
+// of tls.client_ca when that key is set (downstream mTLS).
+func requireClientCerts(srv *http.Server, t *config.ServerTLS) error {
+	if t == nil || t.ClientCA == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(t.ClientCA)
+	if err != nil {
+		return fmt.Errorf("tls.client_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("tls.client_ca: %s holds no PEM certificate", t.ClientCA)
+	}
+	srv.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
 	return nil
 }
 

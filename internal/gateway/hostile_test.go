@@ -2,17 +2,29 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 )
 
@@ -377,5 +389,278 @@ func TestSlowlorisCutByReadHeaderTimeout(t *testing.T) {
 	}
 	if got := origin.Stats().Total().Total(); got != 0 {
 		t.Fatalf("the origin saw %d requests", got)
+	}
+}
+
+// testCA is a certificate authority for the mTLS tests.
+type testCA struct {
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	pool   *x509.CertPool
+	caFile string
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corput test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &testCA{key: key, pool: x509.NewCertPool()}
+	ca.cert, _ = x509.ParseCertificate(der)
+	ca.pool.AddCert(ca.cert)
+	ca.caFile = writePEM(t, "ca.pem", "CERTIFICATE", der)
+	return ca
+}
+
+// leaf issues a certificate for 127.0.0.1 with the given use and returns
+// it loaded and as files.
+func (ca *testCA) leaf(t *testing.T, name string, use x509.ExtKeyUsage) (tls.Certificate, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{use},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := writePEM(t, name+".pem", "CERTIFICATE", der), writePEM(t, name+".key", "EC PRIVATE KEY", kder)
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair, certFile, keyFile
+}
+
+// syncBuffer is a log sink for one gateway.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gatewayWithLog is gatewayTo with the gateway's log kept.
+func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *syncBuffer) {
+	t.Helper()
+	eps := make([]string, len(addrs))
+	for i, a := range addrs {
+		eps[i] = fmt.Sprintf("{address: %q}", a)
+	}
+	text := top + strings.ReplaceAll(cfgText(1, originKeys), "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
+	logs := &syncBuffer{}
+	g := startGateway(t, text, nil, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return g, logs
+}
+
+func TestAdminListenerDefaultsToLoopback(t *testing.T) {
+	cfg, err := config.Parse([]byte("routes: [{origin: a}]\norigins: [{name: a, endpoints: [{address: 127.0.0.1:1}]}]\n"), "min.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, addr := range map[string]string{"admin": cfg.Admin, "listen": cfg.Listen} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s default %q: %v", key, addr, err)
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+			t.Errorf("%s defaults to %q, want a loopback address", key, addr)
+		}
+	}
+}
+
+func TestUpstreamTLSVerifiedUnlessExplicitlyOff(t *testing.T) {
+	b := startBackend(t, testorigin.TLS, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "secret")
+	}))
+	for _, c := range []struct {
+		name, tls string
+		status    int
+		warned    bool
+	}{
+		{"system roots refuse a self-signed origin", "tls: {}", 502, false},
+		{"the origin's CA", fmt.Sprintf("tls: {ca: %q}", b.caFile), 200, false},
+		{"verification off", "tls: {insecure_skip_verify: true}", 200, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, logs := gatewayWithLog(t, "", "    pool: {prewarm: 0, acquire_timeout: 5s}\n    "+c.tls+"\n", b.addr)
+			resp, body := get(t, &http.Client{Timeout: 10 * time.Second}, "http://"+g.Addr()+"/")
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d (%q), want %d", resp.StatusCode, body, c.status)
+			}
+			if c.status == 502 && (body != "Bad Gateway: connect_failed\n" || resp.Header.Get("X-Corput-Error") != ReasonConnectFailed) {
+				t.Errorf("unverified origin: body %q, reason %q", body, resp.Header.Get("X-Corput-Error"))
+			}
+			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "insecure_skip_verify")
+			if warned != c.warned {
+				t.Errorf("warning logged: %v, want %v; log:\n%s", warned, c.warned, logs)
+			}
+		})
+	}
+}
+
+func TestClientCertificatesToOrigins(t *testing.T) {
+	ca := newTestCA(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	defer srv.Close()
+	originCA := writePEM(t, "origin.pem", "CERTIFICATE", srv.Certificate().Raw)
+	_, certFile, keyFile := ca.leaf(t, "corput-gateway", x509.ExtKeyUsageClientAuth)
+	addr := srv.Listener.Addr().String()
+
+	with, _ := gatewayWithLog(t, "", fmt.Sprintf("    pool: {prewarm: 0, acquire_timeout: 5s}\n    tls: {ca: %q, cert: %q, key: %q}\n", originCA, certFile, keyFile), addr)
+	if resp, body := get(t, &http.Client{Timeout: 10 * time.Second}, "http://"+with.Addr()+"/"); resp.StatusCode != 200 || body != "corput-gateway" {
+		t.Fatalf("with a client certificate: %d %q", resp.StatusCode, body)
+	}
+	without, _ := gatewayWithLog(t, "", fmt.Sprintf("    pool: {prewarm: 0, acquire_timeout: 5s}\n    tls: {ca: %q}\n", originCA), addr)
+	if resp, body := get(t, &http.Client{Timeout: 10 * time.Second}, "http://"+without.Addr()+"/"); resp.StatusCode != 502 {
+		t.Fatalf("without a client certificate: %d %q, want 502", resp.StatusCode, body)
+	}
+}
+
+func TestClientCertificatesRequiredDownstream(t *testing.T) {
+	ca := newTestCA(t)
+	_, serverCert, serverKey := ca.leaf(t, "gateway", x509.ExtKeyUsageServerAuth)
+	clientPair, _, _ := ca.leaf(t, "client", x509.ExtKeyUsageClientAuth)
+	os := startOrigins(t, 1, testorigin.Options{})
+	top := fmt.Sprintf("tls: {cert: %q, key: %q, client_ca: %q}\n", serverCert, serverKey, ca.caFile)
+	g := startGateway(t, top+cfgText(1, ""), os, Options{})
+	call := func(certs []tls.Certificate) (*http.Response, error) {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, Certificates: certs}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + g.Addr() + "/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	if resp, err := call(nil); err == nil {
+		t.Fatalf("a client without a certificate was served: %d", resp.StatusCode)
+	}
+	if resp, err := call([]tls.Certificate{clientPair}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a client with a certificate: %v %v", resp, err)
+	}
+	if got := os[0].Stats().Total().Total(); got != 1 {
+		t.Fatalf("origin served %d requests, want 1 (the authenticated client's)", got)
+	}
+}
+
+func TestXForwardedForTrustedOnlyFromConfiguredProxies(t *testing.T) {
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("X-Forwarded-For")+"|"+r.Header.Get("X-Forwarded-Host"))
+	}))
+	for _, c := range []struct{ name, top, want string }{
+		{"default: untrusted", "", "127.0.0.1|gw.test"},
+		{"other proxies trusted", "downstream: {trusted_proxies: [10.0.0.0/8]}\n", "127.0.0.1|gw.test"},
+		{"loopback trusted", "downstream: {trusted_proxies: [127.0.0.0/8]}\n", "6.6.6.6, 127.0.0.1|evil.test"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := gatewayTo(t, 1, c.top, "    pool: {prewarm: 0}\n", b.addr)
+			req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/", nil)
+			req.Host = "gw.test"
+			req.Header.Set("X-Forwarded-For", "6.6.6.6")
+			req.Header.Set("X-Forwarded-Host", "evil.test")
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != c.want {
+				t.Fatalf("origin saw %q, want %q", body, c.want)
+			}
+		})
+	}
+}
+
+// TestGatewayErrorsNameOnlyTheReason provokes each kind of gateway-made
+// error with real failures and checks the client learns the status and
+// the reason, never an internal error text (addresses, dial errors, EOF).
+func TestGatewayErrorsNameOnlyTheReason(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	hang := make(chan struct{})
+	defer close(hang)
+	slow := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	reset := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // no response at all
+		}
+	}))
+	keys := "    pool: {prewarm: 0, acquire_timeout: 150ms}\n    retry: {attempts: 0}\n    timeouts: {connect: 100ms, request: 200ms}\n"
+	routed := "routes: [{path_prefix: /app, origin: app}]\n"
+	for _, c := range []struct {
+		name, top, addr, method, path string
+		status                        int
+		reason                        string
+	}{
+		{"dead origin", "", deadAddr, "GET", "/", 502, ReasonConnectFailed},
+		{"origin hangs", "", slow.addr, "GET", "/", 504, ReasonUpstreamTimeout},
+		{"origin drops the connection", "", reset.addr, "GET", "/", 502, ReasonUpstreamReset},
+		{"no route", routed, slow.addr, "GET", "/elsewhere", 404, ReasonNoRoute},
+		{"CONNECT", "", slow.addr, "CONNECT", "", 400, ReasonBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.ReplaceAll(cfgText(1, keys), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", c.addr))
+			if c.top != "" {
+				text = strings.Replace(text, "routes: [{path_prefix: /, origin: app}]\n", c.top, 1)
+			}
+			g := startGateway(t, text, nil, Options{})
+			raw := c.method + " " + c.path + " HTTP/1.1\r\nHost: gw.test\r\n\r\n"
+			if c.method == "CONNECT" {
+				raw = "CONNECT gw.test:443 HTTP/1.1\r\nHost: gw.test:443\r\n\r\n"
+			}
+			resp := rawExchange(t, g.Addr(), raw)
+			body, _ := io.ReadAll(resp.Body)
+			want := http.StatusText(c.status) + ": " + c.reason + "\n"
+			if resp.StatusCode != c.status || string(body) != want || resp.Header.Get("X-Corput-Error") != c.reason {
+				t.Fatalf("got %d %q (X-Corput-Error %q), want %d %q", resp.StatusCode, body, resp.Header.Get("X-Corput-Error"), c.status, want)
+			}
+		})
 	}
 }

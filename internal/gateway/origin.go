@@ -105,6 +105,10 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	} else if o.dialer, err = newDialer(oc); err != nil {
 		return nil, err
 	}
+	if oc.TLS != nil && oc.TLS.InsecureSkipVerify {
+		gw.log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",
+			"origin", oc.Name)
+	}
 
 	members := membersOf(oc.Endpoints)
 	o.bal, err = balance.NewOrigin(oc.Name, balance.FromConfig(oc), members, balance.Options{
