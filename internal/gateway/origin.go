@@ -43,6 +43,7 @@ type origin struct {
 	changes   uint64
 	source    discovery.Source // file or xds source, nil for static
 	seeded    bool             // membership known: static, or a source has applied once
+	closed    bool             // close has begun: no pool may be opened any more
 }
 
 func (o *origin) setSource(src discovery.Source) {
@@ -202,10 +203,10 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(o.members, func(m balance.Member) bool { return m.Address == addr }) {
+	if o.closed || !slices.ContainsFunc(o.members, func(m balance.Member) bool { return m.Address == addr }) {
 		// The request picked addr just before a membership change removed
-		// it. A closed pool makes it retry on a current member instead of
-		// reopening a connection to the removed endpoint.
+		// it (or outlived a shutdown). A closed pool makes it retry on a
+		// current member instead of reopening a connection to it.
 		p.Drain(nil)
 		return p, nil
 	}
@@ -225,6 +226,11 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 func (o *origin) apply(members []balance.Member) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.closed {
+		// Discovery and shutdown race in corput serve: an update that
+		// lands after close must not open pools nothing will close.
+		return fmt.Errorf("origin %s: membership update after shutdown ignored", o.name)
+	}
 	oldAddrs := addrsOf(o.members)
 	newAddrs := addrsOf(members)
 	if err := o.bal.Update(members); err != nil {
@@ -318,6 +324,9 @@ func (o *origin) ready() bool {
 }
 
 func (o *origin) close() {
+	o.mu.Lock() // waits for an apply in progress, whose pools are closed below
+	o.closed = true
+	o.mu.Unlock()
 	for _, ol := range o.loops {
 		ol.picker.Close()
 		for _, p := range *ol.pools.Load() {

@@ -75,9 +75,10 @@ type job struct {
 	run           func(ctx context.Context, tick func()) error
 }
 
-// simJob is a simulation of d at rate requests per second.
-func simJob(d time.Duration, rate float64, run func(ctx context.Context, tick func()) error) job {
-	return job{ticks: int(d / time.Second), weight: max(1, int(rate/100)), run: run}
+// simJob is a simulation of d whose cost per virtual second is about that
+// of cost requests.
+func simJob(d time.Duration, cost float64, run func(ctx context.Context, tick func()) error) job {
+	return job{ticks: int(d / time.Second), weight: max(1, int(cost/100)), run: run}
 }
 
 // Simulate runs the scenario's experiments, parallel ones at most parallel
@@ -93,7 +94,13 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 	if sc.Runs(ExpSteps) {
 		res.Steps = make([]StepResult, len(steps))
 		for i, st := range steps {
-			jobs = append(jobs, simJob(sc.Steps.Duration, fleetRate, func(ctx context.Context, tick func()) (err error) {
+			// Without subsets every loop keeps a pool per endpoint: the
+			// event queue holds a timer per pool, which triples the cost.
+			cost := fleetRate
+			if st.scope == perLoop && st.algorithm == subset.NameNone {
+				cost *= 3
+			}
+			jobs = append(jobs, simJob(sc.Steps.Duration, cost, func(ctx context.Context, tick func()) (err error) {
 				res.Steps[i], err = runStep(ctx, &sc, st, tick)
 				return err
 			}))
