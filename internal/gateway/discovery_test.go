@@ -964,3 +964,38 @@ func TestFleetCoverageAcrossGatewaysWithDifferentRingHistories(t *testing.T) {
 		t.Logf("2 loops, half the fleet started before a change: frontends per endpoint %d..%d (mean 4)", lo, hi)
 	}
 }
+
+// corput serve cancels discovery and shuts the gateway down at the same
+// time, so a debounced update can land after the origins closed. It must
+// not open pools (and connections) that nothing will close.
+func TestApplyAfterShutdownOpensNothing(t *testing.T) {
+	srvs := fastOrigins(t, 2)
+	cfg, err := config.Parse([]byte(xdsConfig("127.0.0.1:1", 1, "")), "shutdown.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = g.Apply("app", []balance.Member{{Address: srvs[0].Addr(), Weight: 1}, {Address: srvs[1].Addr(), Weight: 1}})
+	if err == nil {
+		t.Error("Apply after shutdown succeeded; want an error saying the gateway is closed")
+	}
+	if pools := *g.origins["app"].loops[0].pools.Load(); len(pools) != 0 {
+		t.Fatalf("a closed gateway holds %d pools for endpoints added after shutdown", len(pools))
+	}
+	if p, err := g.origins["app"].poolFor(g.origins["app"].loops[0], srvs[0].Addr()); err == nil {
+		if _, err := p.Acquire(context.Background()); !errors.Is(err, pool.ErrClosed) {
+			t.Fatalf("a request outliving shutdown got a pool: Acquire = %v, want pool.ErrClosed", err)
+		}
+	}
+	for _, s := range srvs {
+		if got := s.Stats().Connections.Accepted; got != 0 {
+			t.Fatalf("a closed gateway opened %d connections to %s", got, s.Addr())
+		}
+	}
+}
