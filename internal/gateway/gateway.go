@@ -76,6 +76,7 @@ type Gateway struct {
 	ln       net.Listener
 	adminLn  net.Listener
 	serveErr chan error
+	stopped  bool // Shutdown has run
 }
 
 // New builds a gateway from a validated configuration. It opens no
@@ -275,6 +276,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
 	g.mu.Lock()
 	srv, admin, errs := g.srv, g.adminSrv, g.serveErr
+	collect := !g.stopped // the serve loops report once: a later Shutdown or Close must not wait for them
+	g.stopped = true
 	g.mu.Unlock()
 	var err error
 	if srv != nil {
@@ -290,7 +293,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			admin.Close()
 		}
 		err = errors.Join(err, aerr)
-		for range 2 {
+		for i := 0; collect && i < 2; i++ {
 			if e := <-errs; e != nil && !errors.Is(e, http.ErrServerClosed) {
 				err = errors.Join(err, e)
 			}
