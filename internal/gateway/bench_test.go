@@ -1,0 +1,70 @@
+package gateway
+
+// End-to-end benchmarks over loopback: a Go client, the gateway and a raw
+// origin (a tiny immediate 200) all run in this process, so ns/op and
+// allocs/op count all three; BenchmarkDirect is the client and origin
+// alone, the share to subtract. docs/gateway.md has wrk figures against
+// `corput serve` and how to profile.
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	testorigin "github.com/corput/corput/internal/origin"
+)
+
+// benchClient is a client of kind with room for many concurrent requests
+// (h2c multiplexes them on one connection, so one loop).
+func benchClient(b *testing.B, kind string) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, Protocols: new(http.Protocols)}
+	switch kind {
+	case dsH1:
+		tr.Protocols.SetHTTP1(true)
+	case dsH2C:
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// benchGets sends GET url from 8 goroutines per CPU until b is done.
+func benchGets(b *testing.B, c *http.Client, url string) {
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(url)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkGateway is one proxied GET: client → gateway (loops =
+// GOMAXPROCS, default policy and pool) → raw HTTP/1.1 origin.
+func BenchmarkGateway(b *testing.B) {
+	for _, kind := range []string{dsH1, dsH2C} {
+		b.Run(kind, func(b *testing.B) {
+			origins := startOrigins(b, 1, testorigin.Options{})
+			g := startGateway(b, cfgText(0, ""), origins, Options{})
+			benchGets(b, benchClient(b, kind), "http://"+g.Addr()+"/")
+		})
+	}
+}
+
+// BenchmarkDirect is the same GET straight to the origin: the client's
+// and origin's share of BenchmarkGateway/h1.
+func BenchmarkDirect(b *testing.B) {
+	origins := startOrigins(b, 1, testorigin.Options{})
+	benchGets(b, benchClient(b, dsH1), origins[0].URL()+"/")
+}
