@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
@@ -101,22 +102,50 @@ func (cp *controlPlane) stop() {
 	<-cp.served
 }
 
-// publish sets cluster "app" to the given origins (zone z1, weight 1,
+// edsEndpoint is one endpoint of a published assignment.
+type edsEndpoint struct {
+	srv    *testorigin.Server
+	zone   string
+	weight uint32 // 0: unset
+	health corev3.HealthStatus
+}
+
+// publish sets cluster "app" to the given origins (zone z1, weight unset,
 // healthy) under version.
 func (cp *controlPlane) publish(t testing.TB, version string, srvs []*testorigin.Server) {
 	t.Helper()
-	loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: "z1"}}
-	for _, s := range srvs {
-		host, port, _ := net.SplitHostPort(s.Addr())
+	eps := make([]edsEndpoint, len(srvs))
+	for i, s := range srvs {
+		eps[i] = edsEndpoint{srv: s, zone: "z1", health: corev3.HealthStatus_HEALTHY}
+	}
+	cp.publishEndpoints(t, version, eps...)
+}
+
+// publishEndpoints sets cluster "app" to eps, one locality per zone.
+func (cp *controlPlane) publishEndpoints(t testing.TB, version string, eps ...edsEndpoint) {
+	t.Helper()
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "app"}
+	zones := map[string]*endpointv3.LocalityLbEndpoints{}
+	for _, e := range eps {
+		loc := zones[e.zone]
+		if loc == nil {
+			loc = &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: e.zone}}
+			zones[e.zone] = loc
+			cla.Endpoints = append(cla.Endpoints, loc)
+		}
+		host, port, _ := net.SplitHostPort(e.srv.Addr())
 		p, _ := strconv.Atoi(port)
 		sock := &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}
-		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
-			HealthStatus: corev3.HealthStatus_HEALTHY,
+		lbe := &endpointv3.LbEndpoint{
+			HealthStatus: e.health,
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
-		})
+		}
+		if e.weight > 0 {
+			lbe.LoadBalancingWeight = wrapperspb.UInt32(e.weight)
+		}
+		loc.LbEndpoints = append(loc.LbEndpoints, lbe)
 	}
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "app", Endpoints: []*endpointv3.LocalityLbEndpoints{loc}}
 	snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{resource.EndpointType: {cla}})
 	if err != nil {
 		t.Fatal(err)
@@ -678,6 +707,8 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	load.waitFor(t, 200)
 	load.halt()
 	load.check(t)
+	t.Logf("add: connections created per loop %v (subset.Diff: %d loops gained it); remove: %d closed, created per loop %v, %d survivor moved; %d requests under load, none failed",
+		diffs(created0, created1), gainers, lost, diffs(created1, createdByLoop(t, g)), len(moved), load.total.Load())
 
 	samples := scrapeMetrics(t, g)
 	if d := sumSeries(samples, "corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
@@ -699,6 +730,14 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 			t.Errorf("endpoint %s, untouched by the remove: accepted %d→%d, open %d→%d; want no change", a, acc1[a], acc2[a], open1[a], open2[a])
 		}
 	}
+}
+
+func diffs(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = b[i] - a[i]
+	}
+	return out
 }
 
 // writeEndpoints replaces the endpoints file atomically, as a ConfigMap
@@ -997,5 +1036,35 @@ func TestApplyAfterShutdownOpensNothing(t *testing.T) {
 		if got := s.Stats().Connections.Accepted; got != 0 {
 			t.Fatalf("a closed gateway opened %d connections to %s", got, s.Addr())
 		}
+	}
+}
+
+// What EDS says about an endpoint reaches the gateway: locality zone →
+// zone, load_balancing_weight → weight (unset = 1), and an endpoint that is
+// not HEALTHY or UNKNOWN is left out.
+func TestXDSZoneWeightAndHealthReachTheGateway(t *testing.T) {
+	srvs := fastOrigins(t, 4)
+	cp := newControlPlane(t, "127.0.0.1:0")
+	cp.publishEndpoints(t, "1",
+		edsEndpoint{srv: srvs[0], zone: "z1", weight: 3, health: corev3.HealthStatus_HEALTHY},
+		edsEndpoint{srv: srvs[1], zone: "z2", health: corev3.HealthStatus_UNKNOWN},
+		edsEndpoint{srv: srvs[2], zone: "z1", weight: 5, health: corev3.HealthStatus_UNHEALTHY},
+		edsEndpoint{srv: srvs[3], zone: "z2", weight: 2, health: corev3.HealthStatus_DRAINING},
+	)
+	g := runGateway(t, xdsConfig(cp.addr, 1, "    balancer: {policy: round_robin}\n    slow_start: {window: 0s}\n"), Options{})
+	waitReady(t, g)
+	got := map[string]string{}
+	for _, e := range adminOrigin(t, g).Endpoints {
+		got[e.Address] = fmt.Sprintf("%s/%d", e.Zone, e.Weight)
+	}
+	want := map[string]string{srvs[0].Addr(): "z1/3", srvs[1].Addr(): "z2/1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("endpoints (zone/weight) %v, want %v", got, want)
+	}
+	c, closeIdle := client()
+	defer closeIdle()
+	getOK(t, c, g, 16)
+	if n := servedBy(srvs); n[0] != 12 || n[1] != 4 || n[2] != 0 || n[3] != 0 {
+		t.Fatalf("requests per origin %v: want 12 and 4 (weights 3:1), none to the unhealthy and draining ones", n)
 	}
 }
