@@ -141,10 +141,7 @@ func membersOf(ins []*instance) []balance.Member {
 // newcomers up, the placement changes by deltas, and only loops whose
 // subset changed touch their pools: departed members drain.
 func (e *engine) setMembers(next []*instance) error {
-	old := addrsOf(e.members)
-	cur := addrsOf(next)
-	removed, added := minus(old, cur), minus(cur, old)
-	slices.Sort(added)
+	added, removed := delta(e.members, next)
 	ms := membersOf(next)
 	for _, g := range e.gws {
 		if err := g.bal.Update(ms); err != nil {
@@ -182,19 +179,27 @@ func (e *engine) setMembers(next []*instance) error {
 	return nil
 }
 
-// minus returns the elements of a that are not in b.
-func minus(a, b []string) []string {
-	in := make(map[string]bool, len(b))
-	for _, x := range b {
-		in[x] = true
+// delta returns, sorted, the addresses only next has and those only cur
+// has.
+func delta(cur, next []*instance) (added, removed []string) {
+	count := make(map[string]int, len(cur)+len(next))
+	for _, in := range cur {
+		count[in.addr]--
 	}
-	var out []string
-	for _, x := range a {
-		if !in[x] {
-			out = append(out, x)
+	for _, in := range next {
+		count[in.addr]++
+	}
+	for a, n := range count {
+		switch {
+		case n > 0:
+			added = append(added, a)
+		case n < 0:
+			removed = append(removed, a)
 		}
 	}
-	return out
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed
 }
 
 func drain(pools []*pool.Pool, id int) {
