@@ -2,8 +2,8 @@ package gateway
 
 // End-to-end membership tests (issue 6): a real go-control-plane xDS server
 // and a watched file drive a running gateway through RunDiscovery; the
-// evidence is what real origins saw, a real /metrics scrape and
-// /admin/origins over HTTP.
+// evidence is what real origins saw, a real /metrics scrape
+// (scrapeFamilies, metrics_test.go) and /admin/origins over HTTP.
 
 import (
 	"context"
@@ -32,8 +32,6 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -215,19 +213,6 @@ func fastOrigins(t testing.TB, n int) []*testorigin.Server {
 	return startOrigins(t, n, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
 }
 
-// pollUntil polls cond every 5 ms for up to 15 s of wall time. The bound
-// only turns a hang into a failure; nothing asserts on how long it took.
-func pollUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // servedBy returns how many requests each origin has received.
 func servedBy(srvs []*testorigin.Server) []int64 {
 	out := make([]int64, len(srvs))
@@ -250,7 +235,7 @@ func getOK(t testing.TB, c *http.Client, g *Gateway, n int) {
 // adminOrigin fetches /admin/origins over HTTP and returns origin "app".
 func adminOrigin(t testing.TB, g *Gateway) OriginView {
 	t.Helper()
-	resp, err := http.Get("http://" + g.AdminAddr() + "/admin/origins")
+	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/admin/origins")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,79 +272,21 @@ func addrsOfServers(srvs []*testorigin.Server) []string {
 	return out
 }
 
-// metricSample is one series of a Prometheus text scrape.
-type metricSample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-// scrapeMetrics reads /metrics over HTTP and parses the text exposition.
-func scrapeMetrics(t testing.TB, g *Gateway) []metricSample {
-	t.Helper()
-	resp, err := http.Get("http://" + g.AdminAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	var out []metricSample
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			s := metricSample{name: name, labels: map[string]string{}}
-			for _, l := range m.GetLabel() {
-				s.labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case m.GetCounter() != nil:
-				s.value = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				s.value = m.GetGauge().GetValue()
-			}
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// sumSeries adds up the series of name whose labels include every pair
-// of match (given as key, value, key, value…).
-func sumSeries(samples []metricSample, name string, match ...string) float64 {
-	total := 0.0
-next:
-	for _, s := range samples {
-		if s.name != name {
-			continue
-		}
-		for i := 0; i+1 < len(match); i += 2 {
-			if s.labels[match[i]] != match[i+1] {
-				continue next
-			}
-		}
-		total += s.value
-	}
-	return total
-}
-
 // createdByLoop is corput_upstream_connections_created_total of origin app
 // per loop.
 func createdByLoop(t testing.TB, g *Gateway) []float64 {
 	t.Helper()
-	samples := scrapeMetrics(t, g)
+	fams := scrapeFamilies(t, g)
 	out := make([]float64, g.Loops())
 	for l := range out {
-		out[l] = sumSeries(samples, "corput_upstream_connections_created_total", "origin", "app", "loop", strconv.Itoa(l))
+		out[l] = fams.sum("corput_upstream_connections_created_total", "origin", "app", "loop", strconv.Itoa(l))
 	}
 	return out
 }
 
 func membershipChanges(t testing.TB, g *Gateway) float64 {
 	t.Helper()
-	return sumSeries(scrapeMetrics(t, g), "corput_membership_changes_total", "origin", "app")
+	return scrapeFamilies(t, g).sum("corput_membership_changes_total", "origin", "app")
 }
 
 // syncLog is a log sink that tests read while the gateway writes.
@@ -399,7 +326,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 
 	// An add is followed: the new endpoint serves, and enters slow start.
 	cp.publish(t, "2", srvs[:3])
-	pollUntil(t, "the added endpoint in /admin/origins", func() bool {
+	waitUntil(t, "the added endpoint in /admin/origins", func() bool {
 		return slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[2].Addr())
 	})
 	for _, e := range adminOrigin(t, g).Endpoints {
@@ -407,7 +334,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 			t.Errorf("new endpoint has effective weight %v of %d: not in slow start", e.EffectiveWeight, e.Weight)
 		}
 	}
-	pollUntil(t, "requests to reach the added endpoint", func() bool {
+	waitUntil(t, "requests to reach the added endpoint", func() bool {
 		getOK(t, c, g, 3)
 		return servedBy(srvs)[2] > 0
 	})
@@ -415,7 +342,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// A remove is followed: the endpoint's connections drain and close,
 	// and it gets no new requests.
 	cp.publish(t, "3", srvs[1:3])
-	pollUntil(t, "the removal to apply", func() bool {
+	waitUntil(t, "the removal to apply", func() bool {
 		return !slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[0].Addr())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -435,7 +362,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// The control plane goes down: the gateway says so and keeps serving on
 	// the last known membership.
 	cp.stop()
-	pollUntil(t, "source_error to report the outage", func() bool {
+	waitUntil(t, "source_error to report the outage", func() bool {
 		return strings.Contains(adminOrigin(t, g).SourceError, "keeping the last known membership")
 	})
 	before = servedBy(srvs)
@@ -451,7 +378,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// endpoint: the gateway reconnects and follows.
 	cp2 := newControlPlane(t, cp.addr)
 	cp2.publish(t, "1", srvs[1:])
-	pollUntil(t, "requests to reach the endpoint published after the restart", func() bool {
+	waitUntil(t, "requests to reach the endpoint published after the restart", func() bool {
 		getOK(t, c, g, 3)
 		return servedBy(srvs)[3] > 0
 	})
@@ -480,7 +407,7 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		v := strconv.Itoa(i)
 		cp.publish(t, v, []*testorigin.Server{srvs[0], srvs[1], srvs[2+i%2]})
-		pollUntil(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
+		waitUntil(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
 	}
 	if got, v := membershipChanges(t, g), adminOrigin(t, g); got != 1 || v.MembershipChanges != 1 || len(v.Endpoints) != 2 {
 		t.Fatalf("inside the window: %v applied updates (admin %d), %d endpoints; want 1 and the first 2", got, v.MembershipChanges, len(v.Endpoints))
@@ -563,7 +490,7 @@ func (l *loopLoad) halt() {
 func (l *loopLoad) waitFor(t testing.TB, n int64) {
 	t.Helper()
 	target := l.total.Load() + n
-	pollUntil(t, "the load to go on", func() bool { return l.total.Load() >= target })
+	waitUntil(t, "the load to go on", func() bool { return l.total.Load() >= target })
 }
 
 func (l *loopLoad) check(t testing.TB) {
@@ -619,7 +546,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	// Add one endpoint while the load runs.
 	created0, acc0 := createdByLoop(t, g), acceptedBy(srvs)
 	cp.publish(t, "2", srvs)
-	pollUntil(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
+	waitUntil(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
 	cur := snapshotOf(g)
 	changes := subset.Diff(old, cur, 0)
 	gainers := 0
@@ -632,7 +559,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	if gainers != 2 {
 		t.Fatalf("%d loops gained the new endpoint, want the 2 that share its subset", gainers)
 	}
-	pollUntil(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
+	waitUntil(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
 	load.waitFor(t, 200)
 	created1, acc1 := createdByLoop(t, g), acceptedBy(srvs)
 	for l := range created1 {
@@ -661,9 +588,9 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 		}
 	}
 	open1 := openConns(srvs)
-	closed0 := sumSeries(scrapeMetrics(t, g), "corput_upstream_connections_closed_total", "origin", "app")
+	closed0 := scrapeFamilies(t, g).sum("corput_upstream_connections_closed_total", "origin", "app")
 	cp.publish(t, "3", keep)
-	pollUntil(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
+	waitUntil(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
 	after := snapshotOf(g)
 	changes = subset.Diff(cur, after, 0)
 	lost, moved := 0, map[string]bool{}
@@ -692,7 +619,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 			}
 		}
 	}
-	pollUntil(t, "the moved endpoint's new pools to pre-warm", func() bool {
+	waitUntil(t, "the moved endpoint's new pools to pre-warm", func() bool {
 		total := 0
 		for _, k := range gained {
 			total += k
@@ -710,8 +637,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	t.Logf("add: connections created per loop %v (subset.Diff: %d loops gained it); remove: %d closed, created per loop %v, %d survivor moved; %d requests under load, none failed",
 		diffs(created0, created1), gainers, lost, diffs(created1, createdByLoop(t, g)), len(moved), load.total.Load())
 
-	samples := scrapeMetrics(t, g)
-	if d := sumSeries(samples, "corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
+	if d := scrapeFamilies(t, g).sum("corput_upstream_connections_closed_total", "origin", "app") - closed0; d != float64(lost) {
 		t.Errorf("%v connections closed during the remove; want %d, one per (loop, endpoint) that left a subset", d, lost)
 	}
 	created2 := createdByLoop(t, g)
