@@ -79,6 +79,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
+	log.Info("fleet position", "instance", fleet.Instance, "instance_from", fleet.InstanceFrom,
+		"size", fleet.Size, "size_from", fleet.SizeFrom)
 
 	metrics, dash := newDashboard()
 	defer dash.Close()
@@ -95,16 +97,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	disc := make(chan error, 1)
-	go func() { disc <- g.RunDiscovery(ctx) }()
+	go func() {
+		err := g.RunDiscovery(ctx)
+		if err != nil {
+			log.Error("membership discovery stopped; serving the last known membership", "err", err)
+		}
+		disc <- err
+	}()
 	<-ctx.Done()
 	stop()
 	log.Info("shutting down: draining in-flight requests", "deadline", cfg.Shutdown.DrainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout)
 	defer cancel()
 	err = g.Shutdown(dctx)
-	if derr := <-disc; derr != nil {
-		log.Error("discovery", "err", derr)
-	}
+	<-disc
 	if err != nil {
 		log.Warn("shutdown", "err", err)
 	}
