@@ -1062,3 +1062,38 @@ func TestHopByHopAndForwardedHeaders(t *testing.T) {
 		t.Errorf("over TLS: X-Forwarded-Proto %q, -Host %q", r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-Host"))
 	}
 }
+
+// TestOrigin503PassesThroughWhenNoRetryFollows: an origin's own 503 is
+// swallowed only to retry on another endpoint. When no retry can follow —
+// a POST with a body, or retries off — the client gets the origin's answer
+// as it was: its status, headers and body, not a gateway-made 503.
+func TestOrigin503PassesThroughWhenNoRetryFollows(t *testing.T) {
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Retry-After", "7")
+		http.Error(w, "origin busy", http.StatusServiceUnavailable)
+	}))
+	for _, c := range []struct{ name, keys, method string }{
+		{"post-with-body", "", "POST"},
+		{"retries-off", "    retry: {attempts: 0}\n", "GET"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := gatewayFor(t, testorigin.H1, b, c.keys)
+			var body io.Reader
+			if c.method == "POST" {
+				body = strings.NewReader("payload")
+			}
+			req, _ := http.NewRequest(c.method, "http://"+g.Addr()+"/", body)
+			resp, err := downstream(t, dsH1, nil).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 503 || string(got) != "origin busy\n" || resp.Header.Get("Retry-After") != "7" || resp.Header.Get("X-Corput-Error") != "" {
+				t.Fatalf("got %d %q Retry-After %q X-Corput-Error %q; want the origin's own 503",
+					resp.StatusCode, got, resp.Header.Get("Retry-After"), resp.Header.Get("X-Corput-Error"))
+			}
+		})
+	}
+}

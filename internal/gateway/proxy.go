@@ -161,7 +161,7 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 				break
 			}
 		}
-		status, v, gerr, ep := o.try(w, r, out, ol, prev, up)
+		status, v, gerr, ep := o.try(w, r, out, ol, prev, up, replayable && n+1 < o.attempts)
 		if n > 0 {
 			o.budget.doneRetry()
 		}
@@ -185,8 +185,9 @@ func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
 }
 
 // try makes one attempt. prev is the endpoint the previous attempt failed
-// on, avoided when the subset offers another.
-func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string) (int, verdict, gatewayError, *balance.Endpoint) {
+// on, avoided when the subset offers another. mayRetry says whether another
+// attempt can follow; without one an origin's 503 goes to the client as is.
+func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
 	ep, err := ol.picker.Pick()
 	if err != nil {
 		return 0, fail, errNoHealthy, nil
@@ -221,7 +222,7 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 		return o.roundTripFailed(r, out, ep, start, err)
 	}
 	headers := o.gw.clk.Now().Sub(start)
-	if resp.StatusCode == http.StatusServiceUnavailable && o.retryOn.status503 && resp.Header.Get("X-Corput-Error") == "" {
+	if mayRetry && resp.StatusCode == http.StatusServiceUnavailable && o.retryOn.status503 && resp.Header.Get("X-Corput-Error") == "" {
 		// An overloaded origin: give the next attempt a chance if the
 		// request can be replayed; proxy decides.
 		resp.Body.Close()

@@ -268,14 +268,18 @@ origins:
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "/readyz to fail after SIGTERM", func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		resp, err := adminHTTP.Get("http://" + admin + "/readyz")
-		if err != nil {
-			return false // the drain may already be over if this poll was slow
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 503 {
+				break
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == 503
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz did not fail within 10s of SIGTERM (last: %v)\n%s", err, stop())
+		}
+	}
 	b.free()
 	if r := <-inflight; r.err != nil || r.status != 200 || r.body != "held and done" {
 		t.Fatalf("request in flight at SIGTERM: %+v", r)
