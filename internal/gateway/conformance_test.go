@@ -1097,3 +1097,40 @@ func TestOrigin503PassesThroughWhenNoRetryFollows(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentOriginBoundedByConnectTimeout points the gateway at an origin
+// that accepts TCP connections and then says nothing, so neither the TLS
+// handshake nor the first HTTP/2 SETTINGS ever completes: the client gets
+// 502 connect_failed once timeouts.connect passes, never a hang.
+func TestSilentOriginBoundedByConnectTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for _, keys := range []string{"    protocol: h2c\n", "    protocol: h1\n    tls: {insecure_skip_verify: true}\n"} {
+		g := gatewayTo(t, 1, "", keys+"    pool: {prewarm: 0, acquire_timeout: 1s}\n    timeouts: {connect: 200ms, request: 5s}\n", ln.Addr().String())
+		resp, body := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/")
+		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Corput-Error") != ReasonConnectFailed {
+			t.Fatalf("%s silent origin: %d %q %q, want 502 %s", keys, resp.StatusCode, resp.Header.Get("X-Corput-Error"), body, ReasonConnectFailed)
+		}
+	}
+}
