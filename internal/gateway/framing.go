@@ -97,8 +97,8 @@ const (
 )
 
 const (
-	maxChunkLine = 4096 // net/http's limit on a chunk-size line
-	noRequest    = -1
+	maxChunkLine       = 4096 // net/http's limit on a chunk-size line
+	noRequest    int64 = -1
 )
 
 // framer follows HTTP/1.x request framing over a byte stream.
@@ -107,6 +107,7 @@ type framer struct {
 	buf    [96]byte // the first bytes of the current line
 	tail   [10]byte // the last bytes of the current line
 	n      int      // length of the current line so far (without LF)
+	spill  bool     // the line has more than buf holds, not all of it whitespace
 	remain uint64   // bytes left in a body or chunk
 	heads  int64    // heads that reach the handler, so far
 	cur    int64    // index of the request whose body is being read
@@ -160,7 +161,7 @@ func (f *framer) scan(b []byte) int64 {
 			if bad := f.endLine(); bad != noRequest {
 				return bad
 			}
-			f.n = 0
+			f.n, f.spill = 0, false
 		}
 	}
 	return noRequest
@@ -170,6 +171,14 @@ func (f *framer) scan(b []byte) int64 {
 func (f *framer) add(seg []byte) {
 	if f.n < len(f.buf) {
 		copy(f.buf[f.n:], seg)
+	}
+	if !f.spill && f.n+len(seg) > len(f.buf) {
+		for _, c := range seg[max(len(f.buf)-f.n, 0):] {
+			if c != ' ' && c != '\t' && c != '\r' {
+				f.spill = true
+				break
+			}
+		}
 	}
 	f.n += len(seg)
 	if len(seg) >= len(f.tail) {
@@ -181,7 +190,8 @@ func (f *framer) add(seg []byte) {
 }
 
 // line returns the stored start of the current line without a trailing
-// CR, and whether it is the whole line.
+// CR, and whether it is the whole line: a line whose overflow is only
+// whitespace is whole once trimmed.
 func (f *framer) line() ([]byte, bool) {
 	if f.n <= len(f.buf) {
 		l := f.buf[:f.n]
@@ -189,6 +199,9 @@ func (f *framer) line() ([]byte, bool) {
 			l = l[:len(l)-1]
 		}
 		return l, true
+	}
+	if !f.spill {
+		return bytes.TrimRight(f.buf[:], " \t\r"), true
 	}
 	return f.buf[:], false
 }
@@ -317,7 +330,7 @@ func (f *framer) chunkLine() int64 {
 	if bytes.IndexByte(l, '\r') >= 0 {
 		return f.fail(f.cur)
 	}
-	if !whole {
+	if !whole { // only an extension can make a valid size line this long
 		semi := bytes.IndexByte(l, ';')
 		if semi < 0 {
 			return f.fail(f.cur)

@@ -77,6 +77,22 @@ func (f Forwarding) trusted(peer netip.Addr) bool {
 	return false
 }
 
+// joinNonBlank joins the non-blank values of a list header with ", ", so a
+// blank X-Forwarded-For from a proxy adds no empty element.
+func joinNonBlank(vv []string) string {
+	var out string
+	for _, v := range vv {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if out != "" {
+			out += ", "
+		}
+		out += v
+	}
+	return out
+}
+
 // Apply rewrites out's X-Forwarded-For, -Proto and -Host for a request
 // received from remoteAddr for host over TLS or not.
 func (f Forwarding) Apply(out http.Header, remoteAddr, host string, tls bool) {
@@ -86,9 +102,12 @@ func (f Forwarding) Apply(out http.Header, remoteAddr, host string, tls bool) {
 	}
 	peer, perr := netip.ParseAddr(ipStr)
 	trusted := perr == nil && f.trusted(peer.Unmap())
-	prior := out["X-Forwarded-For"]
-	if trusted && len(prior) > 0 {
-		out.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+ipStr)
+	prior := ""
+	if trusted {
+		prior = joinNonBlank(out["X-Forwarded-For"])
+	}
+	if prior != "" {
+		out.Set("X-Forwarded-For", prior+", "+ipStr)
 	} else {
 		out.Set("X-Forwarded-For", ipStr)
 	}
