@@ -135,9 +135,10 @@ type Results struct {
 	SubsetSize  int     `json:"subset_size"`
 	Rate        float64 `json:"rate"`
 	StepSeconds float64 `json:"step_s"`
-	Steps       []StepResult
-	WallSeconds float64  `json:"wall_s"`
-	Origins     []string `json:"origins"` // addresses
+	WallSeconds float64 `json:"wall_s"`
+	// Origins are the origins' addresses, endpoint i first.
+	Origins []string     `json:"origins"`
+	Steps   []StepResult `json:"steps"`
 }
 
 // StepResult is one step's measurements.
