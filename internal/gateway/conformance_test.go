@@ -423,6 +423,16 @@ var pairs = []struct {
 
 func pairName(down string, up testorigin.Proto) string { return down + "-to-" + string(up) }
 
+// eachPair runs f in a subtest per protocol pair, with a one-loop gateway
+// in front of a backend serving h and a client of the pair's downstream kind.
+func eachPair(t *testing.T, h http.Handler, f func(t *testing.T, g *Gateway, c *http.Client)) {
+	for _, p := range pairs {
+		t.Run(pairName(p.down, p.up), func(t *testing.T) {
+			f(t, gatewayFor(t, p.up, startBackend(t, p.up, h), ""), downstream(t, p.down, nil))
+		})
+	}
+}
+
 // gatewayFor starts a one-loop gateway in front of b speaking up.
 func gatewayFor(t testing.TB, up testorigin.Proto, b *backend, extra string) *Gateway {
 	t.Helper()
@@ -445,36 +455,32 @@ func TestTrailersCarriedBothWays(t *testing.T) {
 		w.Header().Set("X-Declared", "declared-value")
 		w.Header().Set(http.TrailerPrefix+"X-Undeclared", "undeclared-value")
 	})
-	for _, p := range pairs {
-		t.Run(pairName(p.down, p.up), func(t *testing.T) {
-			b := startBackend(t, p.up, h)
-			g := gatewayFor(t, p.up, b, "")
-			req, _ := http.NewRequest("POST", "http://"+g.Addr()+"/t", io.NopCloser(strings.NewReader("payload")))
-			req.ContentLength = -1 // chunked on HTTP/1.1: trailers need it
-			req.Trailer = http.Header{"X-Checksum": {"abc123"}}
-			resp, err := downstream(t, p.down, nil).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || string(body) != "body" {
-				t.Fatalf("body %q, %v", body, err)
-			}
-			if got := resp.Header.Get("X-Req-Trailer"); got != "abc123" {
-				t.Errorf("origin saw request trailer %q, want abc123", got)
-			}
-			if got := resp.Header.Get("X-Body-Bytes"); got != "7" {
-				t.Errorf("origin read %s body bytes, want 7", got)
-			}
-			if got := resp.Trailer.Get("X-Declared"); got != "declared-value" {
-				t.Errorf("declared trailer %q (trailers %v)", got, resp.Trailer)
-			}
-			if got := resp.Trailer.Get("X-Undeclared"); got != "undeclared-value" {
-				t.Errorf("undeclared trailer %q (trailers %v)", got, resp.Trailer)
-			}
-		})
-	}
+	eachPair(t, h, func(t *testing.T, g *Gateway, c *http.Client) {
+		req, _ := http.NewRequest("POST", "http://"+g.Addr()+"/t", io.NopCloser(strings.NewReader("payload")))
+		req.ContentLength = -1 // chunked on HTTP/1.1: trailers need it
+		req.Trailer = http.Header{"X-Checksum": {"abc123"}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "body" {
+			t.Fatalf("body %q, %v", body, err)
+		}
+		if got := resp.Header.Get("X-Req-Trailer"); got != "abc123" {
+			t.Errorf("origin saw request trailer %q, want abc123", got)
+		}
+		if got := resp.Header.Get("X-Body-Bytes"); got != "7" {
+			t.Errorf("origin read %s body bytes, want 7", got)
+		}
+		if got := resp.Trailer.Get("X-Declared"); got != "declared-value" {
+			t.Errorf("declared trailer %q (trailers %v)", got, resp.Trailer)
+		}
+		if got := resp.Trailer.Get("X-Undeclared"); got != "undeclared-value" {
+			t.Errorf("undeclared trailer %q (trailers %v)", got, resp.Trailer)
+		}
+	})
 }
 
 // TestUpgradePassesThrough upgrades a connection through the gateway to an
@@ -580,70 +586,64 @@ func TestStreamingNotBuffered(t *testing.T) {
 			t.Fatalf("%s never arrived: the gateway buffers", what)
 		}
 	}
-	for _, p := range pairs {
-		t.Run(pairName(p.down, p.up), func(t *testing.T) {
-			b := startBackend(t, p.up, h)
-			g := gatewayFor(t, p.up, b, "")
-			c := downstream(t, p.down, nil)
-
-			resp, err := c.Get("http://" + g.Addr() + "/down")
-			if err != nil {
-				t.Fatal(err)
-			}
-			br := bufio.NewReader(resp.Body)
-			lines := make(chan string, 2)
-			go func() {
-				for {
-					l, err := br.ReadString('\n')
-					if err != nil {
-						close(lines)
-						return
-					}
-					lines <- l
-				}
-			}()
-			select {
-			case l := <-lines:
-				if l != "first\n" {
-					t.Fatalf("first line %q", l)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("first chunk held back while the origin was still answering: the gateway buffers")
-			}
-			release <- struct{}{}
-			if l := <-lines; l != "second\n" {
-				t.Fatalf("second line %q", l)
-			}
-			if _, more := <-lines; more {
-				t.Fatal("more than two lines")
-			}
-			resp.Body.Close()
-
-			pr, pw := io.Pipe()
-			done := make(chan *http.Response, 1)
-			go func() {
-				resp, err := c.Post("http://"+g.Addr()+"/up", "text/plain", pr)
+	eachPair(t, h, func(t *testing.T, g *Gateway, c *http.Client) {
+		resp, err := c.Get("http://" + g.Addr() + "/down")
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		lines := make(chan string, 2)
+		go func() {
+			for {
+				l, err := br.ReadString('\n')
 				if err != nil {
-					t.Error(err)
-					pr.CloseWithError(err)
+					close(lines)
+					return
 				}
-				done <- resp
-			}()
-			io.WriteString(pw, "part1\n")
-			wait(t, firstIn, "the first request chunk")
-			io.WriteString(pw, "part2\n")
-			pw.Close()
-			resp = <-done
-			if resp == nil {
-				return
+				lines <- l
 			}
-			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if want := `got "part1\n" then "part2\n"`; string(got) != want {
-				t.Fatalf("origin answered %q, want %q", got, want)
+		}()
+		select {
+		case l := <-lines:
+			if l != "first\n" {
+				t.Fatalf("first line %q", l)
 			}
-		})
-	}
+		case <-time.After(10 * time.Second):
+			t.Fatal("first chunk held back while the origin was still answering: the gateway buffers")
+		}
+		release <- struct{}{}
+		if l := <-lines; l != "second\n" {
+			t.Fatalf("second line %q", l)
+		}
+		if _, more := <-lines; more {
+			t.Fatal("more than two lines")
+		}
+		resp.Body.Close()
+
+		pr, pw := io.Pipe()
+		done := make(chan *http.Response, 1)
+		go func() {
+			resp, err := c.Post("http://"+g.Addr()+"/up", "text/plain", pr)
+			if err != nil {
+				t.Error(err)
+				pr.CloseWithError(err)
+			}
+			done <- resp
+		}()
+		io.WriteString(pw, "part1\n")
+		wait(t, firstIn, "the first request chunk")
+		io.WriteString(pw, "part2\n")
+		pw.Close()
+		resp = <-done
+		if resp == nil {
+			return
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := `got "part1\n" then "part2\n"`; string(got) != want {
+			t.Fatalf("origin answered %q, want %q", got, want)
+		}
+	})
 }
 
 // TestLargeBodiesIntact echoes an 8 MiB random body through the gateway
@@ -657,29 +657,24 @@ func TestLargeBodiesIntact(t *testing.T) {
 			t.Errorf("origin echo: %v", err)
 		}
 	})
-	for _, p := range pairs {
-		t.Run(pairName(p.down, p.up), func(t *testing.T) {
-			b := startBackend(t, p.up, h)
-			g := gatewayFor(t, p.up, b, "")
-			c := downstream(t, p.down, nil)
-			for _, length := range []int64{int64(len(payload)), -1} { // Content-Length and chunked
-				req, _ := http.NewRequest("PUT", "http://"+g.Addr()+"/big", io.NopCloser(bytes.NewReader(payload)))
-				req.ContentLength = length
-				resp, err := c.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 {
-					t.Fatalf("status %d, %v", resp.StatusCode, err)
-				}
-				if len(got) != len(payload) || checksum(got) != want {
-					t.Fatalf("content-length %d: echoed %d bytes (sha256 %s), want %d (%s)", length, len(got), checksum(got), len(payload), want)
-				}
+	eachPair(t, h, func(t *testing.T, g *Gateway, c *http.Client) {
+		for _, length := range []int64{int64(len(payload)), -1} { // Content-Length and chunked
+			req, _ := http.NewRequest("PUT", "http://"+g.Addr()+"/big", io.NopCloser(bytes.NewReader(payload)))
+			req.ContentLength = length
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("status %d, %v", resp.StatusCode, err)
+			}
+			if len(got) != len(payload) || checksum(got) != want {
+				t.Fatalf("content-length %d: echoed %d bytes (sha256 %s), want %d (%s)", length, len(got), checksum(got), len(payload), want)
+			}
+		}
+	})
 }
 
 // rawCodec carries gRPC messages as plain bytes, so the test's echo
@@ -798,30 +793,26 @@ func TestClientCancellationReachesOrigin(t *testing.T) {
 			ended <- fmt.Errorf("origin request still running 10s after the client cancelled")
 		}
 	})
-	for _, p := range pairs {
-		t.Run(pairName(p.down, p.up), func(t *testing.T) {
-			b := startBackend(t, p.up, h)
-			g := gatewayFor(t, p.up, b, "")
-			ctx, cancel := context.WithCancel(context.Background())
-			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.Addr()+"/hold", nil)
-			errc := make(chan error, 1)
-			go func() {
-				resp, err := downstream(t, p.down, nil).Do(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				errc <- err
-			}()
-			<-arrived
-			cancel()
-			if err := <-errc; err == nil {
-				t.Fatal("cancelled request succeeded")
+	eachPair(t, h, func(t *testing.T, g *Gateway, c *http.Client) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.Addr()+"/hold", nil)
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := c.Do(req)
+			if err == nil {
+				resp.Body.Close()
 			}
-			if err := <-ended; err != context.Canceled {
-				t.Fatalf("origin: %v, want its request context cancelled", err)
-			}
-		})
-	}
+			errc <- err
+		}()
+		<-arrived
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("cancelled request succeeded")
+		}
+		if err := <-ended; err != context.Canceled {
+			t.Fatalf("origin: %v, want its request context cancelled", err)
+		}
+	})
 }
 
 // TestRequestTimeoutAnswers504 holds the origin past timeouts.request: the
