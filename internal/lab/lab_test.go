@@ -156,6 +156,11 @@ func TestLBShape(t *testing.T) {
 		if x.Errors == 0 {
 			t.Errorf("%s: the flaky endpoint's injected 500s never reached a client", runLabel(x))
 		}
+		for _, s := range x.Shares {
+			if (s.Errors > 0) != (s.Role == roleFlaky) || s.MaxConcurrency == 0 {
+				t.Errorf("%s: %s endpoint answered %d 500s, at most %d at once", runLabel(x), s.Role, s.Errors, s.MaxConcurrency)
+			}
+		}
 		if len(x.ColdConcurrency) != int(res.Scenario.LB.ColdWindow/coldStep) {
 			t.Errorf("%s: %d cold concurrency samples", runLabel(x), len(x.ColdConcurrency))
 		}
@@ -325,9 +330,9 @@ func TestScenarioSelection(t *testing.T) {
 		t.Fatalf("scale huge: %v", err)
 	}
 	bad := DefaultScenario(ScaleSmall, 1)
-	bad.Fleet.Workers, bad.Steps.SteadyTo = 0, bad.Steps.Duration+time.Second
+	bad.Fleet.Workers, bad.Steps.SteadyTo, bad.Herd.Jitter = 0, bad.Steps.Duration+time.Second, 0
 	err := bad.Validate()
-	for _, want := range []string{"fleet.workers", "steady_from"} {
+	for _, want := range []string{"fleet.workers", "steady_from", "herd: duration, jitter and ramp"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v, want it to name %s", err, want)
 		}

@@ -71,12 +71,17 @@ type LBResult struct {
 	ColdConcurrency []int `json:"cold_concurrency"`
 }
 
-// EndpointShare is the share of the requests that reached one endpoint.
+// EndpointShare is the share of the requests that reached one endpoint,
+// with what the endpoint saw of them.
 type EndpointShare struct {
 	Address  string  `json:"address"`
 	Role     string  `json:"role"`
 	Requests int64   `json:"requests"`
 	Share    float64 `json:"share"`
+	// Errors are the injected 500s it answered; MaxConcurrency the most
+	// requests queued or in service at it at once.
+	Errors         int64 `json:"errors"`
+	MaxConcurrency int   `json:"max_concurrency"`
 }
 
 // ColdStartResult is the cold endpoint's highest concurrency during its
@@ -157,7 +162,7 @@ func lbResult(e *engine, run lbRun, roles map[*instance]string, cold *instance) 
 		total += in.received
 	}
 	for _, in := range e.insts {
-		s := EndpointShare{Address: in.addr, Role: roles[in], Requests: in.received}
+		s := EndpointShare{Address: in.addr, Role: roles[in], Requests: in.received, Errors: in.failed, MaxConcurrency: in.maxConc}
 		if total > 0 {
 			s.Share = round4(float64(in.received) / float64(total))
 		}

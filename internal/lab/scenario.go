@@ -248,8 +248,9 @@ func (sc *Scenario) Validate() error {
 	l := sc.LB
 	bad(l.Gateways > 0 && l.Loops > 0 && l.Endpoints >= 3, "lab lb: want gateways, loops > 0 and at least 3 endpoints (degraded, flaky, one warm)")
 	bad(l.Workers > 0 && l.Rate > 0, "lab lb: workers and rate must be positive")
-	bad(l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must end before the run")
-	bad(sc.Herd.Duration > 0, "lab herd.duration: must be positive")
+	bad(l.ColdWindow >= time.Second && l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must last at least 1s and end before the run")
+	h := sc.Herd
+	bad(h.Duration > 0 && h.Jitter > 0 && h.Ramp > 0, "lab herd: duration, jitter and ramp must be positive")
 	r := sc.Resilience
 	bad(len(r.Sizes) > 0 && r.MaxFailures > 0 && r.Trials > 0, "lab resilience: want sizes, max_failures and trials")
 	for _, n := range sc.Run {
