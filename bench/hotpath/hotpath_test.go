@@ -1,0 +1,267 @@
+package hotpath
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/gateway"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tinyOrigin is an HTTP/1.1 origin on a raw socket: it answers every GET
+// head with a fixed 200 "ok\n" and allocates nothing per request.
+type tinyOrigin struct {
+	ln       net.Listener
+	accepted atomic.Int64
+	requests atomic.Int64
+	wg       sync.WaitGroup
+
+	mu    sync.Mutex // guards following
+	conns map[net.Conn]struct{}
+}
+
+var tinyResponse = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
+
+func startTinyOrigin(tb testing.TB) *tinyOrigin {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := &tinyOrigin{ln: ln, conns: map[net.Conn]struct{}{}}
+	o.wg.Add(1)
+	go o.serve()
+	tb.Cleanup(o.close)
+	return o
+}
+
+func (o *tinyOrigin) serve() {
+	defer o.wg.Done()
+	for {
+		c, err := o.ln.Accept()
+		if err != nil {
+			return
+		}
+		o.accepted.Add(1)
+		o.mu.Lock()
+		o.conns[c] = struct{}{}
+		o.mu.Unlock()
+		o.wg.Add(1)
+		go o.serveConn(c)
+	}
+}
+
+// serveConn answers each request head (bodies are not expected).
+func (o *tinyOrigin) serveConn(c net.Conn) {
+	defer o.wg.Done()
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 4096)
+	for {
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 { // the empty line ending the head
+				break
+			}
+		}
+		o.requests.Add(1)
+		if _, err := c.Write(tinyResponse); err != nil {
+			return
+		}
+	}
+}
+
+func (o *tinyOrigin) close() {
+	o.ln.Close()
+	o.mu.Lock()
+	for c := range o.conns {
+		c.Close()
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// startGateway runs a gateway with default settings (peak_ewma, pools,
+// framing guard, metrics) in front of origins.
+func startGateway(tb testing.TB, loops int, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
+	var eps []string
+	for _, o := range origins {
+		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
+	}
+	text := fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: %d
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    protocol: h1
+    endpoints: [%s]
+`, loops, strings.Join(eps, ", "))
+	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { g.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			tb.Fatal("gateway not ready within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return g
+}
+
+// rawClient is one keep-alive downstream connection that sends GET / and
+// reads a Content-Length response, allocating nothing per request.
+type rawClient struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+var rawRequest = []byte("GET / HTTP/1.1\r\nHost: bench\r\nUser-Agent: hotpath\r\nAccept: */*\r\n\r\n")
+
+func dial(addr string) (*rawClient, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
+}
+
+var errStatus = errors.New("status is not 200")
+
+// get does one request and returns the body length.
+func (r *rawClient) get() (int, error) {
+	if _, err := r.c.Write(rawRequest); err != nil {
+		return 0, err
+	}
+	status, err := r.br.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if !bytes.HasPrefix(status, []byte("HTTP/1.1 200 ")) {
+		return 0, fmt.Errorf("%w: %q", errStatus, status)
+	}
+	n := -1
+	for {
+		line, err := r.br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if k, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
+			n, err = strconv.Atoi(string(bytes.TrimSpace(k)))
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	if n < 0 {
+		return 0, errors.New("response without Content-Length")
+	}
+	if _, err := r.br.Discard(n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// TestTinyOriginThroughGateway: the benchmark's parts work — answers are
+// the origin's, and sequential requests on one client connection reuse
+// one upstream connection.
+func TestTinyOriginThroughGateway(t *testing.T) {
+	o := startTinyOrigin(t)
+	g := startGateway(t, 1, o)
+	c, err := dial(g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.c.Close()
+	before := o.accepted.Load()
+	for i := 0; i < 100; i++ {
+		n, err := c.get()
+		if err != nil || n != 3 {
+			t.Fatalf("request %d: %d bytes, %v", i, n, err)
+		}
+	}
+	if got := o.requests.Load(); got != 100 {
+		t.Errorf("origin answered %d requests, want 100", got)
+	}
+	if opened := o.accepted.Load() - before; opened > 0 {
+		t.Errorf("100 sequential requests opened %d new upstream connections beyond the pre-warmed one, want 0", opened)
+	}
+}
+
+// BenchmarkSerial is one client connection, one request at a time: the
+// latency of the proxy path, syscalls included.
+func BenchmarkSerial(b *testing.B) {
+	g := startGateway(b, 2, startTinyOrigin(b))
+	c, err := dial(g.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.c.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.get(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParallel64 is 64 client connections (as wrk -c64) over two
+// loops and four origins: throughput under contention.
+func BenchmarkParallel64(b *testing.B) {
+	origins := []*tinyOrigin{startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b)}
+	g := startGateway(b, 2, origins...)
+	var clients sync.Map
+	b.SetParallelism(32) // 32 × GOMAXPROCS goroutines; 64 on two cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := dial(g.Addr())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		clients.Store(c, nil)
+		for pb.Next() {
+			if _, err := c.get(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+	clients.Range(func(k, _ any) bool { k.(*rawClient).c.Close(); return true })
+}
