@@ -89,13 +89,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
+	// The signal handler goes in before the listeners open, so a SIGTERM
+	// that arrives during start-up still drains instead of killing.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		g.Close()
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	disc := make(chan error, 1)
 	go func() {
 		err := g.RunDiscovery(ctx)

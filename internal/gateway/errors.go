@@ -15,7 +15,6 @@ const (
 	ReasonUpstreamReset   = "upstream_reset"
 	ReasonNoRoute         = "no_route"
 	ReasonBadRequest      = "bad_request"
-	ReasonShuttingDown    = "shutting_down"
 )
 
 // gatewayError is a response the gateway makes itself. The body names the
@@ -43,7 +42,6 @@ var (
 	errAcquireTimeout  = gatewayError{http.StatusServiceUnavailable, ReasonAcquireTimeout, true}
 	errNoHealthy       = gatewayError{http.StatusServiceUnavailable, ReasonNoHealthy, true}
 	errOverCap         = gatewayError{http.StatusServiceUnavailable, ReasonOverCap, true}
-	errShuttingDown    = gatewayError{http.StatusServiceUnavailable, ReasonShuttingDown, true}
 	errConnectFailed   = gatewayError{http.StatusBadGateway, ReasonConnectFailed, false}
 	errUpstreamReset   = gatewayError{http.StatusBadGateway, ReasonUpstreamReset, false}
 	errUpstreamTimeout = gatewayError{http.StatusGatewayTimeout, ReasonUpstreamTimeout, false}

@@ -44,6 +44,7 @@ const (
 	ShedPendingFull    = "pending_full"
 	ShedAcquireTimeout = "acquire_timeout"
 	ShedNoHealthy      = "no_healthy"
+	ShedOverCap        = "over_cap" // additive: pool at max_connections with over_cap: reject
 )
 
 // Metrics holds every collector of DESIGN.md §5 on its own registry.
@@ -172,7 +173,7 @@ func CodeClass(status int) string {
 var CloseReasons = []string{CloseIdle, CloseLifetime, CloseError, CloseKeepalive, CloseRemote, CloseEviction, CloseShutdown}
 
 // ShedReasons lists every shed reason, for pre-creating series.
-var ShedReasons = []string{ShedPendingFull, ShedAcquireTimeout, ShedNoHealthy}
+var ShedReasons = []string{ShedPendingFull, ShedAcquireTimeout, ShedNoHealthy, ShedOverCap}
 
 // EjectConsecutive5xx is the ejection reason for consecutive failures.
 const EjectConsecutive5xx = "consecutive_5xx"
