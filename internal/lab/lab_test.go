@@ -34,13 +34,13 @@ func reducedScenario() Scenario {
 	sc := DefaultScenario(ScaleSmall, 7)
 	sc.Fleet.Gateways, sc.Fleet.Endpoints, sc.Fleet.SubsetSize, sc.Fleet.RatePerGateway = 1, 400, 25, 320
 	sc.Steps = StepsScenario{
-		Duration: 100 * time.Second, SteadyFrom: 60 * time.Second, SteadyTo: 80 * time.Second,
-		DeployAt: 80 * time.Second, DeployBatch: 200, DeployEvery: 5 * time.Second,
-		AutoscaleAt: 92 * time.Second, AutoscaleAdd: 40, AggressiveIdle: time.Second,
+		Duration: 90 * time.Second, SteadyFrom: 60 * time.Second, SteadyTo: 75 * time.Second,
+		DeployAt: 75 * time.Second, DeployBatch: 200, DeployEvery: 5 * time.Second,
+		AutoscaleAt: 85 * time.Second, AutoscaleAdd: 40, AggressiveIdle: time.Second,
 	}
 	sc.Herd = HerdScenario{Duration: 20 * time.Second, Jitter: 5 * time.Second, Ramp: 10 * time.Second}
 	sc.Subsets.Trials = 2
-	sc.LB.Duration, sc.LB.ColdAt = 120*time.Second, 40*time.Second
+	sc.LB.Duration, sc.LB.ColdAt = 60*time.Second, 20*time.Second
 	sc.Resilience = ResilienceScenario{Sizes: []int{25, 50, 100}, MaxFailures: 6, Trials: 5}
 	return sc
 }
@@ -275,7 +275,7 @@ func TestDeterministic(t *testing.T) {
 	sc.Fleet.Endpoints, sc.Fleet.Loops, sc.Fleet.RatePerGateway = 100, 4, 100
 	sc.Steps = StepsScenario{Duration: 20 * time.Second, SteadyFrom: 5 * time.Second, SteadyTo: 10 * time.Second,
 		DeployAt: 10 * time.Second, DeployBatch: 50, DeployEvery: 2 * time.Second, AutoscaleAt: 16 * time.Second, AutoscaleAdd: 10, AggressiveIdle: time.Second}
-	sc.LB.Duration, sc.LB.ColdAt, sc.LB.ColdWindow = 20*time.Second, 5*time.Second, 10*time.Second
+	sc.LB.Duration, sc.LB.ColdAt, sc.LB.ColdWindow, sc.LB.Rate = 20*time.Second, 5*time.Second, 10*time.Second, 100
 	sc.Herd.Duration = 8 * time.Second
 	sc.Resilience.Trials = 2
 	run := func(parallel int) []byte {
