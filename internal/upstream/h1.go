@@ -50,8 +50,9 @@ type h1Conn struct {
 	bw       *bufio.Writer
 	state    atomic.Int32
 
-	closeOnce sync.Once
-	probeBuf  [1]byte
+	closeOnce   sync.Once
+	probeBuf    [1]byte
+	justChecked atomic.Bool // alive() ran as the last exchange ended; see Usable
 }
 
 func newH1Conn(addr string, sock *sockConn, tc *tls.Conn) *h1Conn {
@@ -73,47 +74,63 @@ func (c *h1Conn) Streams() int     { return 1 }
 // Usable reports false once the connection broke or either side asked to
 // close it. On an idle connection it also reads once without blocking: a
 // peer that closed the connection, or sent anything unasked, makes it
-// unusable (and closed) before it is handed out.
+// unusable (and closed) before it is handed out. The one exception is the
+// first call after an exchange ended (the pool's check at release): the
+// same read was just done as the response body reached EOF, so it is
+// trusted. Every later call reads, so a connection that sat idle is always
+// checked before it is handed out, at one syscall per request under load.
 func (c *h1Conn) Usable() bool {
 	switch c.state.Load() {
 	case h1Broken:
 		return false
 	case h1Idle:
+		if c.justChecked.CompareAndSwap(true, false) {
+			return true
+		}
 		return c.probe()
 	}
 	return true
 }
 
-// Ping checks an idle HTTP/1.1 connection the same way Usable does; it has
-// no request of its own to send. A silently blackholed origin is found by
-// the TCP keepalive the Dialer sets, which makes this read fail.
+// Ping checks an idle HTTP/1.1 connection the way Usable does, always
+// reading; it has no request of its own to send. A silently blackholed
+// origin is found by the TCP keepalive the Dialer sets, which makes this
+// read fail.
 func (c *h1Conn) Ping(_ time.Duration, done func(error)) {
-	if !c.Usable() {
+	switch st := c.state.Load(); {
+	case st == h1Broken, st == h1Idle && !c.probe():
 		done(fmt.Errorf("upstream %s: h1 liveness probe: %w", c.addr, ErrConnUnusable))
-		return
+	default:
+		done(nil)
 	}
-	done(nil)
 }
 
+// probe checks an idle connection, taking its read side for the time.
 func (c *h1Conn) probe() bool {
 	if !c.state.CompareAndSwap(h1Idle, h1Probing) {
 		return c.state.Load() != h1Broken
 	}
-	ok := c.br.Buffered() == 0 // bytes nobody asked for
-	if ok {
-		var r interface{ Read([]byte) (int, error) } = c.sock
-		if c.tls != nil {
-			r = c.tls
-		}
-		ok = c.sock.probeRead(r, c.probeBuf[:])
-	}
-	if !ok {
+	if !c.alive() {
 		c.state.Store(h1Broken)
 		c.closeSocket()
 		return false
 	}
 	c.state.Store(h1Idle)
 	return true
+}
+
+// alive reads once without blocking; the caller owns the read side. Any
+// byte buffered or readable, EOF or an error means the connection is not
+// fit for another request.
+func (c *h1Conn) alive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	var r interface{ Read([]byte) (int, error) } = c.sock
+	if c.tls != nil {
+		r = c.tls
+	}
+	return c.sock.probeRead(r, c.probeBuf[:])
 }
 
 // Close closes the connection at once; an in-flight exchange fails.
@@ -138,6 +155,7 @@ func (c *h1Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, c.errorf(req, ErrConnBusy)
 	}
+	c.justChecked.Store(false)
 	ex := &h1Exchange{c: c, req: req}
 	if ctx := req.Context(); ctx.Done() != nil {
 		if ctx.Err() != nil {
@@ -276,8 +294,13 @@ func (ex *h1Exchange) finish(reusable bool) {
 	if reusable && (ex.closeWant || ex.writeResult(writeWait) != nil) {
 		reusable = false
 	}
-	if reusable && ex.c.state.CompareAndSwap(h1Busy, h1Idle) {
-		return
+	// Still busy, so the read side is ours: check now whether the origin
+	// closed right behind its response (the common way a connection dies).
+	if reusable && ex.c.alive() {
+		ex.c.justChecked.Store(true)
+		if ex.c.state.CompareAndSwap(h1Busy, h1Idle) {
+			return
+		}
 	}
 	ex.c.Close()
 	if ex.wrote != nil && len(ex.wrote) == 0 {
