@@ -119,33 +119,39 @@ func (s *scraper) gateway(ctx context.Context, admin string) (gatewayCount, erro
 
 // origins sums the origins' counts.
 func (s *scraper) origins(ctx context.Context, parts []*part) (originCount, error) {
-	var sum originCount
-	for _, p := range parts {
-		c, err := s.origin(ctx, p.addr)
-		if err != nil {
-			return sum, fmt.Errorf("%s: %w", p.name, err)
-		}
-		sum.Open += c.Open
-		sum.Accepted += c.Accepted
-	}
-	return sum, nil
+	return sumOver(parts, originCount{}, func(p *part) (originCount, error) { return s.origin(ctx, p.addr) })
 }
 
 // gateways sums the gateways' counts.
 func (s *scraper) gateways(ctx context.Context, parts []*part) (gatewayCount, error) {
-	sum := gatewayCount{Closed: map[string]float64{}}
+	return sumOver(parts, gatewayCount{Closed: map[string]float64{}}, func(p *part) (gatewayCount, error) { return s.gateway(ctx, p.admin) })
+}
+
+// sumOver reads every part and adds the readings to zero.
+func sumOver[T interface{ plus(T) T }](parts []*part, zero T, read func(*part) (T, error)) (T, error) {
+	sum := zero
 	for _, p := range parts {
-		c, err := s.gateway(ctx, p.admin)
+		c, err := read(p)
 		if err != nil {
 			return sum, fmt.Errorf("%s: %w", p.name, err)
 		}
-		sum.Open += c.Open
-		sum.Created += c.Created
-		for k, v := range c.Closed {
-			sum.Closed[k] += v
-		}
+		sum = sum.plus(c)
 	}
 	return sum, nil
+}
+
+func (a originCount) plus(b originCount) originCount {
+	return originCount{Open: a.Open + b.Open, Accepted: a.Accepted + b.Accepted}
+}
+
+// plus adds b's counts; a's Closed map is updated in place.
+func (a gatewayCount) plus(b gatewayCount) gatewayCount {
+	a.Open += b.Open
+	a.Created += b.Created
+	for k, v := range b.Closed {
+		a.Closed[k] += v
+	}
+	return a
 }
 
 // ready reports whether the gateway's /readyz answers 200.
