@@ -81,3 +81,48 @@ func TestRealAfterFunc(t *testing.T) {
 	Real().AfterFunc(0, func() { close(done) })
 	<-done
 }
+
+func TestFakeHeapOrderUnderRandomStopsAndResets(t *testing.T) {
+	f := NewFake(epoch)
+	var fired []int
+	timers := make([]Timer, 200)
+	for i := range timers {
+		i := i
+		timers[i] = f.AfterFunc(time.Duration((i*7919)%500)*time.Millisecond, func() { fired = append(fired, i) })
+	}
+	for i := 0; i < 200; i += 3 {
+		timers[i].Stop()
+	}
+	for i := 1; i < 200; i += 5 {
+		timers[i].Reset(time.Duration((i*104729)%700) * time.Millisecond)
+	}
+	var last time.Time
+	for f.Step() {
+		if f.Now().Before(last) {
+			t.Fatal("time went backwards")
+		}
+		last = f.Now()
+	}
+	want := 0
+	for i := 0; i < 200; i++ {
+		if i%3 != 0 || (i-1)%5 == 0 {
+			want++
+		}
+	}
+	if len(fired) != want {
+		t.Fatalf("fired %d timers, want %d", len(fired), want)
+	}
+}
+
+func BenchmarkFakeSchedule(b *testing.B) {
+	f := NewFake(epoch)
+	for i := 0; i < 100000; i++ {
+		f.AfterFunc(time.Duration(i%1000)*time.Second, func() {})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.AfterFunc(time.Duration(i%997)*time.Millisecond, func() {})
+		f.Step()
+	}
+}

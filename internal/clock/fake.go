@@ -1,7 +1,6 @@
 package clock
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 )
@@ -13,22 +12,25 @@ import (
 // held, so they may read the time and arm or stop timers.
 //
 // A Fake doubles as the lab simulator's event queue: Step jumps to the
-// earliest pending timer and fires everything due at that instant.
+// earliest pending timer and fires everything due at that instant. The queue
+// is a binary heap keyed by (deadline in nanoseconds, arming order), so it
+// orders a million timers without comparing time.Time values.
 type Fake struct {
 	mu     sync.Mutex // guards following
-	now    time.Time
-	timers timerHeap
+	base   time.Time  // the start; deadlines are nanoseconds after it
+	now    int64
+	timers []*fakeTimer // binary min-heap
 	seq    uint64
 }
 
 // NewFake returns a Fake reading start.
-func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+func NewFake(start time.Time) *Fake { return &Fake{base: start} }
 
 // Now implements Clock.
 func (f *Fake) Now() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.now
+	return f.base.Add(time.Duration(f.now))
 }
 
 // AfterFunc implements Clock.
@@ -45,22 +47,29 @@ func (f *Fake) armLocked(t *fakeTimer, d time.Duration) {
 		d = 0
 	}
 	f.seq++
-	t.when = f.now.Add(d)
+	t.when = f.now + int64(d)
 	t.seq = f.seq
-	heap.Push(&f.timers, t)
+	f.pushLocked(t)
 }
 
 // Advance moves the clock forward by d, firing every timer due on the way.
-func (f *Fake) Advance(d time.Duration) { f.AdvanceTo(f.Now().Add(d)) }
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	to := f.now + int64(d)
+	f.mu.Unlock()
+	f.advanceTo(to)
+}
 
 // AdvanceTo moves the clock to t (never backwards), firing every timer due
 // at or before t, including timers armed by the callbacks themselves.
-func (f *Fake) AdvanceTo(t time.Time) {
+func (f *Fake) AdvanceTo(t time.Time) { f.advanceTo(int64(t.Sub(f.base))) }
+
+func (f *Fake) advanceTo(to int64) {
 	for {
 		f.mu.Lock()
-		if len(f.timers) == 0 || f.timers[0].when.After(t) {
-			if t.After(f.now) {
-				f.now = t
+		if len(f.timers) == 0 || f.timers[0].when > to {
+			if to > f.now {
+				f.now = to
 			}
 			f.mu.Unlock()
 			return
@@ -72,11 +81,14 @@ func (f *Fake) AdvanceTo(t time.Time) {
 // Step jumps to the earliest pending timer and fires every timer due at that
 // instant. It reports false, without moving time, when nothing is pending.
 func (f *Fake) Step() bool {
-	next, ok := f.Next()
-	if !ok {
+	f.mu.Lock()
+	if len(f.timers) == 0 {
+		f.mu.Unlock()
 		return false
 	}
-	f.AdvanceTo(next)
+	next := f.timers[0].when
+	f.mu.Unlock()
+	f.advanceTo(next)
 	return true
 }
 
@@ -87,7 +99,7 @@ func (f *Fake) Next() (time.Time, bool) {
 	if len(f.timers) == 0 {
 		return time.Time{}, false
 	}
-	return f.timers[0].when, true
+	return f.base.Add(time.Duration(f.timers[0].when)), true
 }
 
 // Pending returns the number of armed timers.
@@ -100,8 +112,8 @@ func (f *Fake) Pending() int {
 // fireNextLocked pops the earliest timer, sets the time to its deadline,
 // releases the lock and runs it.
 func (f *Fake) fireNextLocked() {
-	t := heap.Pop(&f.timers).(*fakeTimer)
-	if t.when.After(f.now) {
+	t := f.removeLocked(0)
+	if t.when > f.now {
 		f.now = t.when
 	}
 	fn := t.fn
@@ -112,7 +124,7 @@ func (f *Fake) fireNextLocked() {
 type fakeTimer struct {
 	f     *Fake
 	fn    func()
-	when  time.Time
+	when  int64 // nanoseconds after f.base
 	seq   uint64
 	index int // in the heap; -1 when not pending
 }
@@ -123,7 +135,7 @@ func (t *fakeTimer) Stop() bool {
 	if t.index < 0 {
 		return false
 	}
-	heap.Remove(&t.f.timers, t.index)
+	t.f.removeLocked(t.index)
 	return true
 }
 
@@ -132,36 +144,81 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	defer t.f.mu.Unlock()
 	pending := t.index >= 0
 	if pending {
-		heap.Remove(&t.f.timers, t.index)
+		t.f.removeLocked(t.index)
 	}
 	t.f.armLocked(t, d)
 	return pending
 }
 
-type timerHeap []*fakeTimer
+// before orders timers by deadline, then by arming order.
+func before(a, b *fakeTimer) bool {
+	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
+}
 
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].when.Equal(h[j].when) {
-		return h[i].seq < h[j].seq
+func (f *Fake) pushLocked(t *fakeTimer) {
+	t.index = len(f.timers)
+	f.timers = append(f.timers, t)
+	f.upLocked(t.index)
+}
+
+// removeLocked takes the timer at heap index i out of the heap.
+func (f *Fake) removeLocked(i int) *fakeTimer {
+	h := f.timers
+	t := h[i]
+	last := len(h) - 1
+	if i != last {
+		h[i] = h[last]
+		h[i].index = i
 	}
-	return h[i].when.Before(h[j].when)
-}
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *timerHeap) Push(x any) {
-	t := x.(*fakeTimer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
+	h[last] = nil
+	f.timers = h[:last]
+	if i != last {
+		if !f.downLocked(i) {
+			f.upLocked(i)
+		}
+	}
 	t.index = -1
-	*h = old[:len(old)-1]
 	return t
+}
+
+func (f *Fake) upLocked(i int) {
+	h := f.timers
+	t := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !before(t, h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].index = i
+		i = p
+	}
+	h[i] = t
+	t.index = i
+}
+
+// downLocked sifts the timer at i down and reports whether it moved.
+func (f *Fake) downLocked(i0 int) bool {
+	h := f.timers
+	n := len(h)
+	t := h[i0]
+	i := i0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && before(h[r], h[c]) {
+			c = r
+		}
+		if !before(h[c], t) {
+			break
+		}
+		h[i] = h[c]
+		h[i].index = i
+		i = c
+	}
+	h[i] = t
+	t.index = i
+	return i > i0
 }
