@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -303,5 +304,39 @@ func TestDeadOriginAnswers502WithReason(t *testing.T) {
 	}
 	if resp.Header.Get("X-Corput-Error") == "" {
 		t.Fatal("no X-Corput-Error reason")
+	}
+}
+
+func TestNoUserAgentIsForwardedAsNone(t *testing.T) {
+	seen := make(chan []string, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values("User-Agent")
+	}))
+	defer up.Close()
+	cfg := strings.ReplaceAll(cfgText(1, ""), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", up.Listener.Addr().String()))
+	g := startGateway(t, cfg, nil, Options{})
+	for _, ua := range []string{"", "curl/8"} {
+		conn, err := net.Dial("tcp", g.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+		if ua != "" {
+			req += "User-Agent: " + ua + "\r\n"
+		}
+		io.WriteString(conn, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		got := <-seen
+		if ua == "" && len(got) != 0 {
+			t.Fatalf("a request without User-Agent reached the origin with %q", got)
+		}
+		if ua != "" && (len(got) != 1 || got[0] != ua) {
+			t.Fatalf("User-Agent %q arrived as %q", ua, got)
+		}
 	}
 }

@@ -141,6 +141,10 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	up := upgradeType(r.Header)
 	removeHopHeaders(r.Header, up)
 	o.gw.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	if _, ok := r.Header["User-Agent"]; !ok {
+		// Forward no User-Agent rather than the Go client's default.
+		r.Header["User-Agent"] = noUserAgent
+	}
 	out := r.WithContext(ctx)
 	out.RequestURI = ""
 	out.Close = false
@@ -175,6 +179,9 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	}
 	return o.answer(w, last)
 }
+
+// noUserAgent is a present-but-empty User-Agent: both wires then send none.
+var noUserAgent = []string{""}
 
 // answer writes a gateway-made error, counting sheds.
 func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
