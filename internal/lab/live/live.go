@@ -99,26 +99,26 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	var errs []error
 	if o.Gateways < 1 || o.Loops < 1 || o.Endpoints < 1 {
-		errs = append(errs, fmt.Errorf("lab --live: gateways %d, loops %d, endpoints %d: each must be at least 1", o.Gateways, o.Loops, o.Endpoints))
+		errs = append(errs, fmt.Errorf("gateways %d, loops %d, endpoints %d: each must be at least 1", o.Gateways, o.Loops, o.Endpoints))
 	}
 	if o.SubsetSize < 1 || o.SubsetSize > o.Endpoints {
-		errs = append(errs, fmt.Errorf("lab --live: subset size %d: want 1 to the number of endpoints (%d)", o.SubsetSize, o.Endpoints))
+		errs = append(errs, fmt.Errorf("subset size %d: want 1 to the number of endpoints (%d)", o.SubsetSize, o.Endpoints))
 	}
 	if o.Rate <= 0 {
-		errs = append(errs, fmt.Errorf("lab --live: rate %v: want a positive number of requests per second, e.g. 320", o.Rate))
+		errs = append(errs, fmt.Errorf("rate %v: want a positive number of requests per second, e.g. 320", o.Rate))
 	}
 	if o.StepDuration < 2*time.Second {
-		errs = append(errs, fmt.Errorf("lab --live: step duration %v: want at least 2s (the steady figures use the second half)", o.StepDuration))
+		errs = append(errs, fmt.Errorf("step duration %v: want at least 2s (the steady figures use the second half)", o.StepDuration))
 	}
 	for _, id := range o.Steps {
 		if !slices.Contains(StepIDs(), id) {
-			errs = append(errs, fmt.Errorf("lab --live: step %q: want one of %v", id, StepIDs()))
+			errs = append(errs, fmt.Errorf("step %q: want one of %v", id, StepIDs()))
 		}
 	}
 	if !o.InProcess && o.Binary == "" {
 		bin, err := os.Executable()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("lab --live: finding the corput binary: %w (set Options.Binary)", err))
+			errs = append(errs, fmt.Errorf("finding the corput binary: %w (set Options.Binary)", err))
 		}
 		o.Binary = bin
 	}
@@ -211,7 +211,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	work := filepath.Join(o.Out, "live-run")
 	if err := os.MkdirAll(work, 0o755); err != nil {
-		return fmt.Errorf("lab --live: output directory: %w", err)
+		return fmt.Errorf("output directory: %w", err)
 	}
 	r := &run{o: o, sc: newScraper(), res: Results{
 		Mode: "processes", Seed: o.Seed, Gateways: o.Gateways, Loops: o.Loops, Endpoints: o.Endpoints,
@@ -233,7 +233,7 @@ func Run(ctx context.Context, o Options) error {
 		res, err := r.step(ctx, st, work)
 		if err != nil {
 			r.bar.Done()
-			return errors.Join(fmt.Errorf("lab --live: step %s: %w", st.ID, err), stopAll(r.origins))
+			return errors.Join(fmt.Errorf("step %s: %w", st.ID, err), stopAll(r.origins))
 		}
 		r.res.Steps = append(r.res.Steps, res)
 		if r.bar == nil { // no terminal: a line per step instead of a bar
@@ -262,7 +262,7 @@ func (r *run) startOrigins(ctx context.Context) error {
 	for i := range r.o.Endpoints {
 		p, err := r.launch.origin(ctx, i, r.o.Seed+uint64(i))
 		if err != nil {
-			return fmt.Errorf("lab --live: %w", err)
+			return err
 		}
 		r.origins = append(r.origins, p)
 		r.res.Origins = append(r.res.Origins, p.addr)

@@ -55,6 +55,9 @@ func drive(ctx context.Context, gateways []*part, loops int, rate float64, d tim
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return sumLoad(reports, rate), err // once, not once per stream
+	}
 	return sumLoad(reports, rate), errors.Join(errs...)
 }
 

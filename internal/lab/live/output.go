@@ -134,17 +134,17 @@ func (res *Results) write(dir string, stdout io.Writer) error {
 	}
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
-		return fmt.Errorf("lab --live: results: %w", err)
+		return fmt.Errorf("results: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, ResultsFile), data, 0o644); err != nil {
-		return fmt.Errorf("lab --live: %w", err)
+		return err
 	}
 	doc, err := res.document(dir, tables)
 	if err != nil {
 		return err
 	}
 	if err := doc.WriteMarkdown(filepath.Join(dir, ReportFile)); err != nil {
-		return fmt.Errorf("lab --live: %w", err)
+		return err
 	}
 	fmt.Fprintf(stdout, "\nwrote %s, %s and plots to %s\n", ResultsFile, ReportFile, dir)
 	return nil
