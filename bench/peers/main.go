@@ -48,6 +48,7 @@ import (
 // options are the runner's flags.
 type options struct {
 	corput    string
+	balancer  string
 	out       string
 	proxies   []string
 	scenarios []string
@@ -75,6 +76,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.corput, "corput", "", "corput `BINARY` (default: go build ./cmd/corput into OUT/bin)")
+	fs.StringVar(&o.balancer, "corput-balancer", defaultBalancer, "corput's origins[].balancer `YAML` flow mapping (default: corput's defaults written out)")
 	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
 	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
@@ -177,7 +179,7 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	var proxies []proxy
 	need := []string{"wrk"}
 	for _, n := range o.proxies {
-		p, err := proxyByName(n, bin)
+		p, err := proxyByName(n, bin, o.balancer)
 		if err != nil {
 			return nil, err
 		}

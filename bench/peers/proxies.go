@@ -42,10 +42,10 @@ const (
 	nameCaddy   = "caddy"
 )
 
-func proxyByName(name, corputBin string) (proxy, error) {
+func proxyByName(name, corputBin, corputBalancer string) (proxy, error) {
 	switch name {
 	case nameCorput:
-		return corputProxy{bin_: corputBin}, nil
+		return corputProxy{bin_: corputBin, balancer: corputBalancer}, nil
 	case nameNginx:
 		return nginxProxy{}, nil
 	case nameHAProxy:
@@ -157,7 +157,13 @@ func waitOK(ctx context.Context, c *child, url string) error {
 
 // --- corput
 
-type corputProxy struct{ bin_ string }
+type corputProxy struct {
+	bin_     string
+	balancer string // the balancer: line's flow mapping
+}
+
+// defaultBalancer is corput's default policy, written out.
+const defaultBalancer = "{policy: peak_ewma, choices: 2}"
 
 func (corputProxy) name() string { return nameCorput }
 func (corputProxy) bin() string  { return "" }
@@ -166,7 +172,7 @@ func (corputProxy) bin() string  { return "" }
 // with two choices, 50 pending per endpoint, 60 s slow start, retries of
 // connect failures), members static, or from a watched file when a member
 // joins later.
-func corputConfig(listen, admin string, members []string, joining bool) string {
+func corputConfig(listen, admin, balancer string, members []string, joining bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
 	b.WriteString("routes:\n  - {path_prefix: /, origin: bench}\n")
@@ -176,7 +182,10 @@ func corputConfig(listen, admin string, members []string, joining bool) string {
 	} else {
 		b.WriteString(endpointsYAML(members, "    "))
 	}
-	b.WriteString("    balancer: {policy: peak_ewma, choices: 2}\n")
+	if balancer == "" {
+		balancer = defaultBalancer
+	}
+	b.WriteString("    balancer: " + balancer + "\n")
 	b.WriteString("    slow_start: {window: 60s}\n")
 	b.WriteString("    timeouts: {connect: 1s, request: 30s}\n")
 	return b.String()
@@ -205,7 +214,7 @@ func (p corputProxy) files(dir, listen string, members []string, joining string)
 		}
 	}
 	path := filepath.Join(dir, "corput.yaml")
-	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, members, joining != "")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, members, joining != "")), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{p.bin_, "serve", "--config", path, "--log-level", "warn"}, nil
