@@ -125,7 +125,9 @@ func TestInProcessSteps(t *testing.T) {
 		return s.OriginTotal - s.OriginStart
 	}
 	pools := int64(steps[StepIdleTuned].Summary.Pools)
-	if during(StepIdleTuned) > pools+2 {
+	// About one per pool; a machine stalled longer than the tuned timeout
+	// (2 s here) can add a few.
+	if during(StepIdleTuned) > 2*pools {
 		t.Errorf("tuned idle timeout: %d connections created under load, want about one per pool (%d)", during(StepIdleTuned), pools)
 	}
 	if during(StepIdleEager) < 2*during(StepIdleTuned) {
