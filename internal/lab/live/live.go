@@ -5,7 +5,7 @@
 // open) and from each gateway's /metrics
 // (corput_upstream_connections_created_total and _open) — and plotting both.
 //
-// The steps (Steps) add one technique at a time: (0) a connection per
+// The steps (StepIDs) add one technique at a time: (0) a connection per
 // request, (1) reuse through one shared pool per endpoint, (2) per-loop
 // pools, the Zuul baseline of G×K×N connections, (3) HTTP/2 multiplexing,
 // (4) Ringsteady subsetting, (5) an idle timeout tuned to the traffic's
