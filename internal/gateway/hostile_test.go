@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -662,5 +663,33 @@ func TestGatewayErrorsNameOnlyTheReason(t *testing.T) {
 				t.Fatalf("got %d %q (X-Corput-Error %q), want %d %q", resp.StatusCode, body, resp.Header.Get("X-Corput-Error"), c.status, want)
 			}
 		})
+	}
+}
+
+// TestIdempotentRequestRetriedWhenTheOriginDropsIt: an origin that closes
+// the connection before answering (it crashed with the request in flight,
+// or closed a kept-alive connection as it was reused) costs a GET nothing:
+// it is replayed on another endpoint. Found by the crash drill.
+func TestIdempotentRequestRetriedWhenTheOriginDropsIt(t *testing.T) {
+	var dropped atomic.Int64
+	drop := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dropped.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	ok := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	g := gatewayTo(t, 1, "", "    pool: {prewarm: 0}\n    balancer: {policy: round_robin}\n    slow_start: {window: 0s}\n", drop.addr, ok.addr)
+	c, closeIdle := client()
+	defer closeIdle()
+	for i := 0; i < 6; i++ {
+		if resp, body := get(t, c, "http://"+g.Addr()+"/"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("GET %d: %d %q (%s), want the retry's 200", i, resp.StatusCode, body, resp.Header.Get("X-Corput-Error"))
+		}
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("the dropping origin was never tried: the test proves nothing")
 	}
 }

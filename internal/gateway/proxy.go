@@ -286,7 +286,15 @@ func (o *origin) roundTripFailed(r, out *http.Request, ep *balance.Endpoint, sta
 		}
 		return 0, fail, errUpstreamReset, ep
 	}
+	// The connection broke before any response: an origin that crashed
+	// with the request in flight, or closed a kept-alive connection as it
+	// was reused. The balancer counts a connect failure, and under
+	// retry.on connect-failure an idempotent request without a body (proxy
+	// decides) is replayed on another endpoint (RFC 9110 §9.2.2).
 	ep.Done(0, balance.ConnectFailure)
+	if o.retryOn.connect {
+		return 0, retry, errUpstreamReset, ep
+	}
 	return 0, fail, errUpstreamReset, ep
 }
 
