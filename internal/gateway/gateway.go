@@ -50,6 +50,10 @@ type Options struct {
 	Dialers map[string]pool.Dialer
 	// Dashboard is served at the admin listener's "/"; nil serves none.
 	Dashboard http.Handler
+	// SameJitter gives every pool the same random stream, so pools that
+	// lose an origin together retry it together: the no-jitter baseline
+	// of the deploy drill (internal/drill). Never set it to serve.
+	SameJitter bool
 }
 
 // Gateway is a running corput gateway.

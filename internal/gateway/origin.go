@@ -173,9 +173,18 @@ func (o *origin) subsetOf(l int) []string {
 	return slices.Clone(o.placement.Snapshot().Members(o.gw.fleet.Instance, l))
 }
 
+// poolRand is the random source of loop ol's pool for addr: its reconnect
+// jitter and lifetime jitter. Each pool has its own stream, so pools that
+// lose an origin together do not retry together (unless SameJitter).
+func (o *origin) poolRand(addr string, ol *originLoop) *rng.Source {
+	if o.gw.opts.SameJitter {
+		return rng.New(o.gw.opts.Seed)
+	}
+	return rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
+}
+
 func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
-	src := rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
-	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.gw.clk, src, ol.obs)
+	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.gw.clk, o.poolRand(addr, ol), ol.obs)
 	if err != nil {
 		return nil, fmt.Errorf("origin %s: pool %s: %w", o.name, addr, err)
 	}
@@ -198,8 +207,7 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 	}
 	cfg := o.poolCfg
 	cfg.Prewarm = 0
-	src := rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
-	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.gw.clk, src, ol.obs)
+	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.gw.clk, o.poolRand(addr, ol), ol.obs)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,133 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var strict = flag.Bool("drill.strict", false, "fail on the known gaps too (see knownGaps)")
+
+// knownGaps are checks the gateway does not keep yet, with the reason
+// (docs/reliability.md, "Known gaps"). Tests log them; -drill.strict fails
+// on them.
+var knownGaps = map[string]string{
+	"deploy/errors during the rolling restart": "endpoints that fail fast stay cheap for peak EWMA and stay in rotation while their pool backs off after the restart",
+}
+
+// runShort runs a drill's short version and fails on any check that does
+// not depend on the machine.
+func runShort(t *testing.T, name string, o Options) *Result {
+	t.Helper()
+	r, err := Run(context.Background(), name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r.Format(&out)
+	for _, c := range r.Failed(false) {
+		if why, known := knownGaps[name+"/"+c.Name]; known && !*strict {
+			t.Logf("known gap %q: want %s, got %s (%s)", c.Name, c.Want, c.Got, why)
+			continue
+		}
+		t.Errorf("check %q: want %s, got %s\n%s", c.Name, c.Want, c.Got, out.String())
+	}
+	if testing.Verbose() {
+		t.Log("\n" + out.String())
+	}
+	return r
+}
+
+func TestCrash(t *testing.T) {
+	r := runShort(t, "crash", Options{Duration: 2 * time.Second})
+	if len(r.Faults) != 1 || r.Load.Sent == 0 {
+		t.Fatalf("the crash did not happen under load: faults %v, %d sent", r.Faults, r.Load.Sent)
+	}
+}
+
+func TestBlackhole(t *testing.T) {
+	r := runShort(t, "blackhole", Options{Duration: 2500 * time.Millisecond})
+	if r.Load.Reasons["upstream_timeout"] == 0 {
+		t.Fatalf("no request found the black hole: %v", r.Load.Reasons)
+	}
+}
+
+func TestOverload(t *testing.T) {
+	r := runShort(t, "overload", Options{Duration: 2 * time.Second})
+	if r.Setup.Rate < 2.9*r.Setup.CapacityRPS {
+		t.Fatalf("offered %.0f req/s against a capacity of %.0f: not 3×", r.Setup.Rate, r.Setup.CapacityRPS)
+	}
+}
+
+func TestDeploy(t *testing.T) {
+	r := runShort(t, "deploy", Options{Duration: 3 * time.Second})
+	if d := r.Deploy; d == nil || d.Jitter.Reconnected == 0 || d.NoJitter.Reconnected == 0 {
+		t.Fatalf("no reconnection measured: %+v", r.Deploy)
+	}
+}
+
+func TestSoak(t *testing.T) {
+	runShort(t, "soak", Options{Duration: 2 * time.Second, Rate: 80})
+}
+
+func TestRunRefusesUnknownDrillsAndNegativeOptions(t *testing.T) {
+	if _, err := Run(context.Background(), "flood", Options{}); err == nil || !strings.Contains(err.Error(), "crash, blackhole") {
+		t.Errorf("unknown drill: %v, want the list of drills", err)
+	}
+	if _, err := Run(context.Background(), "crash", Options{Rate: -1}); err == nil {
+		t.Error("a negative rate was accepted")
+	}
+}
+
+func TestPeakWithin(t *testing.T) {
+	at := func(ms ...int) []time.Time {
+		base := time.Unix(0, 0)
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, base.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ts   []time.Time
+		want int
+	}{
+		{nil, 0},
+		{at(5), 1},
+		{at(0, 10, 19, 20, 21, 100), 4}, // 10, 19, 20, 21 within 20ms
+		{at(100, 0, 50), 1},
+	} {
+		if got := peakWithin(c.ts, 20*time.Millisecond); got != c.want {
+			t.Errorf("peakWithin(%v) = %d, want %d", c.ts, got, c.want)
+		}
+	}
+}
+
+func TestPoolOverrideReplacesKeysByName(t *testing.T) {
+	s := fleetSpec{pool: []string{"max_connections: 2", "acquire_timeout: 1s"}, poolOverride: splitKeys(" acquire_timeout: 100ms, over_cap: reject ,")}
+	got := strings.Join(s.poolKeys(), ", ")
+	if want := "max_connections: 2, acquire_timeout: 100ms, over_cap: reject"; got != want {
+		t.Fatalf("pool keys %q, want %q", got, want)
+	}
+}
+
+func TestPercentilesNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	p := percentiles(d)
+	if p.Count != 100 || p.P50 != 50 || p.P90 != 90 || p.P99 != 99 || p.Max != 100 {
+		t.Fatalf("%+v", p)
+	}
+	if percentiles(nil).Count != 0 {
+		t.Fatal("empty")
+	}
+}
