@@ -21,12 +21,12 @@ func init() {
 	register(command{name: "drill", summary: "fault drills against a real gateway: " + strings.Join(drill.Names(), ", "), run: runDrill})
 }
 
-// runDrill is `corput drill NAME [--duration D] [--rate N] [--seed S]
-// [--json] [--log]`. Exit 0 when every check passed, 1 when one failed, 2
-// for bad usage.
+// runDrill is `corput drill NAME [--duration D] [--rate N] [--origins N]
+// [--pool KEYS] [--seed S] [--json] [--log]`. Exit 0 when every check
+// passed, 1 when one failed (or the drill could not run), 2 for bad usage.
 func runDrill(args []string, stdout, stderr io.Writer) int {
 	usage := []string{
-		"usage: corput drill NAME [--duration D] [--rate N] [--seed S] [--json] [--log]",
+		"usage: corput drill NAME [--duration D] [--rate N] [--origins N] [--pool KEYS] [--seed S] [--json] [--log]",
 		"",
 		"Runs a gateway and test origins on loopback, sends open-loop load with the 70/30 mix,",
 		"injects a fault and prints what clients saw and what the gateway did. Drills:",
@@ -54,6 +54,10 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
+	if drill.Summary(name) == "" {
+		fmt.Fprintf(stderr, "corput drill: unknown drill %q; choose one of %s\n", name, strings.Join(drill.Names(), ", "))
+		return 2
+	}
 	opts := drill.Options{Duration: *duration, Rate: *rate, Origins: *origins, Pool: *poolKeys, Seed: *seed}
 	if *logs {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
@@ -77,7 +81,7 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "corput", err)
 		if res == nil {
-			return 2
+			return 1 // the drill could not run (ports, files)
 		}
 	}
 	if *asJSON {

@@ -52,6 +52,18 @@ func TestCrash(t *testing.T) {
 	}
 }
 
+// TestCrashSmallFleet is the crash with four origins: losing one leaves
+// 75% healthy, under the 80% panic threshold, so the dead endpoint stays in
+// rotation; it fails at once and so looks cheapest to peak EWMA, and the
+// retry budget cannot cover what it attracts (about 20% errors measured).
+// A known gap: it runs with -drill.strict.
+func TestCrashSmallFleet(t *testing.T) {
+	if !*strict {
+		t.Skip("known gap (docs/reliability.md): run with -drill.strict")
+	}
+	runShort(t, "crash", Options{Duration: 2 * time.Second, Origins: 4})
+}
+
 func TestBlackhole(t *testing.T) {
 	r := runShort(t, "blackhole", Options{Duration: 2500 * time.Millisecond})
 	if r.Load.Reasons["upstream_timeout"] == 0 {

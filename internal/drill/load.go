@@ -11,6 +11,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/corput/corput/internal/gateway"
 	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/workload"
@@ -37,8 +38,10 @@ type Load struct {
 	// Retry-After: 1.
 	Shed               Percentiles `json:"shed"`
 	ShedWithRetryAfter int64       `json:"shed_with_retry_after"`
-	// ShedBy splits Shed by X-Corput-Error.
-	ShedBy map[string]Percentiles `json:"shed_by,omitempty"`
+	// ShedBy splits Shed by X-Corput-Error; ShedAtOnce are the 503s
+	// that did not wait for a connection (all but acquire_timeout).
+	ShedBy     map[string]Percentiles `json:"shed_by,omitempty"`
+	ShedAtOnce Percentiles            `json:"shed_at_once"`
 	// GoodputRPS is 2xx answers completed while load was offered, per
 	// second.
 	GoodputRPS float64 `json:"goodput_rps"`
@@ -135,12 +138,17 @@ func (t *tally) add(r *vegeta.Result) {
 func (t *tally) finish() Load {
 	l := t.load
 	l.Latency, l.OKLatency, l.Shed = percentiles(t.lat), percentiles(t.okLat), percentiles(t.shd)
+	var atOnce []time.Duration
 	for reason, d := range t.shedBy {
 		if l.ShedBy == nil {
 			l.ShedBy = map[string]Percentiles{}
 		}
+		if reason != gateway.ReasonAcquireTimeout {
+			atOnce = append(atOnce, d...)
+		}
 		l.ShedBy[reason] = percentiles(d)
 	}
+	l.ShedAtOnce = percentiles(atOnce)
 	if l.Sent > 0 {
 		l.SuccessRatio = float64(l.OK) / float64(l.Sent)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/config"
-	"github.com/corput/corput/internal/gateway"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -45,8 +44,8 @@ func runOverload(ctx context.Context, o Options, r *Result) error {
 			"max pending %d, max pool waiters %d", g.MaxPending, g.MaxPoolWaiters)
 		r.check("excess is shed, not queued", "≥ 1 gateway 503, all with Retry-After: 1", l.Shed.Count > 0 && l.ShedWithRetryAfter == int64(l.Shed.Count),
 			"%d shed (%v)", l.Shed.Count, l.Reasons)
-		fast := l.ShedBy[gateway.ReasonPendingFull]
-		r.machineCheck("excess shed fast", "p99 of pending_full 503s < "+shedBound.String(), fast.Count > 0 && fast.P99 < ms(shedBound),
+		fast := l.ShedAtOnce
+		r.machineCheck("excess shed fast", "p99 of 503s shed without waiting (pending_full, over_cap) < "+shedBound.String(), fast.Count > 0 && fast.P99 < ms(shedBound),
 			"%d shed: p50 %.2f ms, p99 %.2f ms, max %.2f ms", fast.Count, fast.P50, fast.P99, fast.Max)
 		r.machineCheck("goodput", fmt.Sprintf("≥ 90%% of capacity (%.0f req/s)", capacity), l.GoodputRPS >= 0.9*capacity,
 			"%.0f req/s (%.0f%%)", l.GoodputRPS, 100*l.GoodputRPS/capacity)
