@@ -399,7 +399,7 @@ func (b *bench) fold(sc string, names []string, rounds map[string][]Result) {
 		scOverhead: fmt.Sprintf("open-loop Poisson GETs of a tiny response at half of corput's raw req/s for %v; added p99 = p99 through the proxy − p99 direct", b.o.ovDuration),
 	}
 	if sc == scRaw {
-		key = func(r Result) float64 { return r.RPS }
+		key = func(r Result) float64 { return -r.RPS }
 	}
 	s := b.res.scenario(sc, desc[sc])
 	for _, n := range names {

@@ -189,9 +189,17 @@ func TestJoinResultCountsClassRequestsOnly(t *testing.T) {
 
 func TestMedianAndGoals(t *testing.T) {
 	rounds := []Result{{Proxy: nameCorput, RPS: 30}, {Proxy: nameCorput, RPS: 10}, {Proxy: nameCorput, RPS: 20}}
-	m := median(rounds, func(r Result) float64 { return r.RPS })
+	m := median(rounds, func(r Result) float64 { return -r.RPS })
 	if m.RPS != 20 || len(m.Rounds) != 3 {
 		t.Fatalf("median = %v with %d rounds; want 20 with 3", m.RPS, len(m.Rounds))
+	}
+	// Two rounds: the worse one, whichever way "worse" points.
+	if m := median(rounds[:2], func(r Result) float64 { return -r.RPS }); m.RPS != 10 {
+		t.Errorf("median of two by throughput = %v, want the lower, 10", m.RPS)
+	}
+	two := []Result{{P99MS: 5}, {P99MS: 9}}
+	if m := median(two, func(r Result) float64 { return r.P99MS }); m.P99MS != 9 {
+		t.Errorf("median of two by p99 = %v, want the higher, 9", m.P99MS)
 	}
 	r := &Results{}
 	r.scenario(scRaw, "").Results = []Result{{Proxy: nameCorput, RPS: 21000}, {Proxy: nameNginx, RPS: 20000}}

@@ -118,12 +118,14 @@ func (r *Results) find(scenario, proxy string) (Result, bool) {
 	return Result{}, false
 }
 
-// median folds rounds of one proxy into the median round by key; the
-// rounds are kept when there is more than one.
-func median(rounds []Result, key func(Result) float64) Result {
+// median folds rounds of one proxy into its middle round by badness
+// (higher is worse); with an even number of rounds it takes the worse of
+// the two middle ones, so no proxy gains from the count. The rounds are
+// kept when there is more than one.
+func median(rounds []Result, badness func(Result) float64) Result {
 	sorted := slices.Clone(rounds)
 	slices.SortStableFunc(sorted, func(a, b Result) int {
-		switch ka, kb := key(a), key(b); {
+		switch ka, kb := badness(a), badness(b); {
 		case ka < kb:
 			return -1
 		case ka > kb:
@@ -131,7 +133,7 @@ func median(rounds []Result, key func(Result) float64) Result {
 		}
 		return 0
 	})
-	m := sorted[(len(sorted)-1)/2]
+	m := sorted[len(sorted)/2]
 	if len(rounds) > 1 {
 		m.Rounds = rounds
 	}
