@@ -113,15 +113,8 @@ func hostileGateway(t *testing.T) (*Gateway, *testorigin.Server) {
 // reports whether the gateway closed the connection after it.
 func exchange(t *testing.T, addr, raw string) (*http.Response, string, bool) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := sendRaw(t, addr, raw)
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, raw); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -236,16 +229,25 @@ func readResponses(t *testing.T, br *bufio.Reader) []int {
 // of every response until the gateway closes the connection.
 func pipeline(t *testing.T, addr, raw string) []int {
 	t.Helper()
+	conn := sendRaw(t, addr, raw)
+	defer conn.Close()
+	return readResponses(t, bufio.NewReader(conn))
+}
+
+// sendRaw writes raw on a fresh connection to addr, which it returns with a
+// 10s deadline.
+func sendRaw(t *testing.T, addr, raw string) net.Conn {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(conn, raw); err != nil {
+		conn.Close()
 		t.Fatal(err)
 	}
-	return readResponses(t, bufio.NewReader(conn))
+	return conn
 }
 
 func TestPipelinedRequestsAreEachChecked(t *testing.T) {
