@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,30 +20,18 @@ func init() {
 // [--scale small|full] [--seed N]`. It exits 0 when every check passes, 1
 // when a check fails or the run breaks, 2 on a usage error.
 func runLab(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("corput lab", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("corput lab", stderr,
+		"usage: corput lab [--scenario NAME] [--out DIR] [--sim|--live] [--scale small|full] [--seed N]",
+		"\nRuns the experiments on an embedded scenario, prints the comparison tables and one",
+		"PASS/FAIL line per check, and writes the report to DIR (see docs/lab.md).")
 	scenario := fs.String("scenario", "default", "`NAME` of the experiments to run: default (all of them) or one of "+strings.Join(lab.Experiments(), ", "))
 	out := fs.String("out", "./lab-out", "report `DIR`: results.json, report.md, report.html, PNG plots")
 	liveMode := fs.Bool("live", false, "run the steps over real sockets with corput serve and corput origin processes")
 	fs.Bool("sim", true, "run the simulator on virtual time")
 	scale := fs.String("scale", string(lab.ScaleSmall), "`small` (10 gateways × 16 loops × 800 endpoints) or full (100 × 16 × 800)")
 	seed := fs.Uint64("seed", 1, "`N` seeds every draw: the same seed gives the same figures")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: corput lab [--scenario NAME] [--out DIR] [--sim|--live] [--scale small|full] [--seed N]")
-		fmt.Fprintln(stderr, "\nRuns the experiments on an embedded scenario, prints the comparison tables and one")
-		fmt.Fprintln(stderr, "PASS/FAIL line per check, and writes the report to DIR (see docs/lab.md).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "corput lab: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	sc, err := lab.ParseScale(*scale)
 	if err != nil {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,8 +22,10 @@ var defaultComparison = subset.Scenario{Endpoints: 800, Fleet: subset.Fleet{Gate
 // runSubsets is `corput subsets --origins N --gateways G --loops K [--size S]
 // [--trials T] [--seed X] [--json]`.
 func runSubsets(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("corput subsets", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("corput subsets", stderr,
+		"usage: corput subsets --origins N --gateways G --loops K [--size S] [--trials T] [--seed X] [--json]",
+		"\nMeasures ringsteady, hashmod, random, rendezvous and sre on one origin and prints",
+		"their coverage balance and churn, best first (see docs/subsetting.md).")
 	sc := defaultComparison
 	fs.IntVar(&sc.Endpoints, "origins", sc.Endpoints, "`N` endpoints (origin servers) of the origin")
 	fs.IntVar(&sc.Fleet.Gateways, "gateways", sc.Fleet.Gateways, "`G` gateway instances")
@@ -34,22 +34,8 @@ func runSubsets(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&sc.Trials, "trials", sc.Trials, "random memberships to average churn and coverage over")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the memberships, event choices and comparators")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: corput subsets --origins N --gateways G --loops K [--size S] [--trials T] [--seed X] [--json]")
-		fmt.Fprintln(stderr, "\nMeasures ringsteady, hashmod, random, rendezvous and sre on one origin and prints")
-		fmt.Fprintln(stderr, "their coverage balance and churn, best first (see docs/subsetting.md).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "corput subsets: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	return printComparison(sc, *asJSON, stdout, stderr)
 }
