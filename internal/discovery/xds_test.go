@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -12,105 +11,31 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/discovery/xdstest"
 	"github.com/corput/corput/internal/rng"
 )
 
 const testNode = "gw-0"
 
-// controlPlane is a real go-control-plane ADS server (snapshot cache, gRPC)
-// on loopback.
-type controlPlane struct {
-	t      *testing.T
-	addr   string
-	cache  cachev3.SnapshotCache
-	grpc   *grpc.Server
-	served chan struct{}
-	cancel context.CancelFunc
-
-	mu       sync.Mutex // guards requests
-	requests []*discoveryv3.DiscoveryRequest
-}
-
-// startControlPlane listens on addr ("127.0.0.1:0" for a fresh port).
+// startControlPlane serves ADS on addr ("127.0.0.1:0" for a fresh port)
+// until the test ends.
 func startControlPlane(t *testing.T, addr string) *controlPlane {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cp := &controlPlane{t: t, addr: lis.Addr().String(), cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil),
-		grpc: grpc.NewServer(), served: make(chan struct{}), cancel: cancel}
-	srv := serverv3.NewServer(ctx, cp.cache, serverv3.CallbackFuncs{
-		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-			cp.mu.Lock()
-			defer cp.mu.Unlock()
-			cp.requests = append(cp.requests, r)
-			return nil
-		},
-	})
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.grpc, srv)
-	go func() {
-		defer close(cp.served)
-		_ = cp.grpc.Serve(lis)
-	}()
-	t.Cleanup(cp.stop)
-	return cp
+	return &controlPlane{xdstest.New(t, addr), t}
 }
 
-func (cp *controlPlane) stop() {
-	cp.grpc.Stop()
-	cp.cancel()
-	<-cp.served
+// controlPlane publishes for testNode, failing the test on an error.
+type controlPlane struct {
+	*xdstest.Server
+	t *testing.T
 }
 
 func (cp *controlPlane) set(version string, clas ...*endpointv3.ClusterLoadAssignment) {
 	cp.t.Helper()
-	res := make([]types.Resource, len(clas))
-	for i, c := range clas {
-		res[i] = c
-	}
-	snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{resource.EndpointType: res})
-	if err != nil {
-		cp.t.Fatal(err)
-	}
-	if err := cp.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
-		cp.t.Fatal(err)
-	}
-}
-
-// nacks returns the NACKs the server has received.
-func (cp *controlPlane) nacks() []*discoveryv3.DiscoveryRequest {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	var out []*discoveryv3.DiscoveryRequest
-	for _, r := range cp.requests {
-		if r.GetErrorDetail() != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// acked reports whether the server has seen an ACK of version.
-func (cp *controlPlane) acked(version string) bool {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	for _, r := range cp.requests {
-		if r.GetErrorDetail() == nil && r.GetVersionInfo() == version && r.GetResponseNonce() != "" {
-			return r.GetTypeUrl() == resource.EndpointType
-		}
-	}
-	return false
+	cp.MustSet(cp.t, testNode, version, clas...)
 }
 
 // lbe is one endpoint of a test ClusterLoadAssignment.
@@ -120,22 +45,6 @@ type lbe struct {
 	health corev3.HealthStatus
 }
 
-func (e lbe) proto() *endpointv3.LbEndpoint {
-	host, port, _ := net.SplitHostPort(e.addr)
-	var p uint32
-	fmt.Sscan(port, &p)
-	out := &endpointv3.LbEndpoint{
-		HealthStatus: e.health,
-		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p}}}}}},
-	}
-	if e.weight > 0 {
-		out.LoadBalancingWeight = wrapperspb.UInt32(e.weight)
-	}
-	return out
-}
-
 // locality is one zone (at one priority) of a test assignment.
 type locality struct {
 	zone     string
@@ -143,16 +52,16 @@ type locality struct {
 	eps      []lbe
 }
 
+// cla builds the assignment of cluster, a locality per locs entry (no
+// two may share zone and priority).
 func cla(cluster string, locs ...locality) *endpointv3.ClusterLoadAssignment {
-	out := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
+	var eps []xdstest.Endpoint
 	for _, l := range locs {
-		le := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: l.zone}, Priority: l.priority}
 		for _, e := range l.eps {
-			le.LbEndpoints = append(le.LbEndpoints, e.proto())
+			eps = append(eps, xdstest.Endpoint{Addr: e.addr, Zone: l.zone, Priority: l.priority, Weight: e.weight, Health: e.health})
 		}
-		out.Endpoints = append(out.Endpoints, le)
 	}
-	return out
+	return xdstest.CLA(cluster, eps...)
 }
 
 func TestEndpointsFromCLA(t *testing.T) {
@@ -296,7 +205,7 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 		return out
 	}
 	cp.set("1", payments(2), search)
-	h := startXDS(t, testXDSConfig(cp.addr, clock.Real()))
+	h := startXDS(t, testXDSConfig(cp.Addr(), clock.Real()))
 
 	// Both origins arrive over one stream, with zone, weight and health.
 	got := map[string][]Endpoint{}
@@ -307,22 +216,22 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 	if !slices.Equal(got["payments"], paymentsWant(2)) || !slices.Equal(got["search"], []Endpoint{{"10.2.0.1:80", "us-east-1a", 1}}) {
 		t.Fatalf("initial membership %v", got)
 	}
-	eventually(t, "the ACK of version 1", func() bool { return cp.acked("1") })
+	eventually(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
 
 	// An add is followed; the unchanged origin is not re-emitted.
 	cp.set("2", payments(3), search)
 	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(3)) {
 		t.Fatalf("after add: %v", u)
 	}
-	eventually(t, "the ACK of version 2", func() bool { return cp.acked("2") })
+	eventually(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
 
 	// A malformed assignment is NACKed with the last accepted version and
 	// a reason; membership stays.
 	bad := payments(3)
 	bad.Endpoints[0].LbEndpoints[1].HostIdentifier = &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{}}
 	cp.set("3", bad, search)
-	eventually(t, "a NACK", func() bool { return len(cp.nacks()) > 0 })
-	nack := cp.nacks()[0]
+	eventually(t, "a NACK", func() bool { return len(cp.NACKs()) > 0 })
+	nack := cp.NACKs()[0]
 	if nack.GetVersionInfo() != "2" || nack.GetResponseNonce() == "" || !strings.Contains(nack.GetErrorDetail().GetMessage(), "no socket address") {
 		t.Fatalf("NACK = version %q nonce %q detail %q; want version 2, a nonce and the reason",
 			nack.GetVersionInfo(), nack.GetResponseNonce(), nack.GetErrorDetail().GetMessage())
@@ -340,8 +249,8 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 
 	// The control plane goes away: the client says so and emits nothing,
 	// so the last known membership stays in force.
-	addr := cp.addr
-	cp.stop()
+	addr := cp.Addr()
+	cp.Stop()
 	eventually(t, "Err to report the outage", func() bool {
 		err := h.src.Err()
 		return err != nil && strings.Contains(err.Error(), "keeping the last known membership")
@@ -373,16 +282,16 @@ func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
 	search := cla("search-eds", locality{eps: []lbe{{"10.2.0.1:80", 0, 0}}})
 	bad := cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", MaxWeight + 1, 0}}})
 	cp.set("bad", bad, search)
-	h := startXDS(t, testXDSConfig(cp.addr, clk))
+	h := startXDS(t, testXDSConfig(cp.Addr(), clk))
 
 	// The snapshot cache resends a NACKed version at once. The first
 	// NACK goes out immediately; the next waits on the clock.
 	eventually(t, "a paced NACK", func() bool { return clk.Pending() == 1 })
-	if n := len(cp.nacks()); n != 1 {
+	if n := len(cp.NACKs()); n != 1 {
 		t.Fatalf("%d NACKs before the clock moved; want 1", n)
 	}
 	clk.Advance(DefaultXDSBackoffMax) // beyond any backoff
-	eventually(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.nacks()) == 2 })
+	eventually(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.NACKs()) == 2 })
 
 	// A fixed snapshot is picked up when the paced NACK goes out.
 	cp.set("good", cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", 2, 0}}}), search)
@@ -391,7 +300,7 @@ func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
 	if u.Origin != "payments" && u.Origin != "search" {
 		t.Fatalf("unexpected update %v", u)
 	}
-	eventually(t, "the ACK of the fixed snapshot", func() bool { return cp.acked("good") })
+	eventually(t, "the ACK of the fixed snapshot", func() bool { return cp.Acked("good") })
 }
 
 func TestNewXDSValidates(t *testing.T) {
@@ -457,7 +366,7 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 		applies[u.Origin] = append(applies[u.Origin], u)
 	})
 	defer d.Close()
-	src, err := NewXDS(testXDSConfig(cp.addr, clock.Real()))
+	src, err := NewXDS(testXDSConfig(cp.Addr(), clock.Real()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +385,7 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 	for v := 1; v <= 100; v++ {
 		cp.set(fmt.Sprint(v), members(v), search)
 	}
-	eventually(t, "the ACK of version 100", func() bool { return cp.acked("100") })
+	eventually(t, "the ACK of version 100", func() bool { return cp.Acked("100") })
 	if n := count("payments"); n != 1 {
 		t.Fatalf("%d applies during the window; want only the first", n)
 	}
@@ -491,15 +400,11 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 
 func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
 	cp := startControlPlane(t, "127.0.0.1:0") // no snapshot: the server holds the request
-	cfg := testXDSConfig(cp.addr, clock.Real())
+	cfg := testXDSConfig(cp.Addr(), clock.Real())
 	logger, logs := newTestLogger()
 	cfg.Logger = logger
 	h := startXDS(t, cfg)
-	eventually(t, "the request to reach the server", func() bool {
-		cp.mu.Lock()
-		defer cp.mu.Unlock()
-		return len(cp.requests) > 0
-	})
+	eventually(t, "the request to reach the server", func() bool { return len(cp.Requests()) > 0 })
 	if err := h.src.Err(); err == nil || !strings.Contains(err.Error(), "waiting for the first response for clusters payments-eds, search-eds") {
 		t.Fatalf("Err() = %v; want it to say what it waits for", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,18 +25,11 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/subset"
@@ -48,117 +40,32 @@ import (
 // is published for.
 const xdsNode = "gw-test"
 
-// controlPlane is a real ADS server: go-control-plane's snapshot cache
-// behind its gRPC server, on loopback.
-type controlPlane struct {
-	addr   string
-	cache  cachev3.SnapshotCache
-	grpc   *grpc.Server
-	cancel context.CancelFunc
-	served chan struct{}
-
-	mu   sync.Mutex // guards acks
-	acks map[string]bool
-}
+// controlPlane is a real ADS server (xdstest) publishing cluster "app"
+// for xdsNode.
+type controlPlane struct{ *xdstest.Server }
 
 // newControlPlane serves on addr ("127.0.0.1:0" for a fresh port, or the
-// address of a stopped one to restart it) until the test ends or stop.
-func newControlPlane(t testing.TB, addr string) *controlPlane {
+// address of a stopped one to restart it) until the test ends or Stop.
+func newControlPlane(t testing.TB, addr string) controlPlane {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cp := &controlPlane{
-		addr: lis.Addr().String(), cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil),
-		grpc: grpc.NewServer(), cancel: cancel, served: make(chan struct{}), acks: map[string]bool{},
-	}
-	onRequest := func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-		if r.GetResponseNonce() != "" && r.GetErrorDetail() == nil {
-			cp.mu.Lock()
-			cp.acks[r.GetVersionInfo()] = true
-			cp.mu.Unlock()
-		}
-		return nil
-	}
-	ads := serverv3.NewServer(ctx, cp.cache, serverv3.CallbackFuncs{StreamRequestFunc: onRequest})
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.grpc, ads)
-	go func() {
-		defer close(cp.served)
-		_ = cp.grpc.Serve(lis)
-	}()
-	t.Cleanup(cp.stop)
-	return cp
-}
-
-// stop takes the control plane down, cutting its streams; it may be called
-// more than once.
-func (cp *controlPlane) stop() {
-	cp.grpc.Stop()
-	cp.cancel()
-	<-cp.served
-}
-
-// edsEndpoint is one endpoint of a published assignment.
-type edsEndpoint struct {
-	srv    *testorigin.Server
-	zone   string
-	weight uint32 // 0: unset
-	health corev3.HealthStatus
+	return controlPlane{xdstest.New(t, addr)}
 }
 
 // publish sets cluster "app" to the given origins (zone z1, weight unset,
 // healthy) under version.
-func (cp *controlPlane) publish(t testing.TB, version string, srvs []*testorigin.Server) {
+func (cp controlPlane) publish(t testing.TB, version string, srvs []*testorigin.Server) {
 	t.Helper()
-	eps := make([]edsEndpoint, len(srvs))
+	eps := make([]xdstest.Endpoint, len(srvs))
 	for i, s := range srvs {
-		eps[i] = edsEndpoint{srv: s, zone: "z1", health: corev3.HealthStatus_HEALTHY}
+		eps[i] = xdstest.Endpoint{Addr: s.Addr(), Zone: "z1", Health: corev3.HealthStatus_HEALTHY}
 	}
 	cp.publishEndpoints(t, version, eps...)
 }
 
 // publishEndpoints sets cluster "app" to eps, one locality per zone.
-func (cp *controlPlane) publishEndpoints(t testing.TB, version string, eps ...edsEndpoint) {
+func (cp controlPlane) publishEndpoints(t testing.TB, version string, eps ...xdstest.Endpoint) {
 	t.Helper()
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "app"}
-	zones := map[string]*endpointv3.LocalityLbEndpoints{}
-	for _, e := range eps {
-		loc := zones[e.zone]
-		if loc == nil {
-			loc = &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: e.zone}}
-			zones[e.zone] = loc
-			cla.Endpoints = append(cla.Endpoints, loc)
-		}
-		host, port, _ := net.SplitHostPort(e.srv.Addr())
-		p, _ := strconv.Atoi(port)
-		sock := &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}
-		lbe := &endpointv3.LbEndpoint{
-			HealthStatus: e.health,
-			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
-		}
-		if e.weight > 0 {
-			lbe.LoadBalancingWeight = wrapperspb.UInt32(e.weight)
-		}
-		loc.LbEndpoints = append(loc.LbEndpoints, lbe)
-	}
-	snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{resource.EndpointType: {cla}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.cache.SetSnapshot(context.Background(), xdsNode, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// acked reports whether a gateway has ACKed version: by then its xDS
-// client has handed the membership to the debouncer.
-func (cp *controlPlane) acked(version string) bool {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.acks[version]
+	cp.MustSet(t, xdsNode, version, xdstest.CLA("app", eps...))
 }
 
 // xdsConfig is a one-origin gateway config following cluster "app" on
@@ -314,7 +221,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	cp := newControlPlane(t, "127.0.0.1:0")
 	cp.publish(t, "1", srvs[:2])
 	logs := &syncLog{}
-	g := runGateway(t, xdsConfig(cp.addr, 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logs.logger()})
+	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logs.logger()})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()
@@ -361,7 +268,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 
 	// The control plane goes down: the gateway says so and keeps serving on
 	// the last known membership.
-	cp.stop()
+	cp.Stop()
 	waitUntil(t, "source_error to report the outage", func() bool {
 		return strings.Contains(adminOrigin(t, g).SourceError, "keeping the last known membership")
 	})
@@ -376,7 +283,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 
 	// It restarts on the same address with a fresh cache and a fourth
 	// endpoint: the gateway reconnects and follows.
-	cp2 := newControlPlane(t, cp.addr)
+	cp2 := newControlPlane(t, cp.Addr())
 	cp2.publish(t, "1", srvs[1:])
 	waitUntil(t, "requests to reach the endpoint published after the restart", func() bool {
 		getOK(t, c, g, 3)
@@ -396,7 +303,7 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// debounce is left at its default, 2 s of the fake clock, which does
 	// not move while the membership flaps.
-	g := runGateway(t, xdsConfig(cp.addr, 1, ""), Options{Clock: clk})
+	g := runGateway(t, xdsConfig(cp.Addr(), 1, ""), Options{Clock: clk})
 	waitReady(t, g)
 	if got := membershipChanges(t, g); got != 1 {
 		t.Fatalf("after the first membership: %v applied updates, want 1", got)
@@ -407,7 +314,7 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		v := strconv.Itoa(i)
 		cp.publish(t, v, []*testorigin.Server{srvs[0], srvs[1], srvs[2+i%2]})
-		waitUntil(t, "the ACK of version "+v, func() bool { return cp.acked(v) })
+		waitUntil(t, "the ACK of version "+v, func() bool { return cp.Acked(v) })
 	}
 	if got, v := membershipChanges(t, g), adminOrigin(t, g); got != 1 || v.MembershipChanges != 1 || len(v.Endpoints) != 2 {
 		t.Fatalf("inside the window: %v applied updates (admin %d), %d endpoints; want 1 and the first 2", got, v.MembershipChanges, len(v.Endpoints))
@@ -534,7 +441,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	// 4 loops, subsets of at most 100: S = 2, so loops 0 and 2 share one
 	// subset and loops 1 and 3 the other, and every pool pre-warms one
 	// connection.
-	g := runGateway(t, xdsConfig(cp.addr, 4, "    debounce: 100ms\n    subset: {size: 100}\n    pool: {prewarm: 1}\n"), Options{})
+	g := runGateway(t, xdsConfig(cp.Addr(), 4, "    debounce: 100ms\n    subset: {size: 100}\n    pool: {prewarm: 1}\n"), Options{})
 	waitReady(t, g)
 	old := snapshotOf(g)
 	if old.Subsets() != 2 {
@@ -972,12 +879,12 @@ func TestXDSZoneWeightAndHealthReachTheGateway(t *testing.T) {
 	srvs := fastOrigins(t, 4)
 	cp := newControlPlane(t, "127.0.0.1:0")
 	cp.publishEndpoints(t, "1",
-		edsEndpoint{srv: srvs[0], zone: "z1", weight: 3, health: corev3.HealthStatus_HEALTHY},
-		edsEndpoint{srv: srvs[1], zone: "z2", health: corev3.HealthStatus_UNKNOWN},
-		edsEndpoint{srv: srvs[2], zone: "z1", weight: 5, health: corev3.HealthStatus_UNHEALTHY},
-		edsEndpoint{srv: srvs[3], zone: "z2", weight: 2, health: corev3.HealthStatus_DRAINING},
+		xdstest.Endpoint{Addr: srvs[0].Addr(), Zone: "z1", Weight: 3, Health: corev3.HealthStatus_HEALTHY},
+		xdstest.Endpoint{Addr: srvs[1].Addr(), Zone: "z2", Health: corev3.HealthStatus_UNKNOWN},
+		xdstest.Endpoint{Addr: srvs[2].Addr(), Zone: "z1", Weight: 5, Health: corev3.HealthStatus_UNHEALTHY},
+		xdstest.Endpoint{Addr: srvs[3].Addr(), Zone: "z2", Weight: 2, Health: corev3.HealthStatus_DRAINING},
 	)
-	g := runGateway(t, xdsConfig(cp.addr, 1, "    balancer: {policy: round_robin}\n    slow_start: {window: 0s}\n"), Options{})
+	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    balancer: {policy: round_robin}\n    slow_start: {window: 0s}\n"), Options{})
 	waitReady(t, g)
 	got := map[string]string{}
 	for _, e := range adminOrigin(t, g).Endpoints {
