@@ -110,7 +110,11 @@ func (e *Endpoint) Release() { e.pending.Add(-1) }
 
 // Done ends a request that Pick handed out; call it exactly once per
 // successful Pick. latency is the time from sending the request to the
-// response headers (ignored for ConnectFailure and Shed). A failure that
+// response headers (ignored for Shed). A ConnectFailure's latency is not a
+// round trip: it records a penalty instead — ten default RTTs, or twice the
+// current estimate if that is higher — so Peak EWMA sees a refusing endpoint
+// as expensive rather than fast (a refused dial returns in microseconds). A
+// failure that
 // completes a run of consecutive_5xx ejects the endpoint before Done
 // returns, unless the ejection cap is full.
 func (e *Endpoint) Done(latency time.Duration, out Outcome) {
@@ -119,9 +123,12 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 		return
 	}
 	o := e.origin
-	if out != ConnectFailure {
-		e.rtt.observe(float64(latency), o.nowNs(), o.prm.tauMs)
+	now := o.nowNs()
+	sample := float64(latency)
+	if out == ConnectFailure {
+		sample = max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs))
 	}
+	e.rtt.observe(sample, now, o.prm.tauMs)
 	if out == Success {
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
 			o.recovered(e)

@@ -1,0 +1,49 @@
+package balance
+
+import (
+	"testing"
+	"time"
+)
+
+// A refused dial fails in microseconds. If Peak EWMA took that as a latency
+// the refusing endpoint would look like the fastest, and in panic routing —
+// one of four endpoints down is below the 80 % threshold — P2C would keep
+// choosing it. The penalty sample keeps its share small.
+func TestConnectFailuresMakeAnEndpointExpensive(t *testing.T) {
+	ms := members(4)
+	f := newFixture(t, DefaultConfig(), ms, 11)
+	p := f.o.NewPicker(nil)
+	defer p.Close()
+	dead := ms[0].Address
+	// Its first three requests fail: ejected, and with one of four out the
+	// origin routes in panic over all endpoints, the dead one included.
+	for i := 0; i < 3; i++ {
+		e := f.o.Endpoint(dead)
+		e.active.Add(1) // as Pick would
+		e.Done(50*time.Microsecond, ConnectFailure)
+	}
+	if !f.o.Panic() {
+		t.Fatal("one of four endpoints ejected should put the origin in panic routing (below 80 % healthy)")
+	}
+	picked := 0
+	const n = 2000
+	for i := 0; i < n; i++ {
+		ep, err := p.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Address() == dead {
+			picked++
+			ep.Done(50*time.Microsecond, ConnectFailure)
+		} else {
+			ep.Done(20*time.Millisecond, Success)
+		}
+		f.clk.Advance(5 * time.Millisecond)
+	}
+	if share := float64(picked) / n; share > 0.05 {
+		t.Fatalf("the refusing endpoint got %.1f%% of %d picks in panic routing; want at most 5%%", 100*share, n)
+	}
+	if st := f.o.Endpoint(dead).Status(); st.EWMALatency < 300*time.Millisecond {
+		t.Fatalf("EWMA of a refusing endpoint %v: want at least ten default RTTs (300ms)", st.EWMALatency)
+	}
+}
