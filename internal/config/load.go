@@ -51,6 +51,11 @@ func Parse(data []byte, name string) (*Config, error) {
 	d := &decoder{reporter: r, budget: maxNodes}
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
 	if root.Kind != yaml.MappingNode {
+		if len(r.diags.Errors()) == 0 {
+			// A bare null ("~", "&a") decodes into nothing without a
+			// complaint; it is still not a config.
+			r.errorf("", "the config is not a mapping of keys; start from examples/gateway.yaml")
+		}
 		return nil, r.diags // nothing was decoded; checking the defaults would only add noise
 	}
 	cfg.file, cfg.lines = name, r.lines
