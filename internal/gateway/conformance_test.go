@@ -9,18 +9,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +39,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/testcert"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -101,34 +98,14 @@ func writePEM(t testing.TB, name, typ string, der []byte) string {
 // returns the files and a pool that trusts the certificate.
 func selfSignedFiles(t testing.TB) (certFile, keyFile string, roots *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.SelfSigned("corput test gateway")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "corput test gateway"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
+	if certFile, keyFile, err = c.WriteFiles(t.TempDir(), "gw"); err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return writePEM(t, "gw.pem", "CERTIFICATE", der), writePEM(t, "gw.key", "EC PRIVATE KEY", kder), roots
+	return certFile, keyFile, c.Pool()
 }
 
 // gatewayTo starts a gateway with one origin "app" whose endpoints are

@@ -2,18 +2,13 @@ package gateway
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +22,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/testcert"
 )
 
 // hostileHead is the part of every hostile request before its test bytes.
@@ -395,64 +391,35 @@ func TestSlowlorisCutByReadHeaderTimeout(t *testing.T) {
 	}
 }
 
-// testCA is a certificate authority for the mTLS tests.
+// testCA is a certificate authority for the mTLS tests, with its
+// certificate as a file.
 type testCA struct {
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	pool   *x509.CertPool
+	*testcert.Cert
 	caFile string
 }
 
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.NewCA("corput test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corput test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{key: key, pool: x509.NewCertPool()}
-	ca.cert, _ = x509.ParseCertificate(der)
-	ca.pool.AddCert(ca.cert)
-	ca.caFile = writePEM(t, "ca.pem", "CERTIFICATE", der)
-	return ca
+	return &testCA{Cert: c, caFile: writePEM(t, "ca.pem", "CERTIFICATE", c.Leaf.Raw)}
 }
 
 // leaf issues a certificate for 127.0.0.1 with the given use and returns
 // it loaded and as files.
 func (ca *testCA) leaf(t *testing.T, name string, use x509.ExtKeyUsage) (tls.Certificate, string, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := ca.Issue(name, use)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{use},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	certFile, keyFile, err := c.WriteFiles(t.TempDir(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := writePEM(t, name+".pem", "CERTIFICATE", der), writePEM(t, name+".key", "EC PRIVATE KEY", kder)
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair, certFile, keyFile
+	return c.TLS(), certFile, keyFile
 }
 
 // syncBuffer is a log sink for one gateway.
@@ -537,7 +504,7 @@ func TestClientCertificatesToOrigins(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool}
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
 	srv.StartTLS()
 	defer srv.Close()
@@ -563,7 +530,7 @@ func TestClientCertificatesRequiredDownstream(t *testing.T) {
 	top := fmt.Sprintf("tls: {cert: %q, key: %q, client_ca: %q}\n", serverCert, serverKey, ca.caFile)
 	g := startGateway(t, top+cfgText(1, ""), os, Options{})
 	call := func(certs []tls.Certificate) (*http.Response, error) {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, Certificates: certs}}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: certs}}
 		defer tr.CloseIdleConnections()
 		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + g.Addr() + "/")
 		if err == nil {

@@ -1,19 +1,12 @@
 package origin
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
-	"time"
+
+	"github.com/corput/corput/internal/testcert"
 )
 
 // loadOrGenerateCert returns the certificate in certFile/keyFile, or a fresh
@@ -33,41 +26,12 @@ func loadOrGenerateCert(certFile, keyFile string) (tls.Certificate, []byte, erro
 	return selfSigned()
 }
 
-// selfSigned makes an ECDSA P-256 certificate for 127.0.0.1, ::1 and
-// localhost that is its own CA, valid for a year from an hour ago (wall
-// clock: it is checked by clients against theirs).
+// selfSigned makes a certificate for 127.0.0.1, ::1 and localhost that is
+// its own CA (see testcert for its key and validity).
 func selfSigned() (tls.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.SelfSigned("corput test origin")
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("origin: generate TLS key: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("origin: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("origin: certificate serial: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "corput test origin"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("origin: self-sign certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("origin: encode TLS key: %w", err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	return cert, certPEM, err
+	return c.TLS(), c.CertPEM, nil
 }

@@ -2,15 +2,10 @@ package upstream
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/testcert"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,57 +56,24 @@ func getPKI(t testing.TB) *testPKI {
 }
 
 func newPKI(t testing.TB) *testPKI {
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "corput test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := testcert.NewCA("corput test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, ips []net.IP) tls.Certificate {
-		k := key()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: "corput test leaf"},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  ips,
-			DNSNames:     []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
-	}
-	p := &testPKI{roots: x509.NewCertPool(), clientPool: x509.NewCertPool(), caDER: caDER}
-	p.roots.AddCert(ca)
-	p.clientPool.AddCert(ca)
-	p.server = leaf(2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.client = leaf(3, x509.ExtKeyUsageClientAuth, nil)
-	der, err := x509.MarshalPKCS8PrivateKey(p.client.PrivateKey)
+	server, err := ca.Issue("corput test leaf", x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.clientKeyDER = der
-	return p
+	client, err := ca.Issue("corput test leaf", x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(client.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testPKI{roots: ca.Pool(), server: server.TLS(), client: client.TLS(), clientPool: ca.Pool(),
+		caDER: ca.Leaf.Raw, clientKeyDER: der}
 }
 
 // clientTLS trusts the test CA; withCert adds the client certificate.
