@@ -113,12 +113,7 @@ func selfSignedFiles(t testing.TB) (certFile, keyFile string, roots *x509.CertPo
 // indented by four spaces), top the top-level keys beyond the base.
 func gatewayTo(t testing.TB, loops int, top, origin string, addrs ...string) *Gateway {
 	t.Helper()
-	eps := make([]string, len(addrs))
-	for i, a := range addrs {
-		eps[i] = fmt.Sprintf("{address: %q}", a)
-	}
-	text := top + strings.ReplaceAll(cfgText(loops, origin), "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
-	return startGateway(t, text, nil, Options{})
+	return startGateway(t, top+withEndpoints(cfgText(loops, origin), addrs...), nil, Options{})
 }
 
 // upstreamKeys is the origin's protocol and TLS keys for a backend.

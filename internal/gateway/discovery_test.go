@@ -28,7 +28,6 @@ import (
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/pool"
@@ -87,19 +86,8 @@ origins:
 // has to arrive first.
 func runGateway(t testing.TB, text string, opts Options) *Gateway {
 	t.Helper()
-	cfg, err := config.Parse([]byte(text), "discovery-test.yaml")
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, text)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	g, err := New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGateway(t, text, opts)
 	if err := g.Start(); err != nil {
-		g.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +98,6 @@ func runGateway(t testing.TB, text string, opts Options) *Gateway {
 		if err := <-ran; err != nil {
 			t.Errorf("RunDiscovery: %v", err)
 		}
-		g.Close()
 	})
 	return g
 }
@@ -170,11 +157,9 @@ func endpointAddrs(v OriginView) []string {
 	return out
 }
 
+// addrsOfServers returns the addresses of srvs, sorted.
 func addrsOfServers(srvs []*testorigin.Server) []string {
-	out := make([]string, len(srvs))
-	for i, s := range srvs {
-		out[i] = s.Addr()
-	}
+	out := serverAddrs(srvs)
 	sort.Strings(out)
 	return out
 }
@@ -712,10 +697,6 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 // so the addresses are never dialled.
 func fleetGateway(t testing.TB, instance, size, loops int, addrs []string) *Gateway {
 	t.Helper()
-	list := make([]string, len(addrs))
-	for i, a := range addrs {
-		list[i] = fmt.Sprintf("{address: %q}", a)
-	}
 	text := fmt.Sprintf(`
 loops: %d
 fleet: {instance: %d, size: %d}
@@ -723,18 +704,9 @@ routes: [{path_prefix: /, origin: app}]
 origins:
   - name: app
     pool: {prewarm: 0}
-    endpoints: [%s]
-`, loops, instance, size, strings.Join(list, ", "))
-	cfg, err := config.Parse([]byte(text), "fleet.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
+    endpoints: %s
+`, loops, instance, size, endpointList(addrs...))
+	return newGateway(t, text, Options{})
 }
 
 // sortedSubsets is each loop's subset of origin app, each sorted.
@@ -842,18 +814,11 @@ func TestFleetCoverageAcrossGatewaysWithDifferentRingHistories(t *testing.T) {
 // not open pools (and connections) that nothing will close.
 func TestApplyAfterShutdownOpensNothing(t *testing.T) {
 	srvs := fastOrigins(t, 2)
-	cfg, err := config.Parse([]byte(xdsConfig("127.0.0.1:1", 1, "")), "shutdown.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGateway(t, xdsConfig("127.0.0.1:1", 1, ""), Options{})
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = g.Apply("app", []balance.Member{{Address: srvs[0].Addr(), Weight: 1}, {Address: srvs[1].Addr(), Weight: 1}})
+	err := g.Apply("app", []balance.Member{{Address: srvs[0].Addr(), Weight: 1}, {Address: srvs[1].Addr(), Weight: 1}})
 	if err == nil {
 		t.Error("Apply after shutdown succeeded; want an error saying the gateway is closed")
 	}

@@ -44,15 +44,23 @@ func startOrigins(t testing.TB, n int, opt testorigin.Options) []*testorigin.Ser
 	return out
 }
 
-// startGateway parses yaml (with %s replaced by the endpoint list) and
-// starts a gateway on loopback ports.
+// startGateway builds a gateway from yaml, with ENDPOINTS replaced by the
+// addresses of origins, starts it on loopback ports and waits until it is
+// ready.
 func startGateway(t testing.TB, yaml string, origins []*testorigin.Server, opts Options) *Gateway {
 	t.Helper()
-	var eps []string
-	for _, o := range origins {
-		eps = append(eps, fmt.Sprintf("{address: %q}", o.Addr()))
+	g := newGateway(t, withEndpoints(yaml, serverAddrs(origins)...), opts)
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(yaml, "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
+	waitReady(t, g)
+	return g
+}
+
+// newGateway builds, without starting, a gateway from config text, with a
+// silent logger unless opts has one; it is closed when the test ends.
+func newGateway(t testing.TB, text string, opts Options) *Gateway {
+	t.Helper()
 	cfg, err := config.Parse([]byte(text), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
@@ -64,12 +72,31 @@ func startGateway(t testing.TB, yaml string, origins []*testorigin.Server, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { g.Close() })
-	waitReady(t, g)
 	return g
+}
+
+// withEndpoints puts endpointList(addrs) where text says ENDPOINTS.
+func withEndpoints(text string, addrs ...string) string {
+	return strings.ReplaceAll(text, "ENDPOINTS", endpointList(addrs...))
+}
+
+// endpointList is addrs as a YAML flow list of endpoints.
+func endpointList(addrs ...string) string {
+	eps := make([]string, len(addrs))
+	for i, a := range addrs {
+		eps[i] = fmt.Sprintf("{address: %q}", a)
+	}
+	return "[" + strings.Join(eps, ", ") + "]"
+}
+
+// serverAddrs is the addresses of srvs, in their order.
+func serverAddrs(srvs []*testorigin.Server) []string {
+	out := make([]string, len(srvs))
+	for i, s := range srvs {
+		out[i] = s.Addr()
+	}
+	return out
 }
 
 func waitReady(t testing.TB, g *Gateway) {
@@ -287,7 +314,7 @@ func TestDeadOriginAnswers502WithReason(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	cfg := strings.ReplaceAll(cfgText(1, "    pool: {prewarm: 0}\n"), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", dead))
+	cfg := withEndpoints(cfgText(1, "    pool: {prewarm: 0}\n"), dead)
 	g := startGateway(t, cfg, nil, Options{})
 	c, closeIdle := client()
 	defer closeIdle()
@@ -313,7 +340,7 @@ func TestNoUserAgentIsForwardedAsNone(t *testing.T) {
 		seen <- r.Header.Values("User-Agent")
 	}))
 	defer up.Close()
-	cfg := strings.ReplaceAll(cfgText(1, ""), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", up.Listener.Addr().String()))
+	cfg := withEndpoints(cfgText(1, ""), up.Listener.Addr().String())
 	g := startGateway(t, cfg, nil, Options{})
 	for _, ua := range []string{"", "curl/8"} {
 		conn, err := net.Dial("tcp", g.Addr())

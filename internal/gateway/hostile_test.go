@@ -443,11 +443,7 @@ func (s *syncBuffer) String() string {
 // gatewayWithLog is gatewayTo with the gateway's log kept.
 func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *syncBuffer) {
 	t.Helper()
-	eps := make([]string, len(addrs))
-	for i, a := range addrs {
-		eps[i] = fmt.Sprintf("{address: %q}", a)
-	}
-	text := top + strings.ReplaceAll(cfgText(1, originKeys), "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
+	text := top + withEndpoints(cfgText(1, originKeys), addrs...)
 	logs := &syncBuffer{}
 	g := startGateway(t, text, nil, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	return g, logs
@@ -616,7 +612,7 @@ func TestGatewayErrorsNameOnlyTheReason(t *testing.T) {
 		{"CONNECT", "", slow.addr, "CONNECT", "", 400, ReasonBadRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			text := strings.ReplaceAll(cfgText(1, keys), "ENDPOINTS", fmt.Sprintf("[{address: %q}]", c.addr))
+			text := withEndpoints(cfgText(1, keys), c.addr)
 			if c.top != "" {
 				text = strings.Replace(text, "routes: [{path_prefix: /, origin: app}]\n", c.top, 1)
 			}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -208,10 +207,6 @@ func TestMetricsContractAfterTraffic(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	var eps []string
-	for _, o := range app {
-		eps = append(eps, fmt.Sprintf("{address: %q}", o.Addr()))
-	}
 	text := fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -219,13 +214,13 @@ loops: 2
 routes: [{path_prefix: /, origin: app}, {path_prefix: /tight/, origin: tight}]
 origins:
   - name: app
-    endpoints: [%s]
+    endpoints: %s
     balancer: {policy: round_robin}
     slow_start: {window: 0s}
   - name: tight
     endpoints: [{address: %q}]
     pool: {max_connections: 1, max_pending: 1, acquire_timeout: 100ms, prewarm: 1}
-`, strings.Join(eps, ", "), tight.addr)
+`, endpointList(serverAddrs(app)...), tight.addr)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := startGateway(t, text, nil, Options{Clock: clk})
 
@@ -504,24 +499,12 @@ func TestReadyzOnlyAfterPrewarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	var eps []string
-	for _, o := range os {
-		eps = append(eps, fmt.Sprintf("{address: %q}", o.Addr()))
-	}
-	text := strings.ReplaceAll(cfgText(2, "    pool: {prewarm: 2}\n"), "ENDPOINTS", "["+strings.Join(eps, ", ")+"]")
-	cfg, err := config.Parse([]byte(text), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(cfg, Options{Dialers: map[string]pool.Dialer{"app": gateDialer{inner, gate}}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := withEndpoints(cfgText(2, "    pool: {prewarm: 2}\n"), serverAddrs(os)...)
+	g := newGateway(t, text, Options{Dialers: map[string]pool.Dialer{"app": gateDialer{inner, gate}}})
 	if err := g.Start(); err != nil {
 		close(gate)
 		t.Fatal(err)
 	}
-	defer g.Close()
 	opened := false
 	defer func() {
 		if !opened {
