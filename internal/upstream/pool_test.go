@@ -145,16 +145,12 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		eventually(t, "pool pre-warmed", p.Ready)
 		return o, g, p, tally
 	}
-	// hold starts n requests to /held; their results arrive on the channel.
-	hold := func(p *pool.Pool, o *origin, n int) chan error {
-		errs := make(chan error, n)
-		for range n {
-			go func() {
-				_, _, err := fetch(p, o.url("/held"))
-				errs <- err
-			}()
-		}
-		return errs
+	// fill holds a request on each of the 8 connections and waits until
+	// all are at the origin.
+	fill := func(t *testing.T, p *pool.Pool, o *origin, g *gate) chan error {
+		held := hold(p, o, maxConns)
+		eventually(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		return held
 	}
 
 	t.Run("queue", func(t *testing.T) {
@@ -185,20 +181,14 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 	t.Run("queue times out", func(t *testing.T) {
 		clk := clock.NewFake(time.Unix(0, 0))
 		o, g, p, _ := warm(t, pool.Queue, clk)
-		held := hold(p, o, maxConns)
-		eventually(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		held := fill(t, p, o, g)
 		waiter := hold(p, o, 1)
 		eventually(t, "one waiter queued", func() bool { return p.Stats().Pending == 1 })
 		clk.Advance(p.Config().AcquireTimeout)
 		if err := <-waiter; !errors.Is(err, pool.ErrAcquireTimeout) {
 			t.Fatalf("waiter after acquire_timeout: %v, want ErrAcquireTimeout", err)
 		}
-		g.open()
-		for range maxConns {
-			if err := <-held; err != nil {
-				t.Fatal(err)
-			}
-		}
+		release(t, g, held, maxConns)
 		if o.accepted.Load() != maxConns {
 			t.Fatalf("origin accepted %d connections, want %d", o.accepted.Load(), maxConns)
 		}
@@ -206,19 +196,13 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 
 	t.Run("reject", func(t *testing.T) {
 		o, g, p, _ := warm(t, pool.Reject, nil)
-		held := hold(p, o, maxConns)
-		eventually(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		held := fill(t, p, o, g)
 		// The gate is shut, so nothing can free up: only an immediate
 		// rejection lets this return before the gate opens.
 		if _, _, err := fetch(p, o.url("/now")); !errors.Is(err, pool.ErrOverCap) {
 			t.Fatalf("over the cap with reject: %v, want ErrOverCap", err)
 		}
-		g.open()
-		for range maxConns {
-			if err := <-held; err != nil {
-				t.Fatal(err)
-			}
-		}
+		release(t, g, held, maxConns)
 		if o.accepted.Load() != maxConns {
 			t.Fatalf("origin accepted %d connections, want %d", o.accepted.Load(), maxConns)
 		}
@@ -226,8 +210,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 
 	t.Run("temporary", func(t *testing.T) {
 		o, g, p, tally := warm(t, pool.Temporary, nil)
-		held := hold(p, o, maxConns)
-		eventually(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		held := fill(t, p, o, g)
 		const extra = 3
 		for range extra {
 			lease := mustFetch(t, p, o.url("/now"))
@@ -242,12 +225,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 			t.Fatalf("pool closed %d one-shot connections, want %d", n, extra)
 		}
 		eventually(t, "one-shot connections closed at the origin", func() bool { return o.closed.Load() == extra })
-		g.open()
-		for range maxConns {
-			if err := <-held; err != nil {
-				t.Fatal(err)
-			}
-		}
+		release(t, g, held, maxConns)
 	})
 }
 
@@ -261,13 +239,7 @@ func TestPoolH2Multiplexes(t *testing.T) {
 	p, _ := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.Prewarm = 1 }),
 		mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
 	eventually(t, "pool pre-warmed", p.Ready)
-	errs := make(chan error, clients)
-	for range clients {
-		go func() {
-			_, _, err := fetch(p, o.url("/held"))
-			errs <- err
-		}()
-	}
+	errs := hold(p, o, clients)
 	// All 64 are at the origin at once: they are multiplexed.
 	eventually(t, "64 requests in flight", func() bool {
 		select {
@@ -277,12 +249,7 @@ func TestPoolH2Multiplexes(t *testing.T) {
 		}
 		return g.arrived.Load() == clients
 	})
-	g.open()
-	for range clients {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	release(t, g, errs, clients)
 	if want := int64((clients + streams - 1) / streams); o.accepted.Load() != want {
 		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), clients, streams, want)
 	}
@@ -365,11 +332,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 			o := startOrigin(t, tc.o, g.handler())
 			p, tally := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.MaxLifetime = 10 * time.Minute }),
 				mustDialer(t, tc.d), clk)
-			held := make(chan error, 1)
-			go func() {
-				_, _, err := fetch(p, o.url("/held"))
-				held <- err
-			}()
+			held := hold(p, o, 1)
 			eventually(t, "request in flight", func() bool { return g.arrived.Load() == 1 })
 			clk.Advance(11 * time.Minute) // past 10m + 10 % jitter
 			if p.Stats().Draining != 1 {
@@ -463,4 +426,27 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 			t.Fatalf("origin accepted %d connections, want 2", o.accepted.Load())
 		}
 	})
+}
+
+// hold starts n requests to /held; their results arrive on the channel.
+func hold(p *pool.Pool, o *origin, n int) chan error {
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := fetch(p, o.url("/held"))
+			errs <- err
+		}()
+	}
+	return errs
+}
+
+// release opens the gate; the n requests on held must then succeed.
+func release(t testing.TB, g *gate, held chan error, n int) {
+	t.Helper()
+	g.open()
+	for range n {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
