@@ -73,26 +73,21 @@ func BenchmarkParallelPoolPerLoop(b *testing.B) {
 		pools[i] = warmPool(b, i, 1)
 	}
 	var next atomic.Int32
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		p := pools[int(next.Add(1)-1)%loops]
-		ctx := context.Background()
-		for pb.Next() {
-			l, err := p.Acquire(ctx)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			l.Release()
-		}
-	})
+	acquireParallel(b, func() *pool.Pool { return pools[int(next.Add(1)-1)%loops] })
 }
 
 // The design corput avoids: every loop contends on one pool's lock.
 func BenchmarkParallelSharedPool(b *testing.B) {
 	p := warmPool(b, 0, runtime.GOMAXPROCS(0))
+	acquireParallel(b, func() *pool.Pool { return p })
+}
+
+// acquireParallel acquires and releases from parallel goroutines, each on
+// the pool that pick returns when it starts.
+func acquireParallel(b *testing.B, pick func() *pool.Pool) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		p := pick()
 		ctx := context.Background()
 		for pb.Next() {
 			l, err := p.Acquire(ctx)
