@@ -19,6 +19,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -99,15 +100,11 @@ func serverAddrs(srvs []*testorigin.Server) []string {
 	return out
 }
 
+// waitReady waits until g reports ready (config applied, pools
+// pre-warmed).
 func waitReady(t testing.TB, g *Gateway) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !g.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("gateway not ready within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the gateway to be ready", g.Ready)
 }
 
 // client is one downstream connection (so one loop) to the gateway.

@@ -23,6 +23,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/upstream"
 )
@@ -252,7 +253,7 @@ origins:
 	send()
 	<-arrived
 	send()
-	waitUntil(t, "a request waiting in tight's pool", func() bool { return poolPending(g, "tight") == 1 })
+	poll.Until(t, "a request waiting in tight's pool", func() bool { return poolPending(g, "tight") == 1 })
 	for i := 0; i < 3; i++ {
 		send()
 		resp := <-answers
@@ -364,19 +365,6 @@ func poolPending(g *Gateway, name string) int {
 		}
 	}
 	return n
-}
-
-// waitUntil polls cond (the state it waits for is reached by other
-// goroutines without a signal); a deadline turns a hang into a failure.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestAdminJSONShapes reads /admin/origins and /admin/subsets as a script
@@ -520,7 +508,7 @@ func TestReadyzOnlyAfterPrewarm(t *testing.T) {
 	}
 	close(gate)
 	opened = true
-	waitUntil(t, "/readyz to turn 200", func() bool { return statusOf(t, admin+"/readyz") == 200 })
+	poll.Until(t, "/readyz to turn 200", func() bool { return statusOf(t, admin+"/readyz") == 200 })
 	for _, o := range os {
 		if got := o.Stats().Connections.Accepted; got != 4 {
 			t.Errorf("origin %s accepted %d connections before ready, want 4 (2 loops × prewarm 2)", o.Addr(), got)

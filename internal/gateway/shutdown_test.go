@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/poll"
 )
 
 // holdBackend is an origin whose /hold requests wait until released (or
@@ -112,11 +113,11 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 			shut := make(chan error, 1)
 			go func() { shut <- g.Shutdown(ctx) }()
 
-			waitUntil(t, "/readyz to fail", func() bool { return statusOf(t, "http://"+g.AdminAddr()+"/readyz") == 503 })
+			poll.Until(t, "/readyz to fail", func() bool { return statusOf(t, "http://"+g.AdminAddr()+"/readyz") == 503 })
 			if code := statusOf(t, "http://"+g.AdminAddr()+"/healthz"); code != 200 {
 				t.Errorf("/healthz %d while draining, want 200", code)
 			}
-			waitUntil(t, "the listener to refuse connections", func() bool { return refused(g.Addr()) })
+			poll.Until(t, "the listener to refuse connections", func() bool { return refused(g.Addr()) })
 			select {
 			case r := <-inflight:
 				t.Fatalf("in-flight request ended before its origin answered: %+v", r)
@@ -141,7 +142,7 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 					}
 				}
 			}
-			waitUntil(t, "the origin to see every upstream connection closed", func() bool { return b.open.Load() == 0 })
+			poll.Until(t, "the origin to see every upstream connection closed", func() bool { return b.open.Load() == 0 })
 			if !refused(g.AdminAddr()) {
 				t.Error("admin listener still accepting after Shutdown returned")
 			}
@@ -258,7 +259,7 @@ origins:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("corput serve did not log its addresses within 30s\n%s", stop())
 	}
-	waitUntil(t, "/readyz", func() bool { return statusOf(t, "http://"+admin+"/readyz") == 200 })
+	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+admin+"/readyz") == 200 })
 	c := downstream(t, dsH1, nil)
 	if r := <-fetch(c, "http://"+listen+"/x"); r.status != 200 || r.body != "ok" {
 		t.Fatalf("through corput serve: %+v", r)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/workload"
 )
@@ -67,18 +68,6 @@ func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 		t.Fatal(err)
 	}
 	return resp, string(body)
-}
-
-// eventually polls cond until it holds; the deadline only bounds a failure.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestClassesByPathAndServiceTime(t *testing.T) {
@@ -140,7 +129,7 @@ func TestWorkersBoundConcurrency(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "every request to arrive", func() bool {
+	poll.Until(t, "every request to arrive", func() bool {
 		st := s.Stats()
 		return st.Concurrency.Current+st.Queued.Current == workers+extra
 	})

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/corput/corput/internal/poll"
 )
 
 func readAll(t testing.TB, resp *http.Response) string {
@@ -141,7 +143,7 @@ func TestH1EarlyBodyClose(t *testing.T) {
 			if tc.path == "/small" {
 				// Make sure the whole small body is in the buffer, as it
 				// is in practice: it came in the same segment.
-				eventually(t, "small body buffered", func() bool { return c.(*h1Conn).br.Buffered() >= 96 })
+				poll.Until(t, "small body buffered", func() bool { return c.(*h1Conn).br.Buffered() >= 96 })
 			}
 			resp.Body.Close()
 			if got := c.Usable(); got != tc.reused {
@@ -272,7 +274,7 @@ func TestH1PeerClosedIdleIsNotHandedOut(t *testing.T) {
 			}
 			close(closeIt)
 			<-closed
-			eventually(t, "peer close detected", func() bool { return !c.Usable() })
+			poll.Until(t, "peer close detected", func() bool { return !c.Usable() })
 			var pinged error
 			c.Ping(0, func(err error) { pinged = err })
 			if pinged == nil {
@@ -294,7 +296,7 @@ func TestH1UnaskedBytesMakeIdleUnusable(t *testing.T) {
 	c := mustDial(t, mustDialer(t, Options{}), addr)
 	readAll(t, get(t, c, "http://"+addr+"/"))
 	<-sent
-	eventually(t, "stray bytes detected", func() bool { return !c.Usable() })
+	poll.Until(t, "stray bytes detected", func() bool { return !c.Usable() })
 }
 
 func TestH1StreamingBodyTrailersAnd1xx(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/rng"
 )
 
@@ -143,7 +144,7 @@ func TestH2GoAwayMakesUnusable(t *testing.T) {
 	readAll(t, get(t, c, o.url("/")))
 	shut := make(chan error, 1)
 	go func() { shut <- o.Config.Shutdown(context.Background()) }() // sends GOAWAY
-	eventually(t, "GOAWAY seen", func() bool { return !c.Usable() })
+	poll.Until(t, "GOAWAY seen", func() bool { return !c.Usable() })
 	if !c.(*h2Conn).w.goAway.Load() && !c.(*h2Conn).w.dead.Load() {
 		t.Fatal("unusable, but neither GOAWAY nor a socket failure was recorded")
 	}

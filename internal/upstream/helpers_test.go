@@ -185,19 +185,6 @@ func mustDial(t testing.TB, d *Dialer, addr string) Conn {
 	return c
 }
 
-// eventually polls cond (a socket-level fact that arrives asynchronously)
-// for up to 10 s. It asserts only that the fact arrives, never how fast.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: did not happen within 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func get(t testing.TB, c Conn, url string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)

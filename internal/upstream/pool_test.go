@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 )
@@ -142,14 +143,14 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 			c.MaxConnections, c.MaxPending, c.OverCap = maxConns, pending, over
 			c.Prewarm = maxConns
 		}), d, clk)
-		eventually(t, "pool pre-warmed", p.Ready)
+		poll.Until(t, "pool pre-warmed", p.Ready)
 		return o, g, p, tally
 	}
 	// fill holds a request on each of the 8 connections and waits until
 	// all are at the origin.
 	fill := func(t *testing.T, p *pool.Pool, o *origin, g *gate) chan error {
 		held := hold(p, o, maxConns)
-		eventually(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		poll.Until(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
 		return held
 	}
 
@@ -164,7 +165,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 			}
 			full++
 		}
-		eventually(t, "8 in service, 50 queued", func() bool {
+		poll.Until(t, "8 in service, 50 queued", func() bool {
 			return g.arrived.Load() == maxConns && p.Stats().Pending == pending
 		})
 		g.open()
@@ -183,7 +184,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		o, g, p, _ := warm(t, pool.Queue, clk)
 		held := fill(t, p, o, g)
 		waiter := hold(p, o, 1)
-		eventually(t, "one waiter queued", func() bool { return p.Stats().Pending == 1 })
+		poll.Until(t, "one waiter queued", func() bool { return p.Stats().Pending == 1 })
 		clk.Advance(p.Config().AcquireTimeout)
 		if err := <-waiter; !errors.Is(err, pool.ErrAcquireTimeout) {
 			t.Fatalf("waiter after acquire_timeout: %v, want ErrAcquireTimeout", err)
@@ -224,7 +225,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		if n := tally.Closed(pool.ReasonEviction); n != extra {
 			t.Fatalf("pool closed %d one-shot connections, want %d", n, extra)
 		}
-		eventually(t, "one-shot connections closed at the origin", func() bool { return o.closed.Load() == extra })
+		poll.Until(t, "one-shot connections closed at the origin", func() bool { return o.closed.Load() == extra })
 		release(t, g, held, maxConns)
 	})
 }
@@ -238,10 +239,10 @@ func TestPoolH2Multiplexes(t *testing.T) {
 	o := startOrigin(t, originOpts{tls: true, h2: true, maxStreams: streams}, g.handler())
 	p, _ := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.Prewarm = 1 }),
 		mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
-	eventually(t, "pool pre-warmed", p.Ready)
+	poll.Until(t, "pool pre-warmed", p.Ready)
 	errs := hold(p, o, clients)
 	// All 64 are at the origin at once: they are multiplexed.
-	eventually(t, "64 requests in flight", func() bool {
+	poll.Until(t, "64 requests in flight", func() bool {
 		select {
 		case err := <-errs:
 			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
@@ -312,7 +313,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 		if tally.Closed(pool.ReasonIdle) != 1 {
 			t.Fatal("connection not evicted at idle_timeout")
 		}
-		eventually(t, "origin sees the close", func() bool { return o.closed.Load() == 1 })
+		poll.Until(t, "origin sees the close", func() bool { return o.closed.Load() == 1 })
 		mustFetch(t, p, o.url("/b"))
 		if o.accepted.Load() != 2 {
 			t.Fatalf("origin accepted %d connections, want 2 (one after the eviction)", o.accepted.Load())
@@ -333,7 +334,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 			p, tally := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.MaxLifetime = 10 * time.Minute }),
 				mustDialer(t, tc.d), clk)
 			held := hold(p, o, 1)
-			eventually(t, "request in flight", func() bool { return g.arrived.Load() == 1 })
+			poll.Until(t, "request in flight", func() bool { return g.arrived.Load() == 1 })
 			clk.Advance(11 * time.Minute) // past 10m + 10 % jitter
 			if p.Stats().Draining != 1 {
 				t.Fatalf("stats %+v: want the old connection draining", p.Stats())
@@ -345,7 +346,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 			if err := <-held; err != nil {
 				t.Fatalf("in-flight request failed by the recycle: %v", err)
 			}
-			eventually(t, "drained connection closed", func() bool { return tally.Closed(pool.ReasonLifetime) == 1 })
+			poll.Until(t, "drained connection closed", func() bool { return tally.Closed(pool.ReasonLifetime) == 1 })
 			if o.accepted.Load() != 2 {
 				t.Fatalf("origin accepted %d connections, want 2", o.accepted.Load())
 			}
@@ -380,7 +381,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		p, tally := newPool(t, o.addr(), cfg, mustDialer(t, Options{}), clk)
 		old := mustFetch(t, p, o.url("/a")).Conn()
 		o.CloseClientConnections()
-		eventually(t, "FIN arrived", func() bool { return peerClosed(old) })
+		poll.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
 		clk.Advance(keepalive) // the first probe after the kill
 		if tally.Closed(pool.ReasonKeepalive) != 1 {
 			t.Fatalf("dead connection not closed by the first keepalive probe (closed: keepalive %d, remote %d)",
@@ -396,7 +397,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		p, tally := newPool(t, o.addr(), poolConfig(nil), mustDialer(t, Options{}), nil)
 		old := mustFetch(t, p, o.url("/a")).Conn()
 		o.CloseClientConnections()
-		eventually(t, "FIN arrived", func() bool { return peerClosed(old) })
+		poll.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
 		// No probe ran; the hand-out check alone keeps it out.
 		if lease := mustFetch(t, p, o.url("/b")); lease.Conn() == old {
 			t.Fatal("the dead connection was handed out")
@@ -415,7 +416,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		front.blackhole() // the open connection goes silent; new ones still pass
 		clk.Advance(keepalive)
 		// The PING times out after `timeout` (wall time, in the conn).
-		eventually(t, "lost PING closes the connection", func() bool { return tally.Closed(pool.ReasonKeepalive) == 1 })
+		poll.Until(t, "lost PING closes the connection", func() bool { return tally.Closed(pool.ReasonKeepalive) == 1 })
 		if old.Usable() {
 			t.Fatal("blackholed connection still reports usable")
 		}

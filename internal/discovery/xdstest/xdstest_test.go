@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/corput/corput/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,13 +89,7 @@ func TestServerRecordsACKsAndNACKs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.Requests()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("server recorded %d requests, want 3", len(s.Requests()))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, "the server to record 3 requests", func() bool { return len(s.Requests()) >= 3 })
 	if !s.Acked("1") || s.Acked("2") {
 		t.Fatalf("Acked(1) = %v, Acked(2) = %v; want true, false", s.Acked("1"), s.Acked("2"))
 	}
