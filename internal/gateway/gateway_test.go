@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,5 +363,51 @@ func TestNoUserAgentIsForwardedAsNone(t *testing.T) {
 		if ua != "" && (len(got) != 1 || got[0] != ua) {
 			t.Fatalf("User-Agent %q arrived as %q", ua, got)
 		}
+	}
+}
+
+// A response body that breaks after its headers aborts the client's
+// response; the upstream stream must still go back to the pool, or a pool of
+// one connection would refuse everything after the first broken body.
+func TestBrokenResponseBodyReleasesItsStream(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !broken.Load() {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(200)
+		io.WriteString(w, "only ten b")
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer up.Close()
+	cfg := strings.ReplaceAll(cfgText(1, "    pool: {max_connections: 1, over_cap: reject, prewarm: 0}\n"), "ENDPOINTS",
+		fmt.Sprintf("[{address: %q}]", up.Listener.Addr().String()))
+	g := startGateway(t, cfg, nil, Options{})
+	for i := 0; i < 3; i++ {
+		c, closeIdle := client()
+		resp, err := c.Get("http://" + g.Addr() + "/")
+		status, reason := 0, ""
+		if err == nil {
+			status, reason = resp.StatusCode, resp.Header.Get("X-Corput-Error")
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		closeIdle()
+		if err == nil {
+			t.Fatalf("request %d: a complete response (%d %s), want the origin's cut-short body; a 503 over_cap means the only stream leaked", i, status, reason)
+		}
+	}
+	broken.Store(false)
+	c, closeIdle := client()
+	defer closeIdle()
+	resp, body := get(t, c, "http://"+g.Addr()+"/")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("after broken bodies: %d %q (%s): the pool's only stream leaked", resp.StatusCode, body, resp.Header.Get("X-Corput-Error"))
 	}
 }

@@ -237,10 +237,18 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 		ep.Done(headers, balance.ServerError)
 		return 0, retry, gatewayError{status: http.StatusServiceUnavailable, reason: "upstream_503", shed: true}, ep
 	}
-	status := o.respond(w, r, resp, up)
-	ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
-	lease.Release()
-	o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	var status int
+	func() {
+		// respond aborts the handler (panic) when the body breaks after
+		// the headers went out: the endpoint and the lease are settled
+		// either way, or the stream would stay busy for good.
+		defer func() {
+			ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
+			lease.Release()
+			o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+		}()
+		status = o.respond(w, r, resp, up)
+	}()
 	return status, done, gatewayError{}, ep
 }
 
