@@ -165,10 +165,7 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 				break
 			}
 		}
-		status, v, gerr, ep := o.try(w, r, out, ol, prev, up, replayable && n+1 < o.attempts)
-		if n > 0 {
-			o.budget.doneRetry()
-		}
+		status, v, gerr, ep := o.attempt(n > 0, w, r, out, ol, prev, up, replayable && n+1 < o.attempts)
 		switch v {
 		case done:
 			return status
@@ -189,6 +186,15 @@ func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
 		c.Inc()
 	}
 	return writeError(w, e)
+}
+
+// attempt is try for attempt number n; a retry gives its budget back when it
+// ends, even when the handler is aborted mid-body.
+func (o *origin) attempt(retried bool, w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+	if retried {
+		defer o.budget.doneRetry()
+	}
+	return o.try(w, r, out, ol, prev, up, mayRetry)
 }
 
 // try makes one attempt. prev is the endpoint the previous attempt failed
