@@ -197,8 +197,11 @@ func TestH2CAndTLS(t *testing.T) {
 	if err != nil || rep.Requests == 0 || rep.SuccessRatio != 1 || h2c.Stats().Total().OK != rep.Requests {
 		t.Fatalf("h2c: %+v %v", rep, err)
 	}
-	if got := h2c.Stats().Connections.Accepted; got != 1 {
-		t.Fatalf("h2c multiplexes: %d connections, want 1", got)
+	// Go's transport may dial a second connection when requests start
+	// before the first is ready (a starved CPU makes that likely), so the
+	// bound is a few connections for dozens of requests, not exactly one.
+	if got := h2c.Stats().Connections.Accepted; got > 3 {
+		t.Fatalf("h2c multiplexes: %d connections for %d requests, want at most 3", got, rep.Requests)
 	}
 
 	tlsSrv := startOrigin(t, origin.Options{Proto: origin.TLS, Classes: fastMix().Classes})

@@ -305,8 +305,10 @@ func TestH2CAndTLSWithALPN(t *testing.T) {
 	if resp, _ := get(t, plain, h2c.URL()+"/"); resp.ProtoMajor != 1 {
 		t.Fatalf("HTTP/1.1 on the h2c port: %s", resp.Proto)
 	}
-	if st := h2c.Stats(); st.Connections.Accepted != 2 {
-		t.Fatalf("3 h2 streams and 1 h1 request: %d connections, want 2", st.Connections.Accepted)
+	// One for the h2 client (Go's transport may redial once on a starved
+	// CPU) and one for the h1 request; per-request connections would be 4.
+	if st := h2c.Stats(); st.Connections.Accepted < 2 || st.Connections.Accepted > 3 {
+		t.Fatalf("3 h2 streams and 1 h1 request: %d connections, want 2 (3 at most)", st.Connections.Accepted)
 	}
 
 	tlsSrv := start(t, Options{Proto: TLS})
