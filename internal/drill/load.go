@@ -186,27 +186,11 @@ func runLoad(ctx context.Context, s loadSpec) Load {
 	t := &tally{load: Load{Statuses: map[string]int64{}}, shedBy: map[string][]time.Duration{}}
 	t.start = time.Now()
 	t.end = t.start.Add(s.duration)
-	results := atk.Attack(targeter, loadgen.NewPoisson(s.rate, rng.New(s.seed)), s.duration, "drill")
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	began := time.Now()
-	done := ctx.Done()
-	for results != nil {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				results = nil
-				break
-			}
-			t.add(r)
-		case <-tick.C:
-			if s.progress != nil {
-				s.progress(min(time.Since(began), s.duration), s.duration)
-			}
-		case <-done:
-			atk.Stop()
-			done = nil
-		}
+	var tick func(time.Duration)
+	if s.progress != nil {
+		tick = func(elapsed time.Duration) { s.progress(min(elapsed, s.duration), s.duration) }
 	}
+	results := atk.Attack(targeter, loadgen.NewPoisson(s.rate, rng.New(s.seed)), s.duration, "drill")
+	loadgen.Collect(ctx, atk, results, t.add, tick)
 	return t.finish()
 }

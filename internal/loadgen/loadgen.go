@@ -113,12 +113,26 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	)
 
 	col := newCollector(o, targets)
-	results := atk.Attack(targeter, pacer, o.Duration, "")
-	var tick <-chan time.Time
+	var tick func(time.Duration)
 	if o.Progress != nil {
+		tick = func(elapsed time.Duration) {
+			o.Progress(Progress{Elapsed: elapsed, Duration: o.Duration, Answered: col.answered, Failed: col.failed})
+		}
+	}
+	Collect(ctx, atk, atk.Attack(targeter, pacer, o.Duration, ""), col.add, tick)
+	return col.report(), ctx.Err()
+}
+
+// Collect drains an attack's results into add until the attack ends. When
+// ctx ends it stops the attacker; requests in flight still finish and are
+// passed to add. A non-nil tick is called every second with the time since
+// Collect began, on the same goroutine as add.
+func Collect(ctx context.Context, atk *vegeta.Attacker, results <-chan *vegeta.Result, add func(*vegeta.Result), tick func(elapsed time.Duration)) {
+	var ticks <-chan time.Time
+	if tick != nil {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		tick = t.C
+		ticks = t.C
 	}
 	began := time.Now()
 	done := ctx.Done()
@@ -129,15 +143,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				results = nil
 				break
 			}
-			col.add(r)
-		case <-tick:
-			o.Progress(Progress{Elapsed: time.Since(began), Duration: o.Duration, Answered: col.answered, Failed: col.failed})
+			add(r)
+		case <-ticks:
+			tick(time.Since(began))
 		case <-done:
-			atk.Stop() // in-flight requests still finish and are counted
+			atk.Stop()
 			done = nil
 		}
 	}
-	return col.report(), ctx.Err()
 }
 
 // check fills defaults and refuses what cannot run.
