@@ -2,6 +2,7 @@ package drill
 
 import (
 	"context"
+	"github.com/corput/corput/internal/latency"
 	"net"
 	"net/http"
 	"net/url"
@@ -48,29 +49,11 @@ type Load struct {
 }
 
 // Percentiles are nearest-rank latencies in milliseconds.
-type Percentiles struct {
-	Count int     `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
-}
+type Percentiles = latency.Percentiles
 
-func percentiles(d []time.Duration) Percentiles {
-	slices.Sort(d)
-	p := Percentiles{Count: len(d)}
-	if len(d) == 0 {
-		return p
-	}
-	at := func(q float64) float64 {
-		i := int(float64(len(d))*q+0.999999999) - 1
-		return ms(d[min(max(i, 0), len(d)-1)])
-	}
-	p.P50, p.P90, p.P99, p.Max = at(0.50), at(0.90), at(0.99), ms(d[len(d)-1])
-	return p
-}
+func percentiles(d []time.Duration) Percentiles { return latency.Of(d) }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func ms(d time.Duration) float64 { return latency.Millis(d) }
 
 // loadSpec is one open-loop run against the gateway.
 type loadSpec struct {

@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"github.com/corput/corput/internal/latency"
 	"math"
+
 	"slices"
 	"time"
 
@@ -86,30 +88,13 @@ func (rc *recorder) shedTotal() int64 {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Percentiles summarises a latency distribution. There is no mean on
-// purpose: an average alone hides the tail (seed 002, ADV-AO-01).
-type Percentiles struct {
-	Count int     `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
-}
+// Percentiles summarises a latency distribution (no mean: see package
+// latency).
+type Percentiles = latency.Percentiles
 
-// percentiles computes nearest-rank percentiles of vals (sorted in place).
-func percentiles(vals []float64) Percentiles {
-	if len(vals) == 0 {
-		return Percentiles{}
-	}
-	slices.Sort(vals)
-	rank := func(q float64) float64 {
-		i := int(math.Ceil(q*float64(len(vals)))) - 1
-		return round2(vals[max(0, min(i, len(vals)-1))])
-	}
-	return Percentiles{Count: len(vals), P50: rank(0.50), P90: rank(0.90), P99: rank(0.99), Max: round2(vals[len(vals)-1])}
-}
-
-func round2(x float64) float64 { return math.Round(x*100) / 100 }
+// percentiles computes nearest-rank percentiles of vals (sorted in place),
+// rounded to two decimals for the report.
+func percentiles(vals []float64) Percentiles { return latency.OfMillis(vals).Rounded() }
 
 // timeSeries holds one value per virtual second: index i covers (i, i+1].
 type timeSeries struct {
@@ -176,3 +161,5 @@ func seconds(n int) []float64 {
 	}
 	return xs
 }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"github.com/corput/corput/internal/latency"
 	"io"
 	"maps"
 	"slices"
@@ -51,33 +52,10 @@ type ClassReport struct {
 }
 
 // Latency are percentiles in milliseconds (nearest rank).
-type Latency struct {
-	Count int     `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
-}
+type Latency = latency.Percentiles
 
 // latencyOf sorts d in place and reads its percentiles.
-func latencyOf(d []time.Duration) Latency {
-	slices.Sort(d)
-	l := Latency{Count: len(d)}
-	if len(d) == 0 {
-		return l
-	}
-	l.P50, l.P90, l.P99 = rank(d, 0.50), rank(d, 0.90), rank(d, 0.99)
-	l.Max = ms(d[len(d)-1])
-	return l
-}
-
-// rank is the nearest-rank percentile q of sorted d.
-func rank(d []time.Duration, q float64) float64 {
-	i := int(float64(len(d))*q+0.999999999) - 1
-	return ms(d[min(max(i, 0), len(d)-1)])
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func latencyOf(d []time.Duration) Latency { return latency.Of(d) }
 
 func ratio(n, of int64) float64 {
 	if of == 0 {
