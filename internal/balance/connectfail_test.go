@@ -25,6 +25,9 @@ func TestConnectFailuresMakeAnEndpointExpensive(t *testing.T) {
 	if !f.o.Panic() {
 		t.Fatal("one of four endpoints ejected should put the origin in panic routing (below 80 % healthy)")
 	}
+	if st := f.o.Endpoint(dead).Status(); st.EWMALatency < 300*time.Millisecond {
+		t.Fatalf("EWMA after the failure run %v: want at least ten default RTTs (300ms)", st.EWMALatency)
+	}
 	picked := 0
 	const n = 2000
 	for i := 0; i < n; i++ {
@@ -43,7 +46,22 @@ func TestConnectFailuresMakeAnEndpointExpensive(t *testing.T) {
 	if share := float64(picked) / n; share > 0.05 {
 		t.Fatalf("the refusing endpoint got %.1f%% of %d picks in panic routing; want at most 5%%", 100*share, n)
 	}
-	if st := f.o.Endpoint(dead).Status(); st.EWMALatency < 300*time.Millisecond {
-		t.Fatalf("EWMA of a refusing endpoint %v: want at least ten default RTTs (300ms)", st.EWMALatency)
+}
+
+// Below the failure threshold a connect failure records nothing: the
+// endpoint stays a candidate so that outlier detection sees its third
+// failure and ejects it promptly (a penalty at the first failure would hide
+// it from P2C and delay the ejection).
+func TestConnectFailuresBelowTheThresholdRecordNoLatency(t *testing.T) {
+	ms := members(4)
+	f := newFixture(t, DefaultConfig(), ms, 3)
+	e := f.o.Endpoint(ms[0].Address)
+	before := e.Status().EWMALatency
+	for i := 0; i < 2; i++ {
+		e.active.Add(1)
+		e.Done(50*time.Microsecond, ConnectFailure)
+	}
+	if got := e.Status().EWMALatency; got != before {
+		t.Fatalf("EWMA moved from %v to %v on failures below the threshold", before, got)
 	}
 }

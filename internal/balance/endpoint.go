@@ -110,13 +110,17 @@ func (e *Endpoint) Release() { e.pending.Add(-1) }
 
 // Done ends a request that Pick handed out; call it exactly once per
 // successful Pick. latency is the time from sending the request to the
-// response headers (ignored for Shed). A ConnectFailure's latency is not a
-// round trip: it records a penalty instead — ten default RTTs, or twice the
-// current estimate if that is higher — so Peak EWMA sees a refusing endpoint
-// as expensive rather than fast (a refused dial returns in microseconds). A
-// failure that
-// completes a run of consecutive_5xx ejects the endpoint before Done
-// returns, unless the ejection cap is full.
+// response headers (ignored for Shed). A failure that completes a run of
+// consecutive_5xx ejects the endpoint before Done returns, unless the
+// ejection cap is full.
+//
+// A ConnectFailure's latency is not a round trip and is not recorded —
+// until the failure that completes the run: that one records a penalty (ten
+// default RTTs, or twice the current estimate if higher). Outlier detection
+// has then given up on the endpoint, and the penalty keeps Peak EWMA from
+// seeing it as the fastest wherever it is still a candidate — in panic
+// routing, or while the ejection cap is full — because a refused dial
+// returns in microseconds.
 func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	e.active.Add(-1)
 	if out == Shed {
@@ -124,18 +128,21 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	}
 	o := e.origin
 	now := o.nowNs()
-	sample := float64(latency)
-	if out == ConnectFailure {
-		sample = max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs))
-	}
-	e.rtt.observe(sample, now, o.prm.tauMs)
 	if out == Success {
+		e.rtt.observe(float64(latency), now, o.prm.tauMs)
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
 			o.recovered(e)
 		}
 		return
 	}
-	if e.consecutive.Add(1) >= o.prm.failures {
+	run := e.consecutive.Add(1)
+	switch {
+	case out != ConnectFailure:
+		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+	case run >= o.prm.failures:
+		e.rtt.observe(max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs)), now, o.prm.tauMs)
+	}
+	if run >= o.prm.failures {
 		// A failing endpoint (cap full) is ejected at its next failure
 		// once an ejection slot is free; until then it costs no lock.
 		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
