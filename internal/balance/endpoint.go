@@ -115,12 +115,11 @@ func (e *Endpoint) Release() { e.pending.Add(-1) }
 // ejection cap is full.
 //
 // A ConnectFailure's latency is not a round trip and is not recorded —
-// until the failure that completes the run: that one records a penalty (ten
-// default RTTs, or twice the current estimate if higher). Outlier detection
-// has then given up on the endpoint, and the penalty keeps Peak EWMA from
-// seeing it as the fastest wherever it is still a candidate — in panic
-// routing, or while the ejection cap is full — because a refused dial
-// returns in microseconds.
+// except in panic routing, where an endpoint outlier detection has given up
+// on is a candidate again: there, a failure at or past the threshold records
+// a penalty (ten default RTTs, or twice the current estimate if higher), so
+// Peak EWMA does not take a refused dial, which returns in microseconds, for
+// the fastest endpoint. Outside panic the endpoint is ejected instead.
 func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	e.active.Add(-1)
 	if out == Shed {
@@ -128,25 +127,23 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	}
 	o := e.origin
 	now := o.nowNs()
-	if out == Success {
+	if out != ConnectFailure {
 		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+	}
+	if out == Success {
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
 			o.recovered(e)
 		}
 		return
 	}
-	run := e.consecutive.Add(1)
-	switch {
-	case out != ConnectFailure:
-		e.rtt.observe(float64(latency), now, o.prm.tauMs)
-	case run >= o.prm.failures:
-		e.rtt.observe(max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs)), now, o.prm.tauMs)
-	}
-	if run >= o.prm.failures {
+	if e.consecutive.Add(1) >= o.prm.failures {
 		// A failing endpoint (cap full) is ejected at its next failure
 		// once an ejection slot is free; until then it costs no lock.
 		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
 			o.failed(e)
+		}
+		if out == ConnectFailure && o.Panic() {
+			e.rtt.observe(max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs)), now, o.prm.tauMs)
 		}
 	}
 }
