@@ -103,43 +103,36 @@ type ZoneConfig struct {
 	MinOriginSize int
 }
 
-// DefaultConfig returns the seeds' defaults (LB-PAY-001 and REFERENCES.md).
+// Defaults of the two keys the configuration file does not have.
+const (
+	defaultActiveRequestBias = 1.0 // Envoy's active_request_bias
+	defaultMinOriginSize     = 6   // Envoy's zone-aware min_cluster_size
+)
+
+// DefaultConfig returns the seeds' defaults (LB-PAY-001 and REFERENCES.md):
+// those of config.DefaultOrigin, the one place they are written, plus the
+// keys the file does not have.
 func DefaultConfig() Config {
-	return Config{
-		Policy:            PeakEWMA,
-		Choices:           2,
-		EWMADecay:         10 * time.Second,
-		DefaultRTT:        30 * time.Millisecond,
-		ActiveRequestBias: 1.0,
-		SlowStart:         SlowStartConfig{Window: 60 * time.Second, MinWeightPercent: 10, Aggression: 1.0},
-		Outlier: OutlierConfig{
-			Consecutive5xx:     3,
-			BaseEjectionTime:   30 * time.Second,
-			MaxEjectionTime:    300 * time.Second,
-			MaxEjectionPercent: 20,
-		},
-		PanicThresholdPercent: 80,
-		Zone:                  ZoneConfig{LocalPercent: 85, MinOriginSize: 6},
-		MaxPending:            MaxPendingCeiling,
-	}
+	o := config.DefaultOrigin()
+	return FromConfig(&o)
 }
 
 // FromConfig maps an origin of the configuration file onto a Config. Keys
-// the file does not have (active_request_bias, the zone minimum) keep their
+// the file does not have (active_request_bias, the zone minimum) take their
 // defaults.
 func FromConfig(o *config.Origin) Config {
-	c := DefaultConfig()
-	c.Policy = Policy(o.Balancer.Policy)
-	c.Choices = o.Balancer.Choices
-	c.EWMADecay = o.Balancer.EWMADecay
-	c.DefaultRTT = o.Balancer.DefaultRTT
-	c.SlowStart = SlowStartConfig(o.SlowStart)
-	c.Outlier = OutlierConfig(o.Outlier)
-	c.PanicThresholdPercent = o.PanicThresholdPercent
-	c.Zone.Local = o.Zone.Local
-	c.Zone.LocalPercent = o.Zone.LocalPercent
-	c.MaxPending = int(o.Pool.MaxPending)
-	return c
+	return Config{
+		Policy:                Policy(o.Balancer.Policy),
+		Choices:               o.Balancer.Choices,
+		EWMADecay:             o.Balancer.EWMADecay,
+		DefaultRTT:            o.Balancer.DefaultRTT,
+		ActiveRequestBias:     defaultActiveRequestBias,
+		SlowStart:             SlowStartConfig(o.SlowStart),
+		Outlier:               OutlierConfig(o.Outlier),
+		PanicThresholdPercent: o.PanicThresholdPercent,
+		Zone:                  ZoneConfig{Local: o.Zone.Local, LocalPercent: o.Zone.LocalPercent, MinOriginSize: defaultMinOriginSize},
+		MaxPending:            int(o.Pool.MaxPending),
+	}
 }
 
 // maxChoices bounds Choices so that sampling fits a fixed array on the stack.
