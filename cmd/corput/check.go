@@ -41,17 +41,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	cfg, err := config.Load(*path)
-	var diags config.Diagnostics
-	switch {
-	case errors.As(err, &diags):
-		for _, d := range diags {
-			fmt.Fprintln(stdout, d)
-		}
-		fmt.Fprintf(stdout, "%s: invalid: %d error(s), %d warning(s)\n", *path, len(diags.Errors()), len(diags.Warnings()))
-		return 2
-	case err != nil:
-		fmt.Fprintln(stdout, err)
+	cfg, ok := loadConfig(*path, stdout)
+	if !ok {
 		return 2
 	}
 	for _, d := range cfg.Warnings() {
@@ -59,6 +50,26 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, summary(cfg))
 	return 0
+}
+
+// loadConfig loads path as corput check and corput serve both do: on an
+// invalid config it prints every diagnostic to w, one per line, then a count,
+// and reports false.
+func loadConfig(path string, w io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path)
+	var diags config.Diagnostics
+	switch {
+	case errors.As(err, &diags):
+		for _, d := range diags {
+			fmt.Fprintln(w, d)
+		}
+		fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", path, len(diags.Errors()), len(diags.Warnings()))
+		return nil, false
+	case err != nil:
+		fmt.Fprintln(w, err)
+		return nil, false
+	}
+	return cfg, true
 }
 
 // summary is the one line `corput check` prints for a valid config.

@@ -47,16 +47,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
-	cfg, err := config.Load(*path)
-	if err != nil {
-		var diags config.Diagnostics
-		if errors.As(err, &diags) {
-			for _, d := range diags {
-				fmt.Fprintln(stderr, d)
-			}
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+	cfg, ok := loadConfig(*path, stderr)
+	if !ok {
 		fmt.Fprintln(stderr, "corput serve: refusing an invalid config (see corput check)")
 		return 2
 	}
