@@ -119,6 +119,7 @@ const (
 	done  verdict = iota // a response was written (or the client left)
 	retry                // nothing reached the origin, or it refused: try another endpoint
 	fail                 // answer with the error
+	leased               // (lease only) a stream is held: go on
 )
 
 // proxy forwards r to an endpoint of the origin through loop ol, retrying
@@ -155,6 +156,26 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	}
 	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
+	status, v, gerr := o.retrying(replayable, func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+		return o.try(w, r, out, ol, prev, up, mayRetry)
+	})
+	if v == done {
+		return status
+	}
+	return o.answer(w, gerr)
+}
+
+// attemptFunc makes one attempt, on an endpoint other than prev (the one
+// the previous attempt failed on) when the subset offers another.
+// mayRetry says whether another attempt can follow; without one an
+// origin's 503 goes to the client as is.
+type attemptFunc func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint)
+
+// retrying runs attempts until one is done or fails, retrying a replayable
+// request within attempts and the retry budget. Both request paths (the
+// net/http handler and the fast path) forward through it. It returns the
+// status written (done) or the error to answer (fail).
+func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatewayError) {
 	o.budget.begin()
 	defer o.budget.end()
 	last := errNoHealthy
@@ -165,16 +186,13 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 				break
 			}
 		}
-		status, v, gerr, ep := o.attempt(n > 0, w, r, out, ol, prev, up, replayable && n+1 < o.attempts)
-		switch v {
-		case done:
-			return status
-		case fail:
-			return o.answer(w, gerr)
+		status, v, gerr, ep := o.attempt(n > 0, try, prev, replayable && n+1 < o.attempts)
+		if v != retry {
+			return status, v, gerr
 		}
 		last, prev = gerr, ep
 	}
-	return o.answer(w, last)
+	return 0, fail, last
 }
 
 // noUserAgent is a present-but-empty User-Agent: both wires then send none.
@@ -190,41 +208,19 @@ func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
 
 // attempt is try for attempt number n; a retry gives its budget back when it
 // ends, even when the handler is aborted mid-body.
-func (o *origin) attempt(retried bool, w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+func (o *origin) attempt(retried bool, try attemptFunc, prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
 	if retried {
 		defer o.budget.doneRetry()
 	}
-	return o.try(w, r, out, ol, prev, up, mayRetry)
+	return try(prev, mayRetry)
 }
 
-// try makes one attempt. prev is the endpoint the previous attempt failed
-// on, avoided when the subset offers another. mayRetry says whether another
-// attempt can follow; without one an origin's 503 goes to the client as is.
+// try makes one attempt through net/http's request and response (see
+// attemptFunc for prev and mayRetry).
 func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	ep, err := ol.picker.Pick()
-	if err != nil {
-		return 0, fail, errNoHealthy, nil
-	}
-	for i := 0; ep == prev && i < 2; i++ {
-		ep.Done(0, balance.Shed)
-		if ep, err = ol.picker.Pick(); err != nil {
-			return 0, fail, errNoHealthy, nil
-		}
-	}
-	if !ep.TryAdmit() {
-		ep.Done(0, balance.Shed)
-		return 0, fail, errPendingFull, ep
-	}
-	p, err := o.poolFor(ol, ep.Address())
-	if err != nil {
-		ep.Release()
-		ep.Done(0, balance.Shed)
-		return 0, fail, errNoHealthy, ep
-	}
-	lease, err := p.Acquire(out.Context())
-	ep.Release()
-	if err != nil {
-		return o.acquireFailed(r, ep, err)
+	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, prev)
+	if v != leased {
+		return status, v, gerr, ep
 	}
 	conn := lease.Conn().(upstream.Conn)
 	out.URL.Host = ep.Address()
@@ -232,18 +228,24 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 	resp, err := conn.RoundTrip(out)
 	if err != nil {
 		lease.Release()
-		return o.roundTripFailed(r, out, ep, start, err)
+		switch {
+		case r.Context().Err() != nil:
+			ep.Done(0, balance.Shed)
+			return 499, done, gatewayError{}, ep
+		case out.Context().Err() != nil:
+			return o.exchangeFailed(ep, start, failTimeout)
+		case upstream.IsRefusedStream(err):
+			return o.exchangeFailed(ep, start, failRefused)
+		}
+		return o.exchangeFailed(ep, start, failBroken)
 	}
 	headers := o.gw.clk.Now().Sub(start)
-	if mayRetry && resp.StatusCode == http.StatusServiceUnavailable && o.retryOn.status503 && resp.Header.Get("X-Corput-Error") == "" {
-		// An overloaded origin: give the next attempt a chance if the
-		// request can be replayed; proxy decides.
+	if o.retry503(mayRetry, resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		lease.Release()
 		ep.Done(headers, balance.ServerError)
-		return 0, retry, gatewayError{status: http.StatusServiceUnavailable, reason: "upstream_503", shed: true}, ep
+		return 0, retry, errUpstream503, ep
 	}
-	var status int
 	func() {
 		// respond aborts the handler (panic) when the body breaks after
 		// the headers went out: the endpoint and the lease are settled
@@ -258,7 +260,42 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 	return status, done, gatewayError{}, ep
 }
 
-func (o *origin) acquireFailed(r *http.Request, ep *balance.Endpoint, err error) (int, verdict, gatewayError, *balance.Endpoint) {
+// lease picks an endpoint other than prev when the subset offers one,
+// admits the request to it and acquires a stream of its pool for the
+// loop. v is leased when it holds a stream; otherwise the attempt ends
+// with status, v and gerr. ctx bounds a wait for a stream; client is the downstream
+// request's context (the client left when it ends).
+func (o *origin) lease(ctx, client context.Context, ol *originLoop, prev *balance.Endpoint) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
+	ep, err := ol.picker.Pick()
+	if err != nil {
+		return nil, pool.Lease{}, 0, fail, errNoHealthy
+	}
+	for i := 0; ep == prev && i < 2; i++ {
+		ep.Done(0, balance.Shed)
+		if ep, err = ol.picker.Pick(); err != nil {
+			return nil, pool.Lease{}, 0, fail, errNoHealthy
+		}
+	}
+	if !ep.TryAdmit() {
+		ep.Done(0, balance.Shed)
+		return ep, pool.Lease{}, 0, fail, errPendingFull
+	}
+	p, err := o.poolFor(ol, ep.Address())
+	if err != nil {
+		ep.Release()
+		ep.Done(0, balance.Shed)
+		return ep, pool.Lease{}, 0, fail, errNoHealthy
+	}
+	lease, err := p.Acquire(ctx)
+	ep.Release()
+	if err != nil {
+		status, v, gerr, _ := o.acquireFailed(client, ep, err)
+		return ep, pool.Lease{}, status, v, gerr
+	}
+	return ep, lease, 0, leased, gatewayError{}
+}
+
+func (o *origin) acquireFailed(client context.Context, ep *balance.Endpoint, err error) (int, verdict, gatewayError, *balance.Endpoint) {
 	var de *pool.DialError
 	switch {
 	case errors.As(err, &de):
@@ -282,18 +319,35 @@ func (o *origin) acquireFailed(r *http.Request, ep *balance.Endpoint, err error)
 		return 0, retry, errNoHealthy, ep
 	}
 	ep.Done(0, balance.Shed)
-	return clientGone(r.Context(), err)
+	return clientGone(client, err)
 }
 
-func (o *origin) roundTripFailed(r, out *http.Request, ep *balance.Endpoint, start time.Time, err error) (int, verdict, gatewayError, *balance.Endpoint) {
-	switch {
-	case r.Context().Err() != nil:
-		ep.Done(0, balance.Shed)
-		return 499, done, gatewayError{}, ep
-	case out.Context().Err() != nil:
+// retry503 says whether an origin's 503 is retried rather than passed on:
+// an overloaded origin gives the next attempt a chance when one can follow
+// (mayRetry) and retry.on names 503. A 503 another corput made (it has
+// X-Corput-Error) is passed on: that gateway already shed or retried.
+func (o *origin) retry503(mayRetry bool, status int, fromCorput bool) bool {
+	return mayRetry && status == http.StatusServiceUnavailable && o.retryOn.status503 && !fromCorput
+}
+
+var errUpstream503 = gatewayError{status: http.StatusServiceUnavailable, reason: "upstream_503", shed: true}
+
+// How an exchange failed before any response arrived.
+type failure uint8
+
+const (
+	failTimeout failure = iota // timeouts.request passed
+	failRefused                // the origin is known not to have processed it (refused stream, unusable connection)
+	failBroken                 // the connection broke
+)
+
+// exchangeFailed settles an exchange on ep that got no response.
+func (o *origin) exchangeFailed(ep *balance.Endpoint, start time.Time, f failure) (int, verdict, gatewayError, *balance.Endpoint) {
+	switch f {
+	case failTimeout:
 		ep.Done(o.gw.clk.Now().Sub(start), balance.ServerError)
 		return 0, fail, errUpstreamTimeout, ep
-	case upstream.IsRefusedStream(err):
+	case failRefused:
 		ep.Done(0, balance.Shed)
 		if o.retryOn.refused {
 			return 0, retry, errUpstreamReset, ep
@@ -303,8 +357,8 @@ func (o *origin) roundTripFailed(r, out *http.Request, ep *balance.Endpoint, sta
 	// The connection broke before any response: an origin that crashed
 	// with the request in flight, or closed a kept-alive connection as it
 	// was reused. The balancer counts a connect failure, and under
-	// retry.on connect-failure an idempotent request without a body (proxy
-	// decides) is replayed on another endpoint (RFC 9110 §9.2.2).
+	// retry.on connect-failure an idempotent request without a body (the
+	// caller decides) is replayed on another endpoint (RFC 9110 §9.2.2).
 	ep.Done(0, balance.ConnectFailure)
 	if o.retryOn.connect {
 		return 0, retry, errUpstreamReset, ep
