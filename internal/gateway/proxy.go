@@ -116,10 +116,10 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 type verdict uint8
 
 const (
-	done  verdict = iota // a response was written (or the client left)
-	retry                // nothing reached the origin, or it refused: try another endpoint
-	fail                 // answer with the error
-	leased               // (lease only) a stream is held: go on
+	done   verdict = iota // a response was written (or the client left)
+	retry                 // nothing reached the origin, or it refused: try another endpoint
+	fail                  // answer with the error
+	leased                // (lease only) a stream is held: go on
 )
 
 // proxy forwards r to an endpoint of the origin through loop ol, retrying
