@@ -102,6 +102,17 @@ func (o *tinyOrigin) close() {
 // startGateway runs a gateway with default settings (peak_ewma, pools,
 // framing guard, metrics) in front of origins.
 func startGateway(tb testing.TB, loops int, origins ...*tinyOrigin) *gateway.Gateway {
+	return startGatewayPath(tb, true, loops, origins...)
+}
+
+// paths are the two request paths: corput's fast path and net/http's
+// (downstream.fast_path).
+var paths = []struct {
+	name string
+	fast bool
+}{{"fast", true}, {"nethttp", false}}
+
+func startGatewayPath(tb testing.TB, fast bool, loops int, origins ...*tinyOrigin) *gateway.Gateway {
 	tb.Helper()
 	var eps []string
 	for _, o := range origins {
@@ -111,12 +122,13 @@ func startGateway(tb testing.TB, loops int, origins ...*tinyOrigin) *gateway.Gat
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: %d
+downstream: {fast_path: %v}
 routes: [{path_prefix: /, origin: app}]
 origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-`, loops, strings.Join(eps, ", "))
+`, loops, fast, strings.Join(eps, ", "))
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -224,7 +236,13 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 // BenchmarkSerial is one client connection, one request at a time: the
 // latency of the proxy path, syscalls included.
 func BenchmarkSerial(b *testing.B) {
-	g := startGateway(b, 2, startTinyOrigin(b))
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast) })
+	}
+}
+
+func benchSerial(b *testing.B, fast bool) {
+	g := startGatewayPath(b, fast, 2, startTinyOrigin(b))
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)
@@ -261,8 +279,14 @@ func reportCPU(b *testing.B, since time.Duration) {
 // BenchmarkParallel64 is 64 client connections (as wrk -c64) over two
 // loops and four origins: throughput under contention.
 func BenchmarkParallel64(b *testing.B) {
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) { benchParallel64(b, p.fast) })
+	}
+}
+
+func benchParallel64(b *testing.B, fast bool) {
 	origins := []*tinyOrigin{startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b)}
-	g := startGateway(b, 2, origins...)
+	g := startGatewayPath(b, fast, 2, origins...)
 	var clients sync.Map
 	b.SetParallelism(32) // 32 × GOMAXPROCS goroutines; 64 on two cores
 	b.ReportAllocs()

@@ -82,6 +82,10 @@ type Downstream struct {
 	IdleTimeout       time.Duration  `yaml:"idle_timeout"`
 	MaxHeaderBytes    int            `yaml:"max_header_bytes"`
 	TrustedProxies    []netip.Prefix `yaml:"trusted_proxies"` // X-Forwarded-* kept only from these peers
+	// FastPath serves simple cleartext HTTP/1.1 requests to HTTP/1.1
+	// origins on corput's own byte-level loop (default true); false serves
+	// every request through net/http.
+	FastPath bool `yaml:"fast_path"`
 }
 
 // Shutdown is the graceful drain on SIGTERM/SIGINT.
@@ -300,6 +304,7 @@ func Default() *Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    65536,
+			FastPath:          true,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 	}

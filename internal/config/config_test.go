@@ -59,7 +59,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		Admin:  "127.0.0.1:9901",
 		Fleet:  Fleet{Instance: 0, Size: 1},
 		Downstream: Downstream{
-			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 		Routes:   []Route{{PathPrefix: "/", Origin: "api"}},

@@ -45,9 +45,14 @@ func (l guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	return guard(c), nil
+}
+
+// guard puts c under the framing guard.
+func guard(c net.Conn) *framingConn {
 	fc := &framingConn{Conn: c}
 	fc.badFrom.Store(math.MaxInt64)
-	return fc, nil
+	return fc
 }
 
 // framingConn is a downstream connection under the framing guard.

@@ -75,7 +75,7 @@ type Gateway struct {
 	downstream [5]prometheus.Counter // by code class 1xx..5xx
 
 	mu       sync.Mutex // guards following
-	srv      *http.Server
+	srv      server
 	adminSrv *http.Server
 	ln       net.Listener
 	adminLn  net.Listener
@@ -161,10 +161,13 @@ type framingKey struct{}
 // assignLoop is the downstream server's ConnContext: connections go to
 // loops round-robin.
 func (g *Gateway) assignLoop(ctx context.Context, c net.Conn) context.Context {
-	l := int((g.nextLoop.Add(1) - 1) % uint64(g.loops))
 	if fc, ok := c.(*framingConn); ok {
 		ctx = context.WithValue(ctx, framingKey{}, fc)
+		if hc, ok := fc.Conn.(*handedConn); ok {
+			return context.WithValue(ctx, loopKey{}, hc.loop) // the fast path assigned it
+		}
 	}
+	l := int((g.nextLoop.Add(1) - 1) % uint64(g.loops))
 	return context.WithValue(ctx, loopKey{}, l)
 }
 
@@ -203,11 +206,18 @@ func (g *Gateway) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	srv := g.newServer()
-	if g.cfg.TLS == nil {
+	hs := g.newServer()
+	var srv server = hs
+	serve := func() error { return hs.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key) }
+	switch {
+	case g.cfg.TLS == nil && g.cfg.Downstream.FastPath:
+		fs := newFastServer(g, hs) // it hands connections to hs under the guard
+		srv, serve = fs, func() error { return fs.Serve(ln) }
+	case g.cfg.TLS == nil:
 		ln = guardListener{ln} // under TLS it would see ciphertext: see framing.go
+		serve = func() error { return hs.Serve(ln) }
 	}
-	if err := requireClientCerts(srv, g.cfg.TLS); err != nil {
+	if err := requireClientCerts(hs, g.cfg.TLS); err != nil {
 		ln.Close()
 		aln.Close()
 		return err
@@ -220,19 +230,17 @@ func (g *Gateway) Start() error {
 	g.srv, g.adminSrv, g.ln, g.adminLn = srv, admin, ln, aln
 	g.serveErr = make(chan error, 2)
 	g.mu.Unlock()
-	go func() {
-		var err error
-		if g.cfg.TLS != nil {
-			err = srv.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key)
-		} else {
-			err = srv.Serve(ln)
-		}
-		g.serveErr <- err
-	}()
+	go func() { g.serveErr <- serve() }()
 	go func() { g.serveErr <- admin.Serve(aln) }()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
 		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
 	return nil
+}
+
+// server is the downstream server: net/http's, or the fast path's.
+type server interface {
+	Shutdown(ctx context.Context) error
+	Close() error
 }
 
 // requireClientCerts makes srv demand a client certificate signed by a CA

@@ -33,6 +33,7 @@ type origin struct {
 	retryOn    retryOn
 	attempts   int
 	reqTimeout time.Duration
+	fast       bool // the fast path serves it: HTTP/1.1 pools of this package's dialer
 	loops      []*originLoop
 	m          originMetrics
 
@@ -105,6 +106,9 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 		o.dialer = d
 	} else if o.dialer, err = newDialer(oc); err != nil {
 		return nil, err
+	} else {
+		o.fast = gw.cfg.Downstream.FastPath &&
+			(oc.Protocol == config.ProtocolH1 || oc.Protocol == config.ProtocolAuto && oc.TLS == nil)
 	}
 	if oc.TLS != nil && oc.TLS.InsecureSkipVerify {
 		gw.log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",

@@ -200,10 +200,15 @@ var noUserAgent = []string{""}
 
 // answer writes a gateway-made error, counting sheds.
 func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
+	o.countShed(e)
+	return writeError(w, e)
+}
+
+// countShed counts a gateway-made error that sheds load.
+func (o *origin) countShed(e gatewayError) {
 	if c, ok := o.m.shed[e.reason]; ok {
 		c.Inc()
 	}
-	return writeError(w, e)
 }
 
 // attempt is try for attempt number n; a retry gives its budget back when it

@@ -53,6 +53,7 @@ type h1Conn struct {
 	closeOnce   sync.Once
 	probeBuf    [1]byte
 	justChecked atomic.Bool // alive() ran as the last exchange ended; see Usable
+	deadline    bool        // a Raw exchange set a deadline; touched by the exchange's owner only
 }
 
 func newH1Conn(addr string, sock *sockConn, tc *tls.Conn) *h1Conn {

@@ -1,0 +1,409 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corput/corput/internal/h1"
+)
+
+// The fast path. On the cleartext listener corput reads HTTP/1.1 itself:
+// a connection's request heads are parsed on the raw bytes (package h1),
+// and a simple request to an HTTP/1.1 origin is forwarded byte for byte —
+// head rewritten, body and response streamed through fixed buffers —
+// without net/http's request and response objects, its per-request
+// background reader or a context per request (docs/performance.md).
+//
+// Anything else is handed off, unread, to net/http's server behind the
+// framing guard, exactly as when the fast path is off
+// (downstream.fast_path: false): an h2c preface, a request h1.ParseRequest
+// calls not simple (Transfer-Encoding, Upgrade, Expect, HTTP/1.0, an
+// asterisk or absolute target, an escaped path, obs-fold, bare LF, an
+// oversized head, ...), a body above fastBodyLimit, CONNECT, or a route to
+// an origin the fast path does not serve (HTTP/2 or TLS with ALPN). The
+// hand-off is for the rest of the connection; the loop it was assigned
+// stays. So every rule the hostile-input and conformance suites check is
+// applied either by the strict parser (which refuses to call anything
+// doubtful simple) or by net/http as before.
+
+// fastBodyLimit is the largest request body the fast path forwards. The
+// body is written before the response is read, so it must fit the sockets'
+// buffers even when an origin answers early without reading it.
+const fastBodyLimit = 64 << 10
+
+// fastReadBuf is a fast connection's read buffer: the largest request
+// head it parses (larger heads go to net/http, which applies
+// downstream.max_header_bytes).
+const fastReadBuf = 8 << 10
+
+// fastServer serves the cleartext listener.
+type fastServer struct {
+	g         *Gateway
+	slow      *http.Server // takes what the fast path hands off
+	handoff   *handoffListener
+	headLimit int
+	hdrWait   time.Duration // downstream.read_header_timeout
+	idleWait  time.Duration // downstream.idle_timeout
+
+	closing  atomic.Bool
+	mu       sync.Mutex // guards following
+	ln       net.Listener
+	conns    map[*fastConn]struct{}
+	slowDone chan error
+	started  bool
+	slowOnce sync.Once
+	slowErr  error
+}
+
+func newFastServer(g *Gateway, slow *http.Server) *fastServer {
+	d := g.cfg.Downstream
+	return &fastServer{
+		g:         g,
+		slow:      slow,
+		handoff:   newHandoffListener(),
+		headLimit: min(fastReadBuf, d.MaxHeaderBytes),
+		hdrWait:   d.ReadHeaderTimeout,
+		idleWait:  d.IdleTimeout,
+		conns:     map[*fastConn]struct{}{},
+		slowDone:  make(chan error, 1),
+	}
+}
+
+// Serve accepts connections until Shutdown or Close; it returns
+// http.ErrServerClosed then, like http.Server.Serve.
+func (s *fastServer) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.started = true
+	s.mu.Unlock()
+	s.handoff.addr = ln.Addr()
+	go func() { s.slowDone <- s.slow.Serve(s.handoff) }()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: wait, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		l := int((s.g.nextLoop.Add(1) - 1) % uint64(s.g.loops))
+		fc := &fastConn{s: s, conn: c, loop: l}
+		if !s.track(fc) {
+			c.Close()
+			continue
+		}
+		go fc.serve()
+	}
+}
+
+func (s *fastServer) track(fc *fastConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.conns[fc] = struct{}{}
+	return true
+}
+
+func (s *fastServer) untrack(fc *fastConn) {
+	s.mu.Lock()
+	delete(s.conns, fc)
+	s.mu.Unlock()
+}
+
+// Shutdown stops accepting, closes idle connections, and waits for active
+// ones to finish their request (they then close) until ctx ends; net/http
+// shuts down the handed-off connections alongside.
+func (s *fastServer) Shutdown(ctx context.Context) error {
+	s.stopAccepting()
+	slowErr := make(chan error, 1)
+	go func() { slowErr <- s.slow.Shutdown(ctx) }() // it closes the hand-off listener
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for s.closeIdle() > 0 && err == nil {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.closeAll()
+		case <-tick.C:
+		}
+	}
+	return errors.Join(err, <-slowErr, s.waitSlow())
+}
+
+// Close closes every connection at once.
+func (s *fastServer) Close() error {
+	s.stopAccepting()
+	err := s.slow.Close()
+	s.closeAll()
+	return errors.Join(err, s.waitSlow())
+}
+
+func (s *fastServer) stopAccepting() {
+	s.closing.Store(true)
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.mu.Unlock()
+}
+
+// waitSlow waits, once, for net/http's Serve of the handed-off
+// connections to return.
+func (s *fastServer) waitSlow() error {
+	s.slowOnce.Do(func() {
+		s.mu.Lock()
+		started := s.started
+		s.mu.Unlock()
+		if started {
+			if err := <-s.slowDone; !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				s.slowErr = err
+			}
+		}
+	})
+	return s.slowErr
+}
+
+// closeIdle closes the connections waiting for a request and returns how
+// many are still busy.
+func (s *fastServer) closeIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	busy := 0
+	for fc := range s.conns {
+		if fc.state.CompareAndSwap(connIdle, connClosed) {
+			fc.conn.Close()
+		} else if fc.state.Load() == connActive {
+			busy++
+		}
+	}
+	return busy
+}
+
+func (s *fastServer) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fc := range s.conns {
+		fc.state.Store(connClosed)
+		fc.conn.Close()
+	}
+}
+
+// fastConn states.
+const (
+	connIdle   int32 = iota // waiting for (the rest of) a request head
+	connActive              // serving a request
+	connClosed              // closed by Shutdown
+)
+
+// fastConn is one downstream connection on the fast path.
+type fastConn struct {
+	s     *fastServer
+	conn  net.Conn
+	loop  int
+	state atomic.Int32
+
+	buf   []byte // read buffer; buf[r:w] is unread
+	r, w  int
+	bw    *bufio.Writer
+	head  h1.Head
+	resp  h1.Head
+	fwd   fwdPeer
+	watch *clientWatch
+	num   [24]byte // scratch for numbers
+
+	// the current request
+	bodyAt     int   // offset of its body in buf
+	bodyLen    int64 // its Content-Length (0 without)
+	inBuf      int64 // body bytes already in buf
+	bodyDone   bool  // the body was forwarded (or is empty)
+	closeAfter bool  // the connection closes after the response (said in it)
+	broken     bool  // the connection cannot carry another request
+}
+
+// serve reads and serves requests until the connection ends or is handed
+// off.
+func (c *fastConn) serve() {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			c.conn.Close()
+		}
+		c.s.untrack(c)
+		if c.bw != nil {
+			c.bw.Reset(nil)
+			fastWriters.Put(c.bw)
+		}
+	}()
+	c.buf = make([]byte, fastReadBuf)
+	c.bw = fastWriters.Get().(*bufio.Writer)
+	c.bw.Reset(c.conn)
+	c.fwd = newFwdPeer(c.s.g.fwd, c.conn.RemoteAddr().String())
+	c.watch = newClientWatch(c)
+	for first := true; ; first = false {
+		n, ok := c.readHead(first)
+		if !ok {
+			return
+		}
+		if n == 0 {
+			handedOff = c.handOff()
+			return
+		}
+		if !c.state.CompareAndSwap(connIdle, connActive) {
+			return // Shutdown closed it
+		}
+		keep, handoff := c.serveOne(n)
+		if handoff {
+			handedOff = c.handOff()
+			return
+		}
+		if !keep || c.s.closing.Load() || !c.state.CompareAndSwap(connActive, connIdle) {
+			return
+		}
+	}
+}
+
+// readHead reads until buf[r:] starts with a complete request head and
+// returns its length; 0 with ok means hand the connection off; !ok means
+// the connection ended (closed, timed out, Shutdown).
+func (c *fastConn) readHead(first bool) (n int, ok bool) {
+	waiting := true // no byte of this head yet
+	for {
+		if c.w > c.r {
+			waiting = false
+			n, res := h1.ParseRequest(c.buf[c.r:c.w], &c.head)
+			switch res {
+			case h1.Complete:
+				if n > c.s.headLimit {
+					return 0, true
+				}
+				return n, true
+			case h1.NotSimple:
+				return 0, true
+			}
+			if c.w-c.r >= c.s.headLimit {
+				return 0, true // net/http decides: 431 or a long head it accepts
+			}
+		}
+		if c.r > 0 && (c.r == c.w || c.w == len(c.buf)) {
+			c.w = copy(c.buf, c.buf[c.r:c.w])
+			c.r = 0
+		}
+		// A new connection and a started head get read_header_timeout;
+		// the wait between requests gets idle_timeout (net/http's rules).
+		wait := c.s.hdrWait
+		if waiting && !first {
+			wait = c.s.idleWait
+		}
+		if c.conn.SetReadDeadline(time.Now().Add(wait)) != nil {
+			return 0, false
+		}
+		k, err := c.conn.Read(c.buf[c.w:])
+		c.w += k
+		if err != nil && k == 0 {
+			return 0, false
+		}
+	}
+}
+
+// handOff gives the connection, with its unread bytes, to net/http.
+func (c *fastConn) handOff() bool {
+	if !c.state.CompareAndSwap(connIdle, connActive) && c.state.Load() != connActive {
+		return false
+	}
+	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
+		return false
+	}
+	_ = c.conn.SetReadDeadline(time.Time{})
+	pre := append([]byte(nil), c.buf[c.r:c.w]...)
+	hc := &handedConn{Conn: c.conn, pre: pre, loop: c.loop}
+	return c.s.handoff.give(guard(hc))
+}
+
+// fastWriters recycles the downstream write buffers.
+var fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+
+// handedConn is a connection the fast path handed to net/http: the bytes
+// it had read come first.
+type handedConn struct {
+	net.Conn
+	pre  []byte
+	loop int
+}
+
+func (h *handedConn) Read(p []byte) (int, error) {
+	if len(h.pre) > 0 {
+		n := copy(p, h.pre)
+		h.pre = h.pre[n:]
+		return n, nil
+	}
+	return h.Conn.Read(p)
+}
+
+// CloseWrite keeps net/http's graceful half-close working.
+func (h *handedConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// handoffListener is the listener net/http serves the handed-off
+// connections from.
+type handoffListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+	addr net.Addr
+}
+
+func newHandoffListener() *handoffListener {
+	return &handoffListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr {
+	if l.addr == nil {
+		return &net.TCPAddr{}
+	}
+	return l.addr
+}

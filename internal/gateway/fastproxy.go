@@ -1,0 +1,665 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/upstream"
+)
+
+// serveOne serves the request whose head is buf[r:r+n]. keep says the
+// connection may carry another request; handoff says nothing was read or
+// written for it and net/http takes the connection.
+func (c *fastConn) serveOne(n int) (keep, handoff bool) {
+	h := &c.head
+	g := c.s.g
+	body := max(h.ContentLength, 0)
+	if body > fastBodyLimit || string(h.Method) == http.MethodConnect {
+		return false, true
+	}
+	name, routed := g.router.Match(bstr(h.Host), bstr(h.Path))
+	var o *origin
+	if routed {
+		if o = g.origins[name]; !o.fast {
+			return false, true
+		}
+	} else if body > 0 {
+		return false, true // net/http answers it and skips the body
+	}
+	// From here the request is the fast path's.
+	c.bodyAt, c.bodyLen = c.r+n, body
+	c.inBuf = min(body, int64(c.w-c.bodyAt))
+	c.bodyDone = body == 0
+	c.closeAfter = h.Close || c.s.closing.Load()
+	c.broken = false
+
+	var status int
+	if !routed {
+		status = c.writeError(errNoRoute)
+	} else {
+		replayable := body == 0 && isIdempotent(bstr(h.Method))
+		ol := o.loops[c.loop]
+		st, v, gerr := o.retrying(replayable, func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+			return c.try(o, ol, n, prev, mayRetry)
+		})
+		if v == done {
+			status = st
+		} else {
+			o.countShed(gerr)
+			status = c.writeError(gerr)
+		}
+	}
+	g.downstream[classIndex(status)].Inc()
+
+	c.r += n
+	switch {
+	case c.bodyDone:
+		c.r += int(c.inBuf)
+	case c.inBuf == body:
+		c.r += int(body) // never forwarded, all buffered: skip it
+	default:
+		c.broken = true // part of an unforwarded body is still in the socket
+	}
+	return !c.broken && !c.closeAfter, false
+}
+
+// bstr views b as a string for a call that does not keep it.
+func bstr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// errClientBody marks a failure reading the request body from the client.
+var errClientBody = errors.New("client request body")
+
+// try is one attempt on the fast path (see attemptFunc).
+func (c *fastConn) try(o *origin, ol *originLoop, n int, prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+	ctx := context.Background() // a wait for a stream is bounded by pool.acquire_timeout
+	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, prev)
+	if v != leased {
+		return status, v, gerr, ep
+	}
+	raw, ok := lease.Conn().(upstream.Raw)
+	if !ok { // o.fast promises HTTP/1.1 pools
+		lease.Release()
+		ep.Done(0, balance.Shed)
+		return 0, fail, errUpstreamReset, ep
+	}
+	start := o.gw.clk.Now()
+	var deadline time.Time
+	if o.reqTimeout > 0 {
+		deadline = time.Now().Add(o.reqTimeout)
+	}
+	ubr, ubw, err := raw.Begin(deadline)
+	if err != nil {
+		lease.Release()
+		return o.exchangeFailed(ep, start, failRefused)
+	}
+	if err := c.writeRequest(ubw, n, deadline); err != nil {
+		raw.End(false)
+		lease.Release()
+		if errors.Is(err, errClientBody) {
+			ep.Done(0, balance.Shed)
+			c.broken = true
+			return 499, done, gatewayError{}, ep
+		}
+		return o.exchangeFailed(ep, start, failureOf(err))
+	}
+	c.watch.arm(raw)
+	rn, res, err := readResponseHead(ubr, &c.resp)
+	c.watch.disarm()
+	if err != nil {
+		raw.End(false)
+		lease.Release()
+		if c.watch.gone.Load() {
+			ep.Done(0, balance.Shed)
+			c.broken = true
+			return 499, done, gatewayError{}, ep
+		}
+		return o.exchangeFailed(ep, start, failureOf(err))
+	}
+	if res != h1.Complete {
+		return c.trySlowResponse(o, ep, lease, raw, start, mayRetry)
+	}
+	headers := o.gw.clk.Now().Sub(start)
+	status = c.resp.Status
+	if o.retry503(mayRetry, status, c.resp.Has("x-corput-error")) {
+		raw.End(skipBuffered(ubr, rn, &c.resp, c.head.Method))
+		lease.Release()
+		ep.Done(headers, balance.ServerError)
+		return 0, retry, errUpstream503, ep
+	}
+	reusable := c.relay(ubr, rn)
+	raw.End(reusable)
+	ep.Done(headers, balance.OutcomeOf(status))
+	lease.Release()
+	o.m.duration[classIndex(status)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	return status, done, gatewayError{}, ep
+}
+
+// failureOf classifies an upstream I/O error before any response.
+func failureOf(err error) failure {
+	if timedOut(err) {
+		return failTimeout
+	}
+	return failBroken
+}
+
+// writeRequest writes the request head, rewritten for the origin, and its
+// body to w and flushes.
+func (c *fastConn) writeRequest(w *bufio.Writer, n int, deadline time.Time) error {
+	h := &c.head
+	w.Write(h.Method)
+	w.WriteByte(' ')
+	w.Write(h.Target)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.Write(h.Host)
+	w.WriteString("\r\n")
+	writeFields(w, h.Fields)
+	if h.TETrailers {
+		w.WriteString("Te: trailers\r\n")
+	}
+	c.fwd.write(w, h)
+	if c.bodyLen > 0 || (string(h.Method) != http.MethodGet && string(h.Method) != http.MethodHead) {
+		// What net/http's client sends: many origins want a length on
+		// POST, PUT and PATCH even when it is 0.
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(c.num[:0], c.bodyLen, 10))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
+	if c.bodyLen > 0 {
+		c.bodyDone = true
+		w.Write(c.buf[c.bodyAt : c.bodyAt+int(c.inBuf)])
+		if err := c.copyBody(w, c.bodyLen-c.inBuf, deadline); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// copyBody copies the rest of the request body from the client socket.
+func (c *fastConn) copyBody(w *bufio.Writer, left int64, deadline time.Time) error {
+	if left == 0 {
+		return nil
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(c.s.hdrWait)
+	}
+	_ = c.conn.SetReadDeadline(deadline)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	for left > 0 {
+		k, err := c.conn.Read((*bp)[:min(int64(len(*bp)), left)])
+		left -= int64(k)
+		if _, werr := w.Write((*bp)[:k]); werr != nil {
+			return werr
+		}
+		if err != nil && left > 0 {
+			return errClientBody
+		}
+	}
+	return nil
+}
+
+func writeFields(w *bufio.Writer, fs []h1.Field) {
+	for i := range fs {
+		if fs[i].Hop {
+			continue
+		}
+		w.Write(fs[i].Name)
+		w.WriteString(": ")
+		w.Write(fs[i].Value)
+		w.WriteString("\r\n")
+	}
+}
+
+// readResponseHead reads until br holds a whole response head and parses
+// it. NotSimple (also for a head larger than br's buffer) leaves
+// everything unread for http.ReadResponse.
+func readResponseHead(br *bufio.Reader, h *h1.Head) (int, h1.Result, error) {
+	for {
+		if k := br.Buffered(); k > 0 {
+			b, _ := br.Peek(k)
+			if n, res := h1.ParseResponse(b, h); res != h1.Incomplete {
+				return n, res, nil
+			}
+			if k == br.Size() {
+				return 0, h1.NotSimple, nil
+			}
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return 0, h1.Incomplete, err
+		}
+	}
+}
+
+// skipBuffered discards a response whose whole body is already buffered
+// and reports whether the connection can be reused.
+func skipBuffered(br *bufio.Reader, n int, h *h1.Head, method []byte) bool {
+	if h.Close {
+		return false
+	}
+	size := int64(0)
+	if !h1.BodyLess(method, h.Status) {
+		if h.ContentLength < 0 {
+			return false
+		}
+		size = h.ContentLength
+	}
+	if int64(br.Buffered()) < int64(n)+size {
+		return false
+	}
+	_, err := br.Discard(n + int(size))
+	return err == nil
+}
+
+// Response body framings.
+const (
+	bodyNone    = iota // HEAD, 1xx, 204, 304
+	bodyFixed          // Content-Length
+	bodyChunked        // passed through chunk by chunk
+	bodyToEOF          // until the origin closes: sent on chunked
+)
+
+// relay writes the origin's response (head at br, n bytes) to the client
+// and streams its body; it reports whether the upstream connection ended
+// cleanly at the response's end and may be reused. A body that breaks
+// mid-way leaves the client connection to be closed (c.broken), so the
+// client sees a truncated response, never a short one.
+func (c *fastConn) relay(br *bufio.Reader, n int) bool {
+	rh, w := &c.resp, c.bw
+	mode := bodyFixed
+	switch {
+	case h1.BodyLess(c.head.Method, rh.Status):
+		mode = bodyNone
+	case rh.Chunked:
+		mode = bodyChunked
+	case rh.ContentLength < 0:
+		mode = bodyToEOF
+	}
+	w.WriteString(statusLine(rh.Status))
+	writeFields(w, rh.Fields)
+	if rh.ContentLength >= 0 && rh.Status != http.StatusNoContent {
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(c.num[:0], rh.ContentLength, 10))
+		w.WriteString("\r\n")
+	}
+	if mode == bodyChunked || mode == bodyToEOF {
+		w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	c.endHead(w, rh.HasDate)
+	if _, err := br.Discard(n); err != nil {
+		c.broken = true
+		return false
+	}
+	var ok bool
+	switch mode {
+	case bodyNone:
+		ok = true
+	case bodyFixed:
+		ok = c.copyFixed(br, rh.ContentLength)
+	case bodyChunked:
+		ok = c.copyChunked(br)
+	case bodyToEOF:
+		c.copyToEOF(br)
+		ok = false
+	}
+	if w.Flush() != nil {
+		c.broken = true
+		return false
+	}
+	return ok && !c.broken && !rh.Close
+}
+
+// endHead writes Date when the origin sent none, Connection: close when
+// the connection ends after this response, and the blank line.
+func (c *fastConn) endHead(w *bufio.Writer, hasDate bool) {
+	if !hasDate {
+		w.WriteString("Date: ")
+		w.Write(httpDate())
+		w.WriteString("\r\n")
+	}
+	if c.closeAfter || (!c.bodyDone && c.inBuf < c.bodyLen) {
+		c.closeAfter = true
+		w.WriteString("Connection: close\r\n")
+	}
+	w.WriteString("\r\n")
+}
+
+// pump moves the bytes br holds to the client, taking at most limit of
+// them, after filling br once when it is empty (the client's buffer is
+// flushed first, so a streaming response is never held back). take
+// decides how many of the buffered bytes belong to the body.
+func (c *fastConn) pump(br *bufio.Reader, take func([]byte) int) (moved int, err error) {
+	if br.Buffered() == 0 {
+		if c.bw.Flush() != nil {
+			c.broken = true
+			return 0, errClientGone
+		}
+		if _, err := br.Peek(1); err != nil {
+			return 0, err
+		}
+	}
+	b, _ := br.Peek(br.Buffered())
+	k := take(b)
+	if _, err := c.bw.Write(b[:k]); err != nil {
+		c.broken = true
+		return 0, errClientGone
+	}
+	br.Discard(k)
+	return k, nil
+}
+
+var errClientGone = errors.New("client connection broke")
+
+func (c *fastConn) copyFixed(br *bufio.Reader, size int64) bool {
+	for left := size; left > 0; {
+		k, err := c.pump(br, func(b []byte) int { return int(min(int64(len(b)), left)) })
+		if err != nil {
+			c.broken = true
+			return false
+		}
+		left -= int64(k)
+	}
+	return true
+}
+
+func (c *fastConn) copyChunked(br *bufio.Reader) bool {
+	var ch h1.Chunks
+	var fin bool
+	var bad error
+	for !fin {
+		_, err := c.pump(br, func(b []byte) int {
+			k, d, e := ch.Scan(b)
+			fin, bad = d, e
+			return k
+		})
+		if err != nil || bad != nil {
+			c.broken = true
+			return false
+		}
+	}
+	return true
+}
+
+// copyToEOF sends a body delimited by the origin's close as chunks.
+func (c *fastConn) copyToEOF(br *bufio.Reader) {
+	for {
+		if br.Buffered() == 0 {
+			if c.bw.Flush() != nil {
+				c.broken = true
+				return
+			}
+			if _, err := br.Peek(1); err != nil {
+				if err == io.EOF {
+					c.bw.WriteString("0\r\n\r\n")
+				} else {
+					c.broken = true
+				}
+				return
+			}
+		}
+		b, _ := br.Peek(br.Buffered())
+		c.bw.Write(strconv.AppendInt(c.num[:0], int64(len(b)), 16))
+		c.bw.WriteString("\r\n")
+		c.bw.Write(b)
+		if _, err := c.bw.WriteString("\r\n"); err != nil {
+			c.broken = true
+			return
+		}
+		br.Discard(len(b))
+	}
+}
+
+// trySlowResponse finishes an attempt whose response the fast parser
+// declined (1xx interim responses, a head larger than the buffer, unusual
+// framing): http.ReadResponse reads it and it is written from its fields.
+func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.Lease, raw upstream.Raw, start time.Time, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+	resp, err := raw.ReadResponse(string(c.head.Method))
+	if err != nil {
+		raw.End(false)
+		lease.Release()
+		return o.exchangeFailed(ep, start, failureOf(err))
+	}
+	headers := o.gw.clk.Now().Sub(start)
+	if o.retry503(mayRetry, resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
+		resp.Body.Close()
+		raw.End(false)
+		lease.Release()
+		ep.Done(headers, balance.ServerError)
+		return 0, retry, errUpstream503, ep
+	}
+	reusable := c.relaySlow(resp)
+	raw.End(reusable)
+	ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
+	lease.Release()
+	o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	return resp.StatusCode, done, gatewayError{}, ep
+}
+
+// relaySlow writes a response read by http.ReadResponse.
+func (c *fastConn) relaySlow(resp *http.Response) bool {
+	w := c.bw
+	bodyless := h1.BodyLess(c.head.Method, resp.StatusCode)
+	removeHopHeaders(resp.Header, "")
+	for k := range resp.Trailer {
+		resp.Header.Add("Trailer", k)
+	}
+	chunked := !bodyless && (resp.ContentLength < 0 || len(resp.Trailer) > 0)
+	w.WriteString(statusLine(resp.StatusCode))
+	if chunked {
+		resp.Header.Del("Content-Length")
+		resp.Header.Set("Transfer-Encoding", "chunked")
+	} else if resp.ContentLength >= 0 && resp.StatusCode != http.StatusNoContent {
+		resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	resp.Header.Write(w)
+	c.endHead(w, resp.Header.Get("Date") != "")
+	ok := true
+	if !bodyless {
+		var dst io.Writer = w
+		var cw *chunkWriter
+		if chunked {
+			cw = &chunkWriter{w: w}
+			dst = cw
+		}
+		if _, err := copyFlushing(c, dst, resp.Body); err != nil {
+			c.broken = true
+			resp.Body.Close()
+			return false
+		}
+		if cw != nil {
+			w.WriteString("0\r\n")
+			resp.Trailer.Write(w)
+			w.WriteString("\r\n")
+		}
+	}
+	resp.Body.Close()
+	if w.Flush() != nil {
+		c.broken = true
+		return false
+	}
+	return ok && !resp.Close
+}
+
+// copyFlushing copies src to dst, flushing the client's buffer after each
+// read (streaming responses go out as they come).
+func copyFlushing(c *fastConn, dst io.Writer, src io.Reader) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	var n int64
+	for {
+		k, err := src.Read(*bp)
+		if k > 0 {
+			if _, werr := dst.Write((*bp)[:k]); werr != nil {
+				return n, werr
+			}
+			n += int64(k)
+			if ferr := c.bw.Flush(); ferr != nil {
+				return n, ferr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// chunkWriter writes each Write as one chunk.
+type chunkWriter struct{ w *bufio.Writer }
+
+func (cw *chunkWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	cw.w.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	cw.w.WriteString("\r\n")
+	cw.w.Write(p)
+	_, err := cw.w.WriteString("\r\n")
+	return len(p), err
+}
+
+// writeError writes a gateway-made response (as gatewayError.write does
+// through net/http) and returns its status.
+func (c *fastConn) writeError(e gatewayError) int {
+	w := c.bw
+	w.WriteString(statusLine(e.status))
+	w.WriteString("Cache-Control: no-store\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	if e.shed {
+		w.WriteString("Retry-After: 1\r\n")
+	}
+	w.WriteString("X-Corput-Error: ")
+	w.WriteString(e.reason)
+	w.WriteString("\r\n")
+	body := http.StatusText(e.status) + ": " + e.reason + "\n"
+	w.WriteString("Content-Length: ")
+	w.Write(strconv.AppendInt(c.num[:0], int64(len(body)), 10))
+	w.WriteString("\r\n")
+	c.endHead(w, false)
+	if string(c.head.Method) != http.MethodHead {
+		w.WriteString(body)
+	}
+	if w.Flush() != nil {
+		c.broken = true
+	}
+	return e.status
+}
+
+// statusLines are the status lines of the registered codes.
+var statusLines [600]string
+
+func init() {
+	for code := 100; code < len(statusLines); code++ {
+		if t := http.StatusText(code); t != "" {
+			statusLines[code] = "HTTP/1.1 " + strconv.Itoa(code) + " " + t + "\r\n"
+		}
+	}
+}
+
+// statusLine is net/http's status line for code.
+func statusLine(code int) string {
+	if code < len(statusLines) && statusLines[code] != "" {
+		return statusLines[code]
+	}
+	c := strconv.Itoa(code)
+	return "HTTP/1.1 " + c + " status code " + c + "\r\n"
+}
+
+// httpDate is the current Date value, formatted once a second.
+func httpDate() []byte {
+	now := time.Now()
+	if d := dateCache.Load(); d != nil && d.sec == now.Unix() {
+		return d.text
+	}
+	d := &cachedDate{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	dateCache.Store(d)
+	return d.text
+}
+
+type cachedDate struct {
+	sec  int64
+	text []byte
+}
+
+var dateCache atomic.Pointer[cachedDate]
+
+// fwdPeer is what a downstream connection's X-Forwarded-* fields need,
+// found once per connection (Forwarding.Apply's rules).
+type fwdPeer struct {
+	ip      string
+	trusted bool
+}
+
+func newFwdPeer(f Forwarding, remoteAddr string) fwdPeer {
+	ip, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		ip = remoteAddr
+	}
+	peer, perr := netip.ParseAddr(ip)
+	return fwdPeer{ip: ip, trusted: perr == nil && f.trusted(peer.Unmap())}
+}
+
+// write writes X-Forwarded-For, -Proto and -Host for head h: a trusted
+// peer's values are kept (For is appended to), anyone else's replaced.
+func (p fwdPeer) write(w *bufio.Writer, h *h1.Head) {
+	w.WriteString("X-Forwarded-For: ")
+	if p.trusted && h.XFF >= 0 {
+		sep := false
+		for _, f := range h.Fields[h.XFF:] {
+			if len(f.Value) > 0 && h1.EqFold(f.Name, "x-forwarded-for") {
+				if sep {
+					w.WriteString(", ")
+				}
+				w.Write(f.Value)
+				sep = true
+			}
+		}
+		if sep {
+			w.WriteString(", ")
+		}
+	}
+	w.WriteString(p.ip)
+	w.WriteString("\r\n")
+	p.keepOr(w, h, h.XFP, "x-forwarded-proto", "X-Forwarded-Proto: ", nil, "http")
+	p.keepOr(w, h, h.XFH, "x-forwarded-host", "X-Forwarded-Host: ", h.Host, "")
+}
+
+// keepOr writes a trusted peer's fields named name when the first of them
+// (at first) has a value, else one field with value (or the literal).
+func (p fwdPeer) keepOr(w *bufio.Writer, h *h1.Head, first int, name, prefix string, value []byte, literal string) {
+	if p.trusted && first >= 0 && len(h.Fields[first].Value) > 0 {
+		for _, f := range h.Fields[first:] {
+			if h1.EqFold(f.Name, name) {
+				w.WriteString(prefix)
+				w.Write(f.Value)
+				w.WriteString("\r\n")
+			}
+		}
+		return
+	}
+	w.WriteString(prefix)
+	if value != nil {
+		w.Write(value)
+	} else {
+		w.WriteString(literal)
+	}
+	w.WriteString("\r\n")
+}

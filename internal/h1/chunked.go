@@ -1,0 +1,139 @@
+package h1
+
+import "errors"
+
+// ErrChunked is a chunked body whose framing breaks.
+var ErrChunked = errors.New("h1: malformed chunked body")
+
+// Chunks follows a chunked body byte by byte (RFC 9112 §7.1) so the bytes
+// can be passed on unchanged: chunk sizes, extensions, data and trailer
+// fields. The zero value is ready at the first chunk-size line.
+type Chunks struct {
+	state  uint8
+	remain uint64 // data bytes left in the current chunk
+	line   int    // length of the current size or trailer line
+	size   uint64 // the size being read
+	digits int
+	ext    bool // past the ';' of a chunk extension
+	trail  int  // trailer bytes so far
+}
+
+const (
+	chSize uint8 = iota
+	chSizeLF
+	chData
+	chDataCR
+	chDataLF
+	chTrailer
+	chTrailerLF
+	chDone
+
+	maxChunkLine = 4096
+	maxTrailers  = 64 << 10
+)
+
+// Scan consumes the body bytes at the start of b and returns how many
+// there were: len(b) unless the body ends inside b (done) or its framing
+// breaks (ErrChunked).
+func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
+	for n < len(b) {
+		x := b[n]
+		switch c.state {
+		case chDone:
+			return n, true, nil
+		case chSize:
+			n++
+			if c.line++; c.line > maxChunkLine {
+				return n, false, ErrChunked
+			}
+			switch {
+			case x == '\r':
+				if c.digits == 0 {
+					return n, false, ErrChunked
+				}
+				c.state = chSizeLF
+			case c.ext:
+				if x < ' ' && x != '\t' || x == 0x7f {
+					return n, false, ErrChunked
+				}
+			case x == ';':
+				if c.digits == 0 {
+					return n, false, ErrChunked
+				}
+				c.ext = true
+			default:
+				d, ok := unhex(x)
+				if !ok || c.digits == 15 {
+					return n, false, ErrChunked
+				}
+				c.size = c.size<<4 | uint64(d)
+				c.digits++
+			}
+		case chSizeLF:
+			n++
+			if x != '\n' {
+				return n, false, ErrChunked
+			}
+			c.remain, c.size, c.digits, c.ext, c.line = c.size, 0, 0, false, 0
+			if c.remain == 0 {
+				c.state = chTrailer
+			} else {
+				c.state = chData
+			}
+		case chData:
+			k := min(uint64(len(b)-n), c.remain)
+			n += int(k)
+			if c.remain -= k; c.remain == 0 {
+				c.state = chDataCR
+			}
+		case chDataCR:
+			n++
+			if x != '\r' {
+				return n, false, ErrChunked
+			}
+			c.state = chDataLF
+		case chDataLF:
+			n++
+			if x != '\n' {
+				return n, false, ErrChunked
+			}
+			c.state = chSize
+		case chTrailer:
+			n++
+			if c.trail++; c.trail > maxTrailers {
+				return n, false, ErrChunked
+			}
+			if x == '\r' {
+				c.state = chTrailerLF
+			} else if x == '\n' || (x < ' ' && x != '\t') || x == 0x7f {
+				return n, false, ErrChunked
+			} else {
+				c.line++
+			}
+		case chTrailerLF:
+			n++
+			if x != '\n' {
+				return n, false, ErrChunked
+			}
+			if c.line == 0 {
+				c.state = chDone
+				return n, true, nil
+			}
+			c.line = 0
+			c.state = chTrailer
+		}
+	}
+	return n, c.state == chDone, nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

@@ -1,0 +1,81 @@
+package upstream
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Raw is an HTTP/1.1 connection's byte-level face, for the gateway's fast
+// path: the caller writes the request head and body to W and reads the
+// response from R itself, between Begin and End. Only *h1Conn implements
+// it; an HTTP/2 connection goes through RoundTrip.
+type Raw interface {
+	Conn
+	// Begin takes the connection for one exchange. A non-zero deadline
+	// bounds every read and write until End. It fails with
+	// ErrConnUnusable or ErrConnBusy; nothing was sent then.
+	Begin(deadline time.Time) (r *bufio.Reader, w *bufio.Writer, err error)
+	// End ends the exchange. reusable says the response ended cleanly at
+	// its framing and neither side asked to close; otherwise the
+	// connection is closed. A reused connection is probed when it is next
+	// handed out (Usable), not here: one probe read per request.
+	End(reusable bool)
+	// ReadResponse reads a response the fast path cannot parse itself
+	// with http.ReadResponse (skipping 1xx interim responses), for a
+	// request with the given method.
+	ReadResponse(method string) (*http.Response, error)
+	// Addr is the endpoint address.
+	Addr() string
+}
+
+func (c *h1Conn) Addr() string { return c.addr }
+
+func (c *h1Conn) Begin(deadline time.Time) (*bufio.Reader, *bufio.Writer, error) {
+	if !c.state.CompareAndSwap(h1Idle, h1Busy) {
+		if c.state.Load() == h1Broken {
+			return nil, nil, ErrConnUnusable
+		}
+		return nil, nil, ErrConnBusy
+	}
+	c.justChecked.Store(false)
+	if !deadline.IsZero() {
+		c.deadline = true
+		_ = c.sock.SetDeadline(deadline)
+	}
+	return c.br, c.bw, nil
+}
+
+func (c *h1Conn) End(reusable bool) {
+	if c.deadline {
+		c.deadline = false
+		if c.sock.SetDeadline(time.Time{}) != nil {
+			reusable = false
+		}
+	}
+	if reusable && c.br.Buffered() == 0 {
+		// Trusted at release; the hand-out check reads (see Usable).
+		c.justChecked.Store(true)
+		if c.state.CompareAndSwap(h1Busy, h1Idle) {
+			return
+		}
+	}
+	c.Close()
+}
+
+func (c *h1Conn) ReadResponse(method string) (*http.Response, error) {
+	req := &http.Request{Method: method}
+	for i := 0; ; i++ {
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, err
+		}
+		if code := resp.StatusCode; code >= 200 || code == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if i >= max1xx {
+			return nil, fmt.Errorf("more than %d informational (1xx) responses", max1xx)
+		}
+	}
+}
