@@ -52,7 +52,8 @@ type fastServer struct {
 	idleWait  time.Duration // downstream.idle_timeout
 
 	closing  atomic.Bool
-	mu       sync.Mutex // guards following
+	handoffs atomic.Int64 // connections given to net/http
+	mu       sync.Mutex   // guards following
 	ln       net.Listener
 	conns    map[*fastConn]struct{}
 	slowDone chan error
@@ -334,6 +335,7 @@ func (c *fastConn) handOff() bool {
 	_ = c.conn.SetReadDeadline(time.Time{})
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
 	hc := &handedConn{Conn: c.conn, pre: pre, loop: c.loop}
+	c.s.handoffs.Add(1)
 	return c.s.handoff.give(guard(hc))
 }
 

@@ -174,7 +174,7 @@ func (c *fastConn) writeRequest(w *bufio.Writer, n int, deadline time.Time) erro
 		w.WriteString("Te: trailers\r\n")
 	}
 	c.fwd.write(w, h)
-	if c.bodyLen > 0 || (string(h.Method) != http.MethodGet && string(h.Method) != http.MethodHead) {
+	if c.bodyLen > 0 || wantsLength(h.Method) {
 		// What net/http's client sends: many origins want a length on
 		// POST, PUT and PATCH even when it is 0.
 		w.WriteString("Content-Length: ")
@@ -190,6 +190,16 @@ func (c *fastConn) writeRequest(w *bufio.Writer, n int, deadline time.Time) erro
 		}
 	}
 	return w.Flush()
+}
+
+// wantsLength reports whether net/http's client would send Content-Length:
+// 0 for an empty body of this method.
+func wantsLength(method []byte) bool {
+	switch string(method) {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return true
+	}
+	return false
 }
 
 // copyBody copies the rest of the request body from the client socket.
