@@ -91,6 +91,9 @@ func hasSuffixFold(s, suffix string) bool {
 }
 
 func stripPort(host string) string {
+	if strings.IndexByte(host, ':') < 0 {
+		return host // the common case, without the error SplitHostPort would allocate
+	}
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		return h
 	}
