@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
 	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/progress"
-	"github.com/corput/corput/internal/rng"
 )
 
 // bench is one run of the comparison.
@@ -320,66 +315,6 @@ func (b *bench) overhead(ctx context.Context, p proxy, dir string, sofar map[str
 	return res, nil
 }
 
-// openLoopRaw is Poisson arrivals of GET url at rate for d, each on a
-// keep-alive connection of an unbounded client pool (open loop: a slow
-// answer never delays the next request).
-func openLoopRaw(ctx context.Context, url string, rate float64, d time.Duration, seed uint64) (Result, error) {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	defer tr.CloseIdleConnections()
-	atk := vegeta.NewAttacker(vegeta.Client(&http.Client{Transport: tr, Timeout: 10 * time.Second}), vegeta.MaxBody(0), vegeta.Workers(64))
-	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: url})
-	var lat []time.Duration
-	var sent, failed int64
-	first, last := time.Time{}, time.Time{}
-	results := atk.Attack(targeter, loadgen.NewPoisson(rate, rng.New(seed)), d, "overhead")
-	done := ctx.Done()
-	for results != nil {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				results = nil
-				break
-			}
-			sent++
-			if r.Code != http.StatusOK {
-				failed++
-				continue
-			}
-			lat = append(lat, r.Latency)
-			if first.IsZero() || r.Timestamp.Before(first) {
-				first = r.Timestamp
-			}
-			if e := r.End(); e.After(last) {
-				last = e
-			}
-		case <-done:
-			atk.Stop()
-			done = nil
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	slices.Sort(lat)
-	res := Result{RateRPS: rate, Requests: sent, Errors: failed}
-	if len(lat) > 0 {
-		res.P50MS, res.P90MS, res.P99MS = pct(lat, 0.50), pct(lat, 0.90), pct(lat, 0.99)
-		res.MaxMS = msOf(lat[len(lat)-1])
-		if el := last.Sub(first).Seconds(); el > 0 {
-			res.RPS = float64(len(lat)) / el
-		}
-	}
-	if sent > 0 {
-		res.SuccessRatio = float64(sent-failed) / float64(sent)
-	}
-	return res, nil
-}
-
-// pct is the nearest-rank percentile q of sorted d, in milliseconds.
 func pct(d []time.Duration, q float64) float64 {
 	i := int(float64(len(d))*q+0.999999999) - 1
 	return msOf(d[min(max(i, 0), len(d)-1)])
