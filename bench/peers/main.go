@@ -47,15 +47,16 @@ import (
 
 // options are the runner's flags.
 type options struct {
-	corput    string
-	balancer  string
-	out       string
-	proxies   []string
-	scenarios []string
-	rounds    int
-	install   bool
-	verbose   bool
-	seed      uint64
+	corput     string
+	balancer   string
+	downstream string
+	out        string
+	proxies    []string
+	scenarios  []string
+	rounds     int
+	install    bool
+	verbose    bool
+	seed       uint64
 
 	rawDuration  time.Duration
 	rawConns     int
@@ -77,6 +78,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.corput, "corput", "", "corput `BINARY` (default: go build ./cmd/corput into OUT/bin)")
 	fs.StringVar(&o.balancer, "corput-balancer", defaultBalancer, "corput's origins[].balancer `YAML` flow mapping (default: corput's defaults written out)")
+	fs.StringVar(&o.downstream, "corput-downstream", "", "corput's downstream `YAML` flow mapping, e.g. '{fast_path: false}' (default: none, corput's defaults)")
 	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
 	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
@@ -179,7 +181,7 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	var proxies []proxy
 	need := []string{"wrk"}
 	for _, n := range o.proxies {
-		p, err := proxyByName(n, bin, o.balancer)
+		p, err := proxyByName(n, corputProxy{bin_: bin, balancer: o.balancer, downstream: o.downstream})
 		if err != nil {
 			return nil, err
 		}

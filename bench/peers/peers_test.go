@@ -69,7 +69,7 @@ func TestParseWrkDuration(t *testing.T) {
 func TestCorputConfigIsValid(t *testing.T) {
 	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
 	for _, joining := range []bool{false, true} {
-		text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", members, joining)
+		text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", "", members, joining)
 		cfg, err := config.Parse([]byte(text), "bench.yaml")
 		if err != nil {
 			t.Fatalf("joining=%v: %v\n%s", joining, err, text)
@@ -255,7 +255,7 @@ func TestOptions(t *testing.T) {
 	if _, err := parseOptions([]string{"--scenarios", "raw,bogus"}, os.Stderr); err == nil || !strings.Contains(err.Error(), "--scenarios") {
 		t.Errorf("unknown scenario: err = %v", err)
 	}
-	if _, err := proxyByName("envoy", "", ""); err == nil || !strings.Contains(err.Error(), "--proxies") {
+	if _, err := proxyByName("envoy", corputProxy{}); err == nil || !strings.Contains(err.Error(), "--proxies") {
 		t.Errorf("unknown proxy: err = %v", err)
 	}
 	o, err := parseOptions(nil, os.Stderr)

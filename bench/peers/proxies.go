@@ -42,10 +42,11 @@ const (
 	nameCaddy   = "caddy"
 )
 
-func proxyByName(name, corputBin, corputBalancer string) (proxy, error) {
+// proxyByName returns the named proxy; corput is corput's settings.
+func proxyByName(name string, corput corputProxy) (proxy, error) {
 	switch name {
 	case nameCorput:
-		return corputProxy{bin_: corputBin, balancer: corputBalancer}, nil
+		return corput, nil
 	case nameNginx:
 		return nginxProxy{}, nil
 	case nameHAProxy:
@@ -158,8 +159,9 @@ func waitOK(ctx context.Context, c *child, url string) error {
 // --- corput
 
 type corputProxy struct {
-	bin_     string
-	balancer string // the balancer: line's flow mapping
+	bin_       string
+	balancer   string // the balancer: line's flow mapping
+	downstream string // the downstream: line's flow mapping; "" for none
 }
 
 // defaultBalancer is corput's default policy, written out.
@@ -172,9 +174,12 @@ func (corputProxy) bin() string  { return "" }
 // with two choices, 50 pending per endpoint, 60 s slow start, retries of
 // connect failures), members static, or from a watched file when a member
 // joins later.
-func corputConfig(listen, admin, balancer string, members []string, joining bool) string {
+func corputConfig(listen, admin, balancer, downstream string, members []string, joining bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
+	if downstream != "" {
+		b.WriteString("downstream: " + downstream + "\n")
+	}
 	b.WriteString("routes:\n  - {path_prefix: /, origin: bench}\n")
 	b.WriteString("origins:\n  - name: bench\n    protocol: h1\n")
 	if joining {
@@ -214,7 +219,7 @@ func (p corputProxy) files(dir, listen string, members []string, joining string)
 		}
 	}
 	path := filepath.Join(dir, "corput.yaml")
-	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, members, joining != "")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, p.downstream, members, joining != "")), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{p.bin_, "serve", "--config", path, "--log-level", "warn"}, nil
