@@ -14,7 +14,7 @@ type Chunks struct {
 	line   int    // length of the current size or trailer line
 	size   uint64 // the size being read
 	digits int
-	ext    bool // past the ';' of a chunk extension
+	ext    bool // past the ';' of a chunk extension, or the ':' of a trailer field
 	trail  int  // trailer bytes so far
 }
 
@@ -103,11 +103,27 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 			if c.trail++; c.trail > maxTrailers {
 				return n, false, ErrChunked
 			}
-			if x == '\r' {
+			// A trailer field is a field line, as net/http reads it:
+			// a token name, ':', a value without CTLs (nor obs-fold).
+			switch {
+			case x == '\r':
+				if c.line > 0 && !c.ext {
+					return n, false, ErrChunked // no colon
+				}
 				c.state = chTrailerLF
-			} else if x == '\n' || (x < ' ' && x != '\t') || x == 0x7f {
+			case c.ext:
+				if x < ' ' && x != '\t' || x == 0x7f {
+					return n, false, ErrChunked
+				}
+			case x == ':':
+				if c.line == 0 {
+					return n, false, ErrChunked // no name
+				}
+				c.ext = true
+			case !isTchar(x):
 				return n, false, ErrChunked
-			} else {
+			}
+			if x != '\r' {
 				c.line++
 			}
 		case chTrailerLF:
@@ -119,7 +135,7 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				c.state = chDone
 				return n, true, nil
 			}
-			c.line = 0
+			c.line, c.ext = 0, false
 			c.state = chTrailer
 		}
 	}

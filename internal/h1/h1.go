@@ -404,11 +404,23 @@ func ParseResponse(b []byte, h *Head) (n int, res Result) {
 	if code < 200 || code > 999 {
 		return 0, NotSimple
 	}
+	for _, c := range line[12:] {
+		// reason-phrase: no CTL but HTAB. A bare LF would end the status
+		// line for http.ReadResponse, which then reads other fields.
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return 0, NotSimple
+		}
+	}
 	h.Status = code
 	if !h.fieldLines(rest, false) {
 		return 0, NotSimple
 	}
 	if h.Minor == 0 {
+		if h.Chunked {
+			// Transfer-Encoding in HTTP/1.0 is faulty framing (RFC 9112
+			// §6.1); http.ReadResponse ignores it and reads to the close.
+			return 0, NotSimple
+		}
 		h.Close = true // HTTP/1.0 keep-alive is not worth the rules: one response per connection
 	}
 	if h.Chunked && h.ContentLength >= 0 {
@@ -458,7 +470,11 @@ func EqFold(b []byte, s string) bool {
 		return false
 	}
 	for i := 0; i < len(b); i++ {
-		if b[i]|0x20 != s[i] && b[i] != s[i] {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A' // not c|0x20, which folds CR onto '-' and CTLs onto digits
+		}
+		if c != s[i] {
 			return false
 		}
 	}
