@@ -359,6 +359,11 @@ func (h *Head) connTokensOf(v []byte) bool {
 // connection marks the fields a Connection header named as hop-by-hop,
 // once all fields are known.
 func (h *Head) connection(request bool) bool {
+	for _, tok := range h.connTokens[:h.nconn] {
+		if eqFold(tok, "te") {
+			h.TETrailers = false // a TE the client made hop-by-hop is not forwarded at all
+		}
+	}
 	for i := range h.Fields {
 		for _, tok := range h.connTokens[:h.nconn] {
 			if eqFoldBytes(h.Fields[i].Name, tok) {
