@@ -164,6 +164,7 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	reqs := []string{
 		"GET /echo?a=1&b=%2F HTTP/1.1\r\nHost: gw.test\r\nx-lower: v\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Connection: x\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil\r\nUser-Agent: t/1\r\nAccept: */*\r\nAccept: text/plain\r\n\r\n",
 		"HEAD /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /echo HTTP/1.1\r\nHost: gw.test\r\nTE: trailers, deflate;q=0.5\r\nConnection: TE\r\n\r\n",
 		"POST /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 5\r\n\r\nhello",
 		"POST /post HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"PUT /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 0\r\n\r\n",
@@ -194,6 +195,10 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	}
 	if n := fast.handoffs(); n != 0 {
 		t.Errorf("the fast path handed off %d connections, want 0: every request above is simple", n)
+	}
+	// A compliant client's "Connection: TE" does not cost gRPC its TE.
+	if !strings.Contains(got[2].Body, `Te=["trailers"]`) {
+		t.Errorf("TE: trailers with Connection: TE did not reach the origin:\n%s", got[2].Body)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, removed before
@@ -18,17 +20,14 @@ var hopHeaders = []string{
 // Connection. "TE: trailers" survives (gRPC needs it end to end), and so do
 // Connection/Upgrade when upgrade names the protocol being switched to.
 func removeHopHeaders(h http.Header, upgrade string) {
+	// Before Connection's names go: a compliant client sends "Connection:
+	// TE" with its TE (RFC 9110 §10.1.4), and "trailers" must survive it.
+	teTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Upgrade") {
 				h.Del(name)
 			}
-		}
-	}
-	teTrailers := false
-	for _, v := range h["Te"] {
-		if strings.EqualFold(strings.TrimSpace(v), "trailers") {
-			teTrailers = true
 		}
 	}
 	for _, name := range hopHeaders {

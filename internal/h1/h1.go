@@ -233,7 +233,7 @@ func (h *Head) special(f *Field, request bool) bool {
 	case 2:
 		if eqFold(n, "te") {
 			f.Hop = true
-			h.TETrailers = h.TETrailers || eqFold(f.Value, "trailers")
+			h.TETrailers = h.TETrailers || hasToken(f.Value, "trailers")
 		}
 	case 4:
 		if request && eqFold(n, "host") {
@@ -314,6 +314,26 @@ func (h *Head) special(f *Field, request bool) bool {
 	return true
 }
 
+// hasToken reports whether the comma-separated list v holds tok (lower
+// case), ignoring case and parameters ("trailers, deflate;q=0.5").
+func hasToken(v []byte, tok string) bool {
+	for len(v) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			item, v = v, nil
+		}
+		if i := bytes.IndexByte(item, ';'); i >= 0 {
+			item = item[:i]
+		}
+		if eqFold(trimOWS(item), tok) {
+			return true
+		}
+	}
+	return false
+}
+
 // firstOf returns the index the next field will have when prev is -1 (the
 // first of its name), else prev.
 func (h *Head) firstOf(prev int) int {
@@ -359,11 +379,6 @@ func (h *Head) connTokensOf(v []byte) bool {
 // connection marks the fields a Connection header named as hop-by-hop,
 // once all fields are known.
 func (h *Head) connection(request bool) bool {
-	for _, tok := range h.connTokens[:h.nconn] {
-		if eqFold(tok, "te") {
-			h.TETrailers = false // a TE the client made hop-by-hop is not forwarded at all
-		}
-	}
 	for i := range h.Fields {
 		for _, tok := range h.connTokens[:h.nconn] {
 			if eqFoldBytes(h.Fields[i].Name, tok) {

@@ -733,16 +733,3 @@ func BenchmarkParseRequest(b *testing.B) {
 		}
 	}
 }
-
-// TestConnectionNamingTEDropsTrailers: "Connection: TE" makes even "TE:
-// trailers" hop-by-hop, as net/http's path removes it.
-func TestConnectionNamingTEDropsTrailers(t *testing.T) {
-	var h Head
-	n, res := ParseRequest([]byte("GET / HTTP/1.1\r\nHost: a\r\nTE: trailers\r\nConnection: TE\r\n\r\n"), &h)
-	if res != Complete || n == 0 {
-		t.Fatalf("result %v", res)
-	}
-	if h.TETrailers {
-		t.Error("TETrailers set although Connection names TE")
-	}
-}
