@@ -1,0 +1,82 @@
+package balance
+
+import "errors"
+
+// ErrAllTried is returned by Picker.PickAvoiding when every endpoint the
+// loop may use is one the request already tried.
+var ErrAllTried = errors.New("balance: every candidate endpoint was already tried")
+
+// avoidDraws is how many times PickAvoiding asks the policy before it
+// falls back to a scan. Envoy's previous_hosts retry predicate rejects and
+// redraws the same way (host_selection_retry_max_attempts); the scan makes
+// the answer certain: an endpoint that just failed fast carries no new
+// latency and few requests, so Peak EWMA often prefers it, and with a few
+// endpoints tried three redraws alone miss an untried one too often.
+const avoidDraws = 3
+
+// PickAvoiding is Pick for a retry: it chooses as Pick does, but never an
+// endpoint in avoid (the endpoints the request already tried) while the
+// loop has another candidate. The policy's choice is taken when it is not
+// in avoid, within avoidDraws draws; failing that, the first candidate not
+// in avoid from a random position (either zone). It returns ErrAllTried
+// when every candidate is in avoid, ErrNoHealthy as Pick does. Like Pick it
+// takes no lock and allocates nothing; a successful PickAvoiding must be
+// followed by exactly one Done.
+func (p *Picker) PickAvoiding(avoid []*Endpoint) (*Endpoint, error) {
+	s := p.snap.Load()
+	n0, n1 := len(s.groups[0].entries), len(s.groups[1].entries)
+	if n0+n1 == 0 {
+		return nil, ErrNoHealthy
+	}
+	var now int64
+	if s.clock {
+		now = p.origin.nowNs()
+	}
+	for range avoidDraws {
+		g := &s.groups[0]
+		if s.split && p.rand.Float64() >= s.localFrac {
+			g = &s.groups[1]
+		}
+		if len(g.entries) == 0 {
+			break
+		}
+		if e := p.choose.choose(g, now, p.rand); !tried(avoid, e.ep) {
+			return p.picked(s, e), nil
+		}
+	}
+	start := p.rand.IntN(n0 + n1)
+	for k := range n0 + n1 {
+		i := (start + k) % (n0 + n1)
+		e := s.entryAt(i)
+		if !tried(avoid, e.ep) {
+			return p.picked(s, e), nil
+		}
+	}
+	return nil, ErrAllTried
+}
+
+// picked counts a request as active on e's endpoint, as Pick does.
+func (p *Picker) picked(s *snapshot, e *entry) *Endpoint {
+	e.ep.active.Add(1)
+	if s.count {
+		p.origin.obs.ZonePick(e.local)
+	}
+	return e.ep
+}
+
+// entryAt is the i-th candidate of the snapshot, group 0 first.
+func (s *snapshot) entryAt(i int) *entry {
+	if n := len(s.groups[0].entries); i >= n {
+		return &s.groups[1].entries[i-n]
+	}
+	return &s.groups[0].entries[i]
+}
+
+func tried(avoid []*Endpoint, e *Endpoint) bool {
+	for _, a := range avoid {
+		if a == e {
+			return true
+		}
+	}
+	return false
+}
