@@ -18,9 +18,7 @@ var strict = flag.Bool("drill.strict", false, "fail on the known gaps too (see k
 // knownGaps are checks the gateway does not keep yet, with the reason
 // (docs/reliability.md, "Known gaps"). Tests log them; -drill.strict fails
 // on them.
-var knownGaps = map[string]string{
-	"deploy/errors during the rolling restart": "endpoints that fail fast stay cheap for peak EWMA and stay in rotation while their pool backs off after the restart",
-}
+var knownGaps = map[string]string{}
 
 // runShort runs a drill's short version and fails on any check that does
 // not depend on the machine.

@@ -51,8 +51,8 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	} else {
 		replayable := body == 0 && isIdempotent(bstr(h.Method))
 		ol := o.loops[c.loop]
-		st, v, gerr := o.retrying(replayable, func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-			return c.try(o, ol, n, prev, mayRetry)
+		st, v, gerr := o.retrying(replayable, func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+			return c.try(o, ol, n, tried, mayRetry)
 		})
 		if v == done {
 			status = st
@@ -87,9 +87,9 @@ func bstr(b []byte) string {
 var errClientBody = errors.New("client request body")
 
 // try is one attempt on the fast path (see attemptFunc).
-func (c *fastConn) try(o *origin, ol *originLoop, n int, prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
 	ctx := context.Background() // a wait for a stream is bounded by pool.acquire_timeout
-	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, prev)
+	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, tried)
 	if v != leased {
 		return status, v, gerr, ep
 	}

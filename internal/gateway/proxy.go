@@ -116,15 +116,16 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 type verdict uint8
 
 const (
-	done   verdict = iota // a response was written (or the client left)
-	retry                 // nothing reached the origin, or it refused: try another endpoint
-	fail                  // answer with the error
-	leased                // (lease only) a stream is held: go on
+	done        verdict = iota // a response was written (or the client left)
+	retry                      // the request may have reached the origin: try another endpoint, within the retry budget
+	retryUnsent                // nothing reached any origin: try an endpoint not tried yet, outside the budget
+	fail                       // answer with the error
+	exhausted                  // no endpoint is left that the request has not tried: answer with the last failure
+	leased                     // (lease only) a stream is held: go on
 )
 
 // proxy forwards r to an endpoint of the origin through loop ol, retrying
-// idempotent requests on another endpoint after connect failures, refused
-// streams and overload 503s, within the retry budget.
+// idempotent requests on another endpoint (see retrying).
 func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) int {
 	ctx := r.Context()
 	if o.reqTimeout > 0 {
@@ -156,8 +157,8 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	}
 	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
-	status, v, gerr := o.retrying(replayable, func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-		return o.try(w, r, out, ol, prev, up, mayRetry)
+	status, v, gerr := o.retrying(replayable, func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+		return o.try(w, r, out, ol, tried, up, mayRetry)
 	})
 	if v == done {
 		return status
@@ -165,32 +166,64 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	return o.answer(w, gerr)
 }
 
-// attemptFunc makes one attempt, on an endpoint other than prev (the one
-// the previous attempt failed on) when the subset offers another.
-// mayRetry says whether another attempt can follow; without one an
-// origin's 503 goes to the client as is.
-type attemptFunc func(prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint)
+// attemptFunc makes one attempt, on an endpoint the request has not tried
+// (tried) when the subset offers one (pickFor). mayRetry says whether a
+// budgeted retry can follow; without one an origin's 503 goes to the
+// client as is.
+type attemptFunc func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint)
 
-// retrying runs attempts until one is done or fails, retrying a replayable
-// request within attempts and the retry budget. Both request paths (the
+// retrying runs attempts until one is done or fails. A replayable request
+// is retried on another endpoint: after a failure that sent nothing (a
+// failed dial, a refused stream) up to unsentRetries times, on endpoints
+// it has not tried, outside the retry budget; after one that may have
+// reached the origin (a connection that broke under it, an overload 503) up
+// to retry.attempts times within the budget. Both request paths (the
 // net/http handler and the fast path) forward through it. It returns the
 // status written (done) or the error to answer (fail).
 func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatewayError) {
 	o.budget.begin()
 	defer o.budget.end()
 	last := errNoHealthy
-	var prev *balance.Endpoint
-	for n := 0; n < o.attempts; n++ {
-		if n > 0 {
-			if !replayable || !o.budget.tryRetry() {
-				break
-			}
+	var tried triedHosts
+	retries, unsent, maxUnsent := 0, 0, unsentRetries(o.attempts)
+	// charged: the request holds a retry of the budget, from a budgeted
+	// retry to the next one or to its end (an attempt after nothing was
+	// sent keeps it: the request reached an origin before). It is given
+	// back in a defer, even when the handler is aborted mid-body.
+	charged := false
+	defer func() {
+		if charged {
+			o.budget.doneRetry()
 		}
-		status, v, gerr, ep := o.attempt(n > 0, try, prev, replayable && n+1 < o.attempts)
-		if v != retry {
+	}()
+	for {
+		status, v, gerr, ep := try(&tried, replayable && retries+1 < o.attempts)
+		switch v {
+		case retry, retryUnsent:
+		case exhausted:
+			return 0, fail, last
+		default:
 			return status, v, gerr
 		}
-		last, prev = gerr, ep
+		last = gerr
+		tried.add(ep)
+		if !replayable {
+			break
+		}
+		if v == retryUnsent && unsent < maxUnsent {
+			unsent++
+			tried.strict = true
+			continue
+		}
+		if charged { // every budgeted retry asks the budget
+			o.budget.doneRetry()
+			charged = false
+		}
+		if retries+1 >= o.attempts || !o.budget.tryRetry() {
+			break
+		}
+		retries++
+		charged, tried.strict = true, false
 	}
 	return 0, fail, last
 }
@@ -211,19 +244,10 @@ func (o *origin) countShed(e gatewayError) {
 	}
 }
 
-// attempt is try for attempt number n; a retry gives its budget back when it
-// ends, even when the handler is aborted mid-body.
-func (o *origin) attempt(retried bool, try attemptFunc, prev *balance.Endpoint, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	if retried {
-		defer o.budget.doneRetry()
-	}
-	return try(prev, mayRetry)
-}
-
 // try makes one attempt through net/http's request and response (see
-// attemptFunc for prev and mayRetry).
-func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, prev *balance.Endpoint, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, prev)
+// attemptFunc for tried and mayRetry).
+func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, tried *triedHosts, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, tried)
 	if v != leased {
 		return status, v, gerr, ep
 	}
@@ -265,21 +289,18 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 	return status, done, gatewayError{}, ep
 }
 
-// lease picks an endpoint other than prev when the subset offers one,
-// admits the request to it and acquires a stream of its pool for the
-// loop. v is leased when it holds a stream; otherwise the attempt ends
+// lease picks an endpoint the request has not tried when the subset offers
+// one (pickFor), admits the request to it and acquires a stream of its pool
+// for the loop. v is leased when it holds a stream; otherwise the attempt ends
 // with status, v and gerr. ctx bounds a wait for a stream; client is the downstream
 // request's context (the client left when it ends).
-func (o *origin) lease(ctx, client context.Context, ol *originLoop, prev *balance.Endpoint) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
-	ep, err := ol.picker.Pick()
+func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *triedHosts) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
+	ep, err := pickFor(ol.picker, tried)
+	if errors.Is(err, balance.ErrAllTried) {
+		return nil, pool.Lease{}, 0, exhausted, gatewayError{}
+	}
 	if err != nil {
 		return nil, pool.Lease{}, 0, fail, errNoHealthy
-	}
-	for i := 0; ep == prev && i < 2; i++ {
-		ep.Done(0, balance.Shed)
-		if ep, err = ol.picker.Pick(); err != nil {
-			return nil, pool.Lease{}, 0, fail, errNoHealthy
-		}
 	}
 	if !ep.TryAdmit() {
 		ep.Done(0, balance.Shed)
@@ -305,8 +326,8 @@ func (o *origin) acquireFailed(client context.Context, ep *balance.Endpoint, err
 	switch {
 	case errors.As(err, &de):
 		ep.Done(0, balance.ConnectFailure)
-		if o.retryOn.connect {
-			return 0, retry, errConnectFailed, ep
+		if o.retryOn.connect { // nothing was sent: no connection, or none tried in the backoff
+			return 0, retryUnsent, errConnectFailed, ep
 		}
 		return 0, fail, errConnectFailed, ep
 	case errors.Is(err, pool.ErrPendingFull):
@@ -321,7 +342,7 @@ func (o *origin) acquireFailed(client context.Context, ep *balance.Endpoint, err
 	case errors.Is(err, pool.ErrClosed):
 		// The endpoint just left the subset: another endpoint may serve.
 		ep.Done(0, balance.Shed)
-		return 0, retry, errNoHealthy, ep
+		return 0, retryUnsent, errNoHealthy, ep
 	}
 	ep.Done(0, balance.Shed)
 	return clientGone(client, err)
@@ -355,7 +376,7 @@ func (o *origin) exchangeFailed(ep *balance.Endpoint, start time.Time, f failure
 	case failRefused:
 		ep.Done(0, balance.Shed)
 		if o.retryOn.refused {
-			return 0, retry, errUpstreamReset, ep
+			return 0, retryUnsent, errUpstreamReset, ep
 		}
 		return 0, fail, errUpstreamReset, ep
 	}
