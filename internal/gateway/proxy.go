@@ -184,7 +184,7 @@ func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatew
 	o.budget.begin()
 	defer o.budget.end()
 	last := errNoHealthy
-	var tried triedHosts
+	var tried *triedHosts // allocated at the first failure: a request that succeeds at once allocates nothing
 	retries, unsent, maxUnsent := 0, 0, unsentRetries(o.attempts)
 	// charged: the request holds a retry of the budget, from a budgeted
 	// retry to the next one or to its end (an attempt after nothing was
@@ -197,7 +197,7 @@ func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatew
 		}
 	}()
 	for {
-		status, v, gerr, ep := try(&tried, replayable && retries+1 < o.attempts)
+		status, v, gerr, ep := try(tried, replayable && retries+1 < o.attempts)
 		switch v {
 		case retry, retryUnsent:
 		case exhausted:
@@ -206,6 +206,9 @@ func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatew
 			return status, v, gerr
 		}
 		last = gerr
+		if tried == nil {
+			tried = new(triedHosts)
+		}
 		tried.add(ep)
 		if !replayable {
 			break

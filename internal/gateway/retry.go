@@ -94,14 +94,15 @@ func (t *triedHosts) add(ep *balance.Endpoint) {
 
 func (t *triedHosts) list() []*balance.Endpoint { return t.eps[:t.n] }
 
-// pickFor chooses the endpoint of an attempt. The first attempt is the
+// pickFor chooses the endpoint of an attempt (t is nil before any
+// failure). The first attempt is the
 // policy's pick. A retry avoids every endpoint already tried while the
 // loop offers another; when it offers none, a retry after a failure that
 // may have reached an origin goes to a tried endpoint anyway, and a strict
 // one (after nothing was sent) fails with balance.ErrAllTried: the same
 // endpoints would fail it again at once.
 func pickFor(pk *balance.Picker, t *triedHosts) (*balance.Endpoint, error) {
-	if t.n == 0 {
+	if t == nil || t.n == 0 {
 		return pk.Pick()
 	}
 	ep, err := pk.PickAvoiding(t.list())

@@ -80,8 +80,17 @@ type Head struct {
 	nconn      int
 }
 
+// reset readies h for a parse. It clears the scalars only: the fields
+// array is overwritten as lines are parsed (zeroing its 3.5 KiB for every
+// head was 2 % of the gateway's CPU under load).
 func (h *Head) reset() {
-	*h = Head{Fields: h.fields[:0], ContentLength: -1, XFF: -1, XFP: -1, XFH: -1}
+	h.Method, h.Target, h.Path, h.Host = nil, nil, nil, nil
+	h.Status, h.Minor = 0, 0
+	h.Fields = h.fields[:0]
+	h.ContentLength = -1
+	h.Chunked, h.Close, h.HasDate, h.TETrailers = false, false, false, false
+	h.XFF, h.XFP, h.XFH = -1, -1, -1
+	h.nconn = 0
 }
 
 // Has reports whether the head has a field named name (lower case).

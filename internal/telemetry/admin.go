@@ -3,6 +3,7 @@ package telemetry
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 )
 
@@ -35,6 +36,11 @@ func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Hand
 		}
 		writeText(w, http.StatusOK, "ready\n")
 	})
+	// Go's profiler, as Envoy's admin has /cpuprofiler: the admin
+	// listener is loopback unless configured otherwise.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /admin/origins", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, src.Origins())
 	})
