@@ -95,13 +95,7 @@ func FuzzRequestAgreesWithNetHTTP(f *testing.F) {
 			}
 		}
 		// Every forwarded field, with its value, in order.
-		kept := map[string][]string{}
-		for _, f := range h.Fields {
-			if !f.Hop {
-				k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
-				kept[k] = append(kept[k], string(f.Value))
-			}
-		}
+		kept := keptFields(&h)
 		for k, vs := range kept {
 			if !slices.Equal(req.Header[k], vs) {
 				t.Fatalf("net/http: %s %q; h1 forwards %q", k, req.Header[k], vs)
@@ -227,13 +221,7 @@ func FuzzResponseAgreesWithNetHTTP(f *testing.F) {
 		if resp.Close && !h.Close && (h.ContentLength >= 0 || h.Chunked) {
 			t.Fatal("net/http closes after the response, h1 would reuse the connection")
 		}
-		kept := map[string][]string{}
-		for _, f := range h.Fields {
-			if !f.Hop {
-				k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
-				kept[k] = append(kept[k], string(f.Value))
-			}
-		}
+		kept := keptFields(&h)
 		for k, vs := range kept {
 			if k == "Trailer" && h.Chunked {
 				continue // net/http moves it into resp.Trailer
@@ -243,4 +231,17 @@ func FuzzResponseAgreesWithNetHTTP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// keptFields is every forwarded (non-hop) field of h, by canonical name, in
+// order.
+func keptFields(h *Head) map[string][]string {
+	kept := map[string][]string{}
+	for _, f := range h.Fields {
+		if !f.Hop {
+			k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+			kept[k] = append(kept[k], string(f.Value))
+		}
+	}
+	return kept
 }
