@@ -52,6 +52,14 @@ func echoOrigin(t *testing.T) *httptest.Server {
 			w.WriteHeader(http.StatusEarlyHints)
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, "after a 103\n")
+		case "/unasked101":
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: nonsense\r\nConnection: Upgrade\r\n\r\nraw bytes")
+			brw.Flush()
+			c.Close()
 		case "/status503":
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -174,6 +182,7 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		"GET /bighead HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /early HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /status503 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /unasked101 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"DELETE /echo HTTP/1.1\r\nHost: GW.test:80\r\n\r\n",
 		"GET /eof HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n",
@@ -195,6 +204,11 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	}
 	if n := fast.handoffs(); n != 0 {
 		t.Errorf("the fast path handed off %d connections, want 0: every request above is simple", n)
+	}
+	for i, r := range reqs {
+		if strings.HasPrefix(r, "GET /unasked101 ") && (got[i].Status != http.StatusBadGateway || got[i].Header.Get("X-Corput-Error") != ReasonUpstreamReset) {
+			t.Errorf("a 101 nobody asked for: %d %v, want 502 %s", got[i].Status, got[i].Header, ReasonUpstreamReset)
+		}
 	}
 	// A compliant client's "Connection: TE" does not cost gRPC its TE.
 	if !strings.Contains(got[2].Body, `Te=["trailers"]`) {

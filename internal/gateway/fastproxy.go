@@ -447,6 +447,14 @@ func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.L
 		return o.exchangeFailed(ep, start, failureOf(err))
 	}
 	headers := o.gw.clk.Now().Sub(start)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// No upgrade was asked for (upgrades are handed off): the origin
+		// broke the protocol, and the connection's bytes mean nothing now.
+		raw.End(false)
+		lease.Release()
+		ep.Done(headers, balance.ServerError)
+		return 0, fail, errUpstreamReset, ep
+	}
 	if o.retry503(mayRetry, resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		raw.End(false)
