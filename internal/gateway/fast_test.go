@@ -60,6 +60,24 @@ func echoOrigin(t *testing.T) *httptest.Server {
 			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: nonsense\r\nConnection: Upgrade\r\n\r\nraw bytes")
 			brw.Flush()
 			c.Close()
+		case "/rawchunks", "/http10", "/hopresp":
+			// Heads net/http's server would not write: chunk extensions
+			// and a trailer, HTTP/1.0 ended by close, a field named in
+			// Connection.
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			switch r.URL.Path {
+			case "/rawchunks":
+				brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-T: v\r\n\r\n")
+			case "/http10":
+				brw.WriteString("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nan HTTP/1.0 body")
+			case "/hopresp":
+				brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok")
+			}
+			brw.Flush()
+			c.Close()
 		case "/status503":
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -183,6 +201,9 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		"GET /early HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /status503 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /unasked101 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /rawchunks HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /http10 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /hopresp HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"DELETE /echo HTTP/1.1\r\nHost: GW.test:80\r\n\r\n",
 		"GET /eof HTTP/1.1\r\nHost: gw.test\r\n\r\n",
 		"GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n",
@@ -208,6 +229,14 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	for i, r := range reqs {
 		if strings.HasPrefix(r, "GET /unasked101 ") && (got[i].Status != http.StatusBadGateway || got[i].Header.Get("X-Corput-Error") != ReasonUpstreamReset) {
 			t.Errorf("a 101 nobody asked for: %d %v, want 502 %s", got[i].Status, got[i].Header, ReasonUpstreamReset)
+		}
+	}
+	for i, r := range reqs {
+		if strings.HasPrefix(r, "GET /hopresp ") && (got[i].Header.Get("X-Secret") != "" || got[i].Header.Get("Keep-Alive") != "") {
+			t.Errorf("hop-by-hop response fields reached the client: %v", got[i].Header)
+		}
+		if strings.HasPrefix(r, "GET /rawchunks ") && (got[i].Body != "hello world" || got[i].Trailer.Get("X-T") != "v") {
+			t.Errorf("chunked with an extension and a trailer: %+v", got[i])
 		}
 	}
 	// A compliant client's "Connection: TE" does not cost gRPC its TE.

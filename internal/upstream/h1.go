@@ -241,7 +241,7 @@ func (ex *h1Exchange) write() error {
 func (ex *h1Exchange) readResponse() (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(ex.req.Context())
 	for i := 0; ; i++ {
-		resp, err := http.ReadResponse(ex.c.br, ex.req)
+		resp, err := readResponse(ex.c.br, ex.req)
 		if err != nil {
 			return nil, err
 		}

@@ -67,7 +67,7 @@ func (c *h1Conn) End(reusable bool) {
 func (c *h1Conn) ReadResponse(method string) (*http.Response, error) {
 	req := &http.Request{Method: method}
 	for i := 0; ; i++ {
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := readResponse(c.br, req)
 		if err != nil {
 			return nil, err
 		}

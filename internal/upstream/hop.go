@@ -1,0 +1,79 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"net/textproto"
+
+	"github.com/corput/corput/internal/h1"
+)
+
+// readResponse is http.ReadResponse for a proxy. ReadResponse deletes a
+// "Connection: close" header as it reads it, and with it the list of
+// fields the origin declared hop-by-hop ("Connection: X-Secret, close"),
+// which the gateway must then not forward. So the head is looked at first,
+// while it is still in br, and the fields the Connection header named are
+// removed from the response.
+func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	names := connectionNames(br)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if textproto.CanonicalMIMEHeaderKey(n) != "Upgrade" || resp.StatusCode != http.StatusSwitchingProtocols {
+			resp.Header.Del(n)
+		}
+	}
+	return resp, nil
+}
+
+// connectionNames waits until br holds a whole head (or its buffer is
+// full, or the read fails: ReadResponse reports that) and returns the
+// field names its Connection headers list, but close and keep-alive.
+func connectionNames(br *bufio.Reader) []string {
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if end := h1.HeadEnd(b); end >= 0 {
+			return namesIn(b[:end])
+		}
+		if len(b) == br.Size() {
+			return nil
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
+			return nil
+		}
+	}
+}
+
+func namesIn(head []byte) []string {
+	var out []string
+	for len(head) > 0 {
+		line := head
+		if i := bytes.Index(head, crlf); i >= 0 {
+			line, head = head[:i], head[i+2:]
+		} else {
+			head = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 || !h1.EqFold(bytes.TrimSpace(line[:colon]), "connection") {
+			continue
+		}
+		for v := line[colon+1:]; len(v) > 0; {
+			tok := v
+			if i := bytes.IndexByte(v, ','); i >= 0 {
+				tok, v = v[:i], v[i+1:]
+			} else {
+				v = nil
+			}
+			tok = bytes.TrimSpace(tok)
+			if len(tok) > 0 && !h1.EqFold(tok, "close") && !h1.EqFold(tok, "keep-alive") {
+				out = append(out, string(tok))
+			}
+		}
+	}
+	return out
+}
+
+var crlf = []byte("\r\n")
