@@ -52,7 +52,7 @@ type h1Conn struct {
 
 	closeOnce   sync.Once
 	probeBuf    [1]byte
-	justChecked atomic.Bool // alive() ran as the last exchange ended; see Usable
+	justChecked atomic.Bool // the last exchange ended checked (alive() at EOF) or clean (Raw.End); see Usable
 	deadline    bool        // a Raw exchange set a deadline; touched by the exchange's owner only
 }
 
@@ -77,8 +77,8 @@ func (c *h1Conn) Streams() int     { return 1 }
 // peer that closed the connection, or sent anything unasked, makes it
 // unusable (and closed) before it is handed out. The one exception is the
 // first call after an exchange ended (the pool's check at release): the
-// same read was just done as the response body reached EOF, so it is
-// trusted. Every later call reads, so a connection that sat idle is always
+// same read was just done as the response body reached EOF, or (Raw.End)
+// the exchange ended cleanly at its framing, so it is trusted. Every later call reads, so a connection that sat idle is always
 // checked before it is handed out, at one syscall per request under load.
 func (c *h1Conn) Usable() bool {
 	switch c.state.Load() {
