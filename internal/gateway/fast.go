@@ -228,7 +228,8 @@ type fastConn struct {
 	resp  h1.Head
 	fwd   fwdPeer
 	watch *clientWatch
-	num   [24]byte // scratch for numbers
+	rdl   time.Time // the read deadline set on conn
+	num   [24]byte  // scratch for numbers
 
 	// the current request
 	bodyAt     int   // offset of its body in buf
@@ -309,11 +310,11 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 		}
 		// A new connection and a started head get read_header_timeout;
 		// the wait between requests gets idle_timeout (net/http's rules).
-		wait := c.s.hdrWait
+		wait, lazy := c.s.hdrWait, waiting
 		if waiting && !first {
 			wait = c.s.idleWait
 		}
-		if c.conn.SetReadDeadline(time.Now().Add(wait)) != nil {
+		if !c.setReadDeadline(time.Now().Add(wait), lazy) {
 			return 0, false
 		}
 		k, err := c.conn.Read(c.buf[c.w:])
@@ -324,6 +325,19 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 	}
 }
 
+// setReadDeadline sets the client socket's read deadline. lazy keeps the
+// one already set when it is at most a second earlier than t: between
+// requests the idle deadline then moves once a second rather than once a
+// request, and a connection may be closed for idleness up to a second
+// before downstream.idle_timeout.
+func (c *fastConn) setReadDeadline(t time.Time, lazy bool) bool {
+	if lazy && !c.rdl.IsZero() && !c.rdl.After(t) && t.Sub(c.rdl) < time.Second {
+		return true
+	}
+	c.rdl = t
+	return c.conn.SetReadDeadline(t) == nil
+}
+
 // handOff gives the connection, with its unread bytes, to net/http.
 func (c *fastConn) handOff() bool {
 	if !c.state.CompareAndSwap(connIdle, connActive) && c.state.Load() != connActive {
@@ -332,7 +346,7 @@ func (c *fastConn) handOff() bool {
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
 		return false
 	}
-	_ = c.conn.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{}, false)
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
 	hc := &handedConn{Conn: c.conn, pre: pre, loop: c.loop}
 	c.s.handoffs.Add(1)

@@ -104,7 +104,7 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 	if o.reqTimeout > 0 {
 		deadline = time.Now().Add(o.reqTimeout)
 	}
-	ubr, ubw, err := raw.Begin(deadline)
+	ubr, ubw, err := raw.Begin(deadline, c.bodyLen > 0)
 	if err != nil {
 		lease.Release()
 		return o.exchangeFailed(ep, start, failRefused)
@@ -210,7 +210,7 @@ func (c *fastConn) copyBody(w *bufio.Writer, left int64, deadline time.Time) err
 	if deadline.IsZero() {
 		deadline = time.Now().Add(c.s.hdrWait)
 	}
-	_ = c.conn.SetReadDeadline(deadline)
+	c.setReadDeadline(deadline, false)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	for left > 0 {

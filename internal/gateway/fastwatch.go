@@ -58,7 +58,7 @@ func (w *clientWatch) disarm() {
 	w.mu.Lock()
 	w.up = nil
 	w.mu.Unlock()
-	_ = w.c.conn.SetReadDeadline(time.Unix(1, 0)) // ends a read in progress
+	w.c.setReadDeadline(time.Unix(1, 0), false) // ends a read in progress
 	<-w.ended
 }
 

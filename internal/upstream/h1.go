@@ -53,7 +53,10 @@ type h1Conn struct {
 	closeOnce   sync.Once
 	probeBuf    [1]byte
 	justChecked atomic.Bool // the last exchange ended checked (alive() at EOF) or clean (Raw.End); see Usable
-	deadline    bool        // a Raw exchange set a deadline; touched by the exchange's owner only
+	// Deadlines a Raw exchange set, touched by the read side's owner only:
+	// rdl stays set after End (see Begin), wdl is cleared by End.
+	rdl time.Time
+	wdl bool
 }
 
 func newH1Conn(addr string, sock *sockConn, tc *tls.Conn) *h1Conn {
@@ -127,6 +130,7 @@ func (c *h1Conn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
+	c.settleDeadline(false)
 	var r interface{ Read([]byte) (int, error) } = c.sock
 	if c.tls != nil {
 		r = c.tls
@@ -157,6 +161,7 @@ func (c *h1Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, c.errorf(req, ErrConnBusy)
 	}
 	c.justChecked.Store(false)
+	c.settleDeadline(true)
 	ex := &h1Exchange{c: c, req: req}
 	if ctx := req.Context(); ctx.Done() != nil {
 		if ctx.Err() != nil {

@@ -14,9 +14,10 @@ import (
 type Raw interface {
 	Conn
 	// Begin takes the connection for one exchange. A non-zero deadline
-	// bounds every read and write until End. It fails with
-	// ErrConnUnusable or ErrConnBusy; nothing was sent then.
-	Begin(deadline time.Time) (r *bufio.Reader, w *bufio.Writer, err error)
+	// bounds every read until End, and every write too when body says the
+	// request has a body (a head alone fits the socket's buffer). It fails
+	// with ErrConnUnusable or ErrConnBusy; nothing was sent then.
+	Begin(deadline time.Time, body bool) (r *bufio.Reader, w *bufio.Writer, err error)
 	// End ends the exchange. reusable says the response ended cleanly at
 	// its framing and neither side asked to close; otherwise the
 	// connection is closed. A reused connection is probed when it is next
@@ -32,7 +33,7 @@ type Raw interface {
 
 func (c *h1Conn) Addr() string { return c.addr }
 
-func (c *h1Conn) Begin(deadline time.Time) (*bufio.Reader, *bufio.Writer, error) {
+func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Writer, error) {
 	if !c.state.CompareAndSwap(h1Idle, h1Busy) {
 		if c.state.Load() == h1Broken {
 			return nil, nil, ErrConnUnusable
@@ -40,17 +41,26 @@ func (c *h1Conn) Begin(deadline time.Time) (*bufio.Reader, *bufio.Writer, error)
 		return nil, nil, ErrConnBusy
 	}
 	c.justChecked.Store(false)
-	if !deadline.IsZero() {
-		c.deadline = true
-		_ = c.sock.SetDeadline(deadline)
+	// The read deadline of the last exchange is still set (End leaves it:
+	// one timer update per request instead of four); move it.
+	if !deadline.Equal(c.rdl) {
+		c.rdl = deadline
+		if c.sock.SetReadDeadline(deadline) != nil {
+			c.state.Store(h1Idle)
+			return nil, nil, ErrConnUnusable
+		}
+	}
+	if body && !deadline.IsZero() {
+		c.wdl = true
+		_ = c.sock.SetWriteDeadline(deadline)
 	}
 	return c.br, c.bw, nil
 }
 
 func (c *h1Conn) End(reusable bool) {
-	if c.deadline {
-		c.deadline = false
-		if c.sock.SetDeadline(time.Time{}) != nil {
+	if c.wdl {
+		c.wdl = false
+		if c.sock.SetWriteDeadline(time.Time{}) != nil {
 			reusable = false
 		}
 	}
@@ -62,6 +72,19 @@ func (c *h1Conn) End(reusable bool) {
 		}
 	}
 	c.Close()
+}
+
+// settleDeadline clears the read deadline a Raw exchange left on the
+// socket before the connection is read outside one: always for a
+// RoundTrip (its reads may take longer), and for a probe once the deadline
+// is near (an expired deadline would fail the probe's read). The caller
+// owns the read side.
+func (c *h1Conn) settleDeadline(always bool) {
+	if c.rdl.IsZero() || (!always && time.Until(c.rdl) > time.Second) {
+		return
+	}
+	c.rdl = time.Time{}
+	_ = c.sock.SetReadDeadline(time.Time{})
 }
 
 func (c *h1Conn) ReadResponse(method string) (*http.Response, error) {
