@@ -27,14 +27,26 @@ type gatewayError struct {
 
 func (e gatewayError) write(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("X-Corput-Error", e.reason)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	if e.shed {
-		h.Set("Retry-After", "1")
-	}
+	e.fields(func(name, value string) { h.Set(name, value) })
 	w.WriteHeader(e.status)
-	_, _ = w.Write([]byte(http.StatusText(e.status) + ": " + e.reason + "\n"))
+	_, _ = w.Write([]byte(e.body()))
+}
+
+// fields calls f with each header field of the response (both request
+// paths write the same ones).
+func (e gatewayError) fields(f func(name, value string)) {
+	f("Cache-Control", "no-store")
+	f("Content-Type", "text/plain; charset=utf-8")
+	if e.shed {
+		f("Retry-After", "1")
+	}
+	f("X-Corput-Error", e.reason)
+}
+
+// body is the response body: the status and the reason, never an internal
+// error text.
+func (e gatewayError) body() string {
+	return http.StatusText(e.status) + ": " + e.reason + "\n"
 }
 
 var (

@@ -143,11 +143,8 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 		ep.Done(headers, balance.ServerError)
 		return 0, retry, errUpstream503, ep
 	}
-	reusable := c.relay(ubr, rn)
-	raw.End(reusable)
-	ep.Done(headers, balance.OutcomeOf(status))
-	lease.Release()
-	o.m.duration[classIndex(status)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	raw.End(c.relay(ubr, rn))
+	o.settle(ep, lease, status, headers, start)
 	return status, done, gatewayError{}, ep
 }
 
@@ -462,11 +459,8 @@ func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.L
 		ep.Done(headers, balance.ServerError)
 		return 0, retry, errUpstream503, ep
 	}
-	reusable := c.relaySlow(resp)
-	raw.End(reusable)
-	ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
-	lease.Release()
-	o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
+	raw.End(c.relaySlow(resp))
+	o.settle(ep, lease, resp.StatusCode, headers, start)
 	return resp.StatusCode, done, gatewayError{}, ep
 }
 
@@ -496,7 +490,9 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 			cw = &chunkWriter{w: w}
 			dst = cw
 		}
-		if _, err := copyFlushing(c, dst, resp.Body); err != nil {
+		// Flushed after each read: a response the fast parser declined
+		// may be a stream.
+		if _, err := copyThrough(dst, resp.Body, c.bw.Flush); err != nil {
 			c.broken = true
 			resp.Body.Close()
 			return false
@@ -513,32 +509,6 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 		return false
 	}
 	return ok && !resp.Close
-}
-
-// copyFlushing copies src to dst, flushing the client's buffer after each
-// read (streaming responses go out as they come).
-func copyFlushing(c *fastConn, dst io.Writer, src io.Reader) (int64, error) {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	var n int64
-	for {
-		k, err := src.Read(*bp)
-		if k > 0 {
-			if _, werr := dst.Write((*bp)[:k]); werr != nil {
-				return n, werr
-			}
-			n += int64(k)
-			if ferr := c.bw.Flush(); ferr != nil {
-				return n, ferr
-			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
 }
 
 // chunkWriter writes each Write as one chunk.
@@ -560,14 +530,13 @@ func (cw *chunkWriter) Write(p []byte) (int, error) {
 func (c *fastConn) writeError(e gatewayError) int {
 	w := c.bw
 	w.WriteString(statusLine(e.status))
-	w.WriteString("Cache-Control: no-store\r\nContent-Type: text/plain; charset=utf-8\r\n")
-	if e.shed {
-		w.WriteString("Retry-After: 1\r\n")
-	}
-	w.WriteString("X-Corput-Error: ")
-	w.WriteString(e.reason)
-	w.WriteString("\r\n")
-	body := http.StatusText(e.status) + ": " + e.reason + "\n"
+	e.fields(func(name, value string) {
+		w.WriteString(name)
+		w.WriteString(": ")
+		w.WriteString(value)
+		w.WriteString("\r\n")
+	})
+	body := e.body()
 	w.WriteString("Content-Length: ")
 	w.Write(strconv.AppendInt(c.num[:0], int64(len(body)), 10))
 	w.WriteString("\r\n")

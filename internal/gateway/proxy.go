@@ -282,11 +282,7 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 		// respond aborts the handler (panic) when the body breaks after
 		// the headers went out: the endpoint and the lease are settled
 		// either way, or the stream would stay busy for good.
-		defer func() {
-			ep.Done(headers, balance.OutcomeOf(resp.StatusCode))
-			lease.Release()
-			o.m.duration[classIndex(resp.StatusCode)].Observe(o.gw.clk.Now().Sub(start).Seconds())
-		}()
+		defer o.settle(ep, lease, resp.StatusCode, headers, start)
 		status = o.respond(w, r, resp, up)
 	}()
 	return status, done, gatewayError{}, ep
@@ -349,6 +345,15 @@ func (o *origin) acquireFailed(client context.Context, ep *balance.Endpoint, err
 	}
 	ep.Done(0, balance.Shed)
 	return clientGone(client, err)
+}
+
+// settle ends an exchange that got a response: the endpoint learns its
+// outcome and latency (to the response headers), the stream goes back,
+// and the request's duration is observed. Both request paths end here.
+func (o *origin) settle(ep *balance.Endpoint, lease pool.Lease, status int, headers time.Duration, start time.Time) {
+	ep.Done(headers, balance.OutcomeOf(status))
+	lease.Release()
+	o.m.duration[classIndex(status)].Observe(o.gw.clk.Now().Sub(start).Seconds())
 }
 
 // retry503 says whether an origin's 503 is retried rather than passed on:
@@ -447,24 +452,31 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 // copyBody copies src to w, flushing after each write when flush is set
 // (streaming responses: SSE, gRPC, chunked).
 func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
+	var fl func() error
+	if f, ok := w.(http.Flusher); ok && flush {
+		fl = func() error { f.Flush(); return nil }
+	}
+	return copyThrough(w, src, fl)
+}
+
+// copyThrough copies src to dst through a pooled buffer, calling flush (when
+// not nil) after every write.
+func copyThrough(dst io.Writer, src io.Reader, flush func() error) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := *bp
-	var f http.Flusher
-	if flush {
-		f, _ = w.(http.Flusher)
-	}
 	var n int64
 	for {
-		nr, rerr := src.Read(buf)
+		nr, rerr := src.Read(*bp)
 		if nr > 0 {
-			nw, werr := w.Write(buf[:nr])
+			nw, werr := dst.Write((*bp)[:nr])
 			n += int64(nw)
 			if werr != nil {
 				return n, werr
 			}
-			if f != nil {
-				f.Flush()
+			if flush != nil {
+				if ferr := flush(); ferr != nil {
+					return n, ferr
+				}
 			}
 		}
 		if rerr == io.EOF {
