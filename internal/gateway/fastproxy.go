@@ -250,6 +250,11 @@ func readResponseHead(br *bufio.Reader, h *h1.Head) (int, h1.Result, error) {
 			}
 		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			if br.Buffered() > 0 && !timedOut(err) {
+				// The origin ended mid-head: http.ReadResponse judges
+				// what it sent, as on net/http's path.
+				return 0, h1.NotSimple, nil
+			}
 			return 0, h1.Incomplete, err
 		}
 	}
@@ -477,7 +482,9 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 	if chunked {
 		resp.Header.Del("Content-Length")
 		resp.Header.Set("Transfer-Encoding", "chunked")
-	} else if resp.ContentLength >= 0 && resp.StatusCode != http.StatusNoContent {
+	} else if resp.StatusCode == http.StatusNoContent {
+		resp.Header.Del("Content-Length") // a 204 has none (RFC 9110 §8.6)
+	} else if resp.ContentLength >= 0 {
 		resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	resp.Header.Write(w)

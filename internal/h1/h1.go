@@ -388,6 +388,21 @@ func (h *Head) connTokensOf(v []byte) bool {
 // connection marks the fields a Connection header named as hop-by-hop,
 // once all fields are known.
 func (h *Head) connection(request bool) bool {
+	if !request && !h.Chunked {
+		// A Trailer declaration means something only with a chunked body
+		// passed on as it is; other bodies go without it (as net/http's
+		// path does).
+		for i := range h.Fields {
+			if eqFold(h.Fields[i].Name, "trailer") {
+				h.Fields[i].Hop = true
+			}
+		}
+	}
+	for i := range h.Fields {
+		if len(h.Fields[i].Value) == 0 && eqFold(h.Fields[i].Name, "trailer") {
+			h.Fields[i].Hop = true // declares nothing
+		}
+	}
 	for i := range h.Fields {
 		for _, tok := range h.connTokens[:h.nconn] {
 			if eqFoldBytes(h.Fields[i].Name, tok) {
@@ -407,6 +422,9 @@ func (h *Head) connection(request bool) bool {
 func ParseResponse(b []byte, h *Head) (n int, res Result) {
 	end := HeadEnd(b)
 	if end < 0 {
+		if bytes.IndexByte(b, '\n') >= 0 && !validPrefix(b) {
+			return 0, NotSimple // a bare LF: http.ReadResponse's rules, not a wait for a CRLF that may never come
+		}
 		return 0, Incomplete
 	}
 	h.reset()

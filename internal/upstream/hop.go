@@ -3,13 +3,15 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/textproto"
 
 	"github.com/corput/corput/internal/h1"
 )
 
-// readResponse is http.ReadResponse for a proxy. ReadResponse deletes a
+// readResponse is http.ReadResponse for a proxy. A status outside
+// 100–999 is an error. And ReadResponse deletes a
 // "Connection: close" header as it reads it, and with it the list of
 // fields the origin declared hop-by-hop ("Connection: X-Secret, close"),
 // which the gateway must then not forward. So the head is looked at first,
@@ -20,6 +22,12 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode < 100 || resp.StatusCode > 999 {
+		// ReadResponse takes any three digits; net/http's server would
+		// panic writing such a status on.
+		resp.Body.Close()
+		return nil, fmt.Errorf("malformed HTTP status code %d", resp.StatusCode)
 	}
 	for _, n := range names {
 		if textproto.CanonicalMIMEHeaderKey(n) != "Upgrade" || resp.StatusCode != http.StatusSwitchingProtocols {
