@@ -80,6 +80,12 @@ func newFastServer(g *Gateway, slow *http.Server) *fastServer {
 // http.ErrServerClosed then, like http.Server.Serve.
 func (s *fastServer) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.closing.Load() {
+		// Shutdown ran before Serve did (it found no listener to close).
+		s.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
 	s.ln = ln
 	s.started = true
 	s.mu.Unlock()

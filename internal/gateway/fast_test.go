@@ -330,3 +330,33 @@ func TestFastPathLargeBodyAndNoRoute(t *testing.T) {
 		t.Errorf("handed off %d connections, want 1 (the large body)", n)
 	}
 }
+
+// TestFastServeAfterShutdown: a Shutdown that runs before Serve (the
+// gateway's serve goroutine had not started yet) must still stop it: Serve
+// returns at once and closes its listener, or a later Shutdown waits for
+// it forever.
+func TestFastServeAfterShutdown(t *testing.T) {
+	g := newGateway(t, fastYAML("127.0.0.1:1", true), Options{})
+	fs := newFastServer(g, g.newServer())
+	if err := fs.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown before Serve: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fs.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != http.ErrServerClosed {
+			t.Fatalf("Serve after Shutdown: %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		t.Fatal("Serve after Shutdown kept accepting")
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Fatal("Serve left its listener open")
+	}
+}
