@@ -132,22 +132,14 @@ func FuzzFastPathRelaysLikeNetHTTP(f *testing.F) {
 	}
 	origin := startScriptedOrigin(f)
 	addr := origin.ln.Addr().String()
+	// Fresh connections only as far as the pool goes, one retry (see
+	// scriptedOrigin), no ejection of an origin that fails on purpose.
 	text := func(fast bool) string {
-		return fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-downstream: {fast_path: %v}
-routes: [{origin: app}]
-origins:
-  - name: app
-    protocol: h1
-    endpoints: [{address: %q}]
-    pool: {prewarm: 0}
+		return fastYAML(addr, fast) + `    pool: {prewarm: 0}
     retry: {attempts: 1}
     outlier: {consecutive_5xx: 1000}
     timeouts: {request: 3s}
-`, fast, addr)
+`
 	}
 	gws := map[bool]*Gateway{}
 	for _, fast := range []bool{true, false} {
