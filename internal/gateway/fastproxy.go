@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -427,10 +425,7 @@ func (c *fastConn) copyToEOF(br *bufio.Reader) {
 			}
 		}
 		b, _ := br.Peek(br.Buffered())
-		c.bw.Write(strconv.AppendInt(c.num[:0], int64(len(b)), 16))
-		c.bw.WriteString("\r\n")
-		c.bw.Write(b)
-		if _, err := c.bw.WriteString("\r\n"); err != nil {
+		if _, err := (&chunkWriter{w: c.bw}).Write(b); err != nil {
 			c.broken = true
 			return
 		}
@@ -519,13 +514,16 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 }
 
 // chunkWriter writes each Write as one chunk.
-type chunkWriter struct{ w *bufio.Writer }
+type chunkWriter struct {
+	w   *bufio.Writer
+	num [16]byte
+}
 
 func (cw *chunkWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	cw.w.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	cw.w.Write(strconv.AppendInt(cw.num[:0], int64(len(p)), 16))
 	cw.w.WriteString("\r\n")
 	cw.w.Write(p)
 	_, err := cw.w.WriteString("\r\n")
@@ -603,12 +601,8 @@ type fwdPeer struct {
 }
 
 func newFwdPeer(f Forwarding, remoteAddr string) fwdPeer {
-	ip, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		ip = remoteAddr
-	}
-	peer, perr := netip.ParseAddr(ip)
-	return fwdPeer{ip: ip, trusted: perr == nil && f.trusted(peer.Unmap())}
+	ip, trusted := f.peer(remoteAddr)
+	return fwdPeer{ip: ip, trusted: trusted}
 }
 
 // write writes X-Forwarded-For, -Proto and -Host for head h: a trusted

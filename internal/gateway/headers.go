@@ -76,6 +76,17 @@ func (f Forwarding) trusted(peer netip.Addr) bool {
 	return false
 }
 
+// peer returns the address X-Forwarded-For names for a connection from
+// remoteAddr, and whether that peer is a trusted proxy.
+func (f Forwarding) peer(remoteAddr string) (ip string, trusted bool) {
+	ip, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		ip = remoteAddr
+	}
+	addr, perr := netip.ParseAddr(ip)
+	return ip, perr == nil && f.trusted(addr.Unmap())
+}
+
 // joinNonBlank joins the non-blank values of a list header with ", ", so a
 // blank X-Forwarded-For from a proxy adds no empty element.
 func joinNonBlank(vv []string) string {
@@ -95,12 +106,7 @@ func joinNonBlank(vv []string) string {
 // Apply rewrites out's X-Forwarded-For, -Proto and -Host for a request
 // received from remoteAddr for host over TLS or not.
 func (f Forwarding) Apply(out http.Header, remoteAddr, host string, tls bool) {
-	ipStr, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		ipStr = remoteAddr
-	}
-	peer, perr := netip.ParseAddr(ipStr)
-	trusted := perr == nil && f.trusted(peer.Unmap())
+	ipStr, trusted := f.peer(remoteAddr)
 	prior := ""
 	if trusted {
 		prior = joinNonBlank(out["X-Forwarded-For"])
