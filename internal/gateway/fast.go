@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/sockio"
 )
 
 // The fast path. On the cleartext listener corput reads HTTP/1.1 itself:
@@ -109,7 +110,7 @@ func (s *fastServer) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		l := int((s.g.nextLoop.Add(1) - 1) % uint64(s.g.loops))
-		fc := &fastConn{s: s, conn: c, loop: l}
+		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), loop: l}
 		if !s.track(fc) {
 			c.Close()
 			continue
@@ -224,6 +225,7 @@ const (
 type fastConn struct {
 	s     *fastServer
 	conn  net.Conn
+	sock  *sockio.Conn // conn's reads and writes (package sockio)
 	loop  int
 	state atomic.Int32
 
@@ -262,7 +264,7 @@ func (c *fastConn) serve() {
 	}()
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
-	c.bw.Reset(c.conn)
+	c.bw.Reset(c.sock)
 	c.fwd = newFwdPeer(c.s.g.fwd, c.conn.RemoteAddr().String())
 	c.watch = newClientWatch(c)
 	for first := true; ; first = false {
@@ -323,7 +325,7 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 		if !c.setReadDeadline(time.Now().Add(wait), lazy) {
 			return 0, false
 		}
-		k, err := c.conn.Read(c.buf[c.w:])
+		k, err := c.sock.Read(c.buf[c.w:])
 		c.w += k
 		if err != nil && k == 0 {
 			return 0, false

@@ -209,7 +209,7 @@ func (c *fastConn) copyBody(w *bufio.Writer, left int64, deadline time.Time) err
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	for left > 0 {
-		k, err := c.conn.Read((*bp)[:min(int64(len(*bp)), left)])
+		k, err := c.sock.Read((*bp)[:min(int64(len(*bp)), left)])
 		left -= int64(k)
 		if _, werr := w.Write((*bp)[:k]); werr != nil {
 			return werr

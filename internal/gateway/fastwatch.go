@@ -73,7 +73,7 @@ func (w *clientWatch) watch() {
 	if up == nil || c.w == len(c.buf) {
 		return
 	}
-	k, err := c.conn.Read(c.buf[c.w:])
+	k, err := c.sock.Read(c.buf[c.w:])
 	c.w += k
 	if k > 0 || timedOut(err) {
 		return

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"github.com/corput/corput/internal/sockio"
 )
 
 // sockConn is the TCP socket under every connection this package dials
@@ -40,7 +42,7 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 func newSockConn(c net.Conn) *sockConn {
-	s := &sockConn{Conn: c}
+	s := &sockConn{Conn: sockio.New(c)}
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw

@@ -1,0 +1,125 @@
+// Package sockio reads and writes TCP sockets without the Go runtime's
+// blocking-syscall bookkeeping.
+//
+// net.Conn's Read and Write enter the kernel through syscall.Syscall,
+// which tells the scheduler the goroutine may block: the runtime's monitor
+// (sysmon) takes the processor away from a thread that stays in a syscall
+// for more than 20 µs while other goroutines wait, and hands it to another
+// thread. On loopback a write does the receiver's TCP work as well and
+// often takes that long, so under load a proxy's writes keep waking and
+// parking threads (futex, context switches) for syscalls that never block:
+// the sockets are non-blocking and a full buffer returns EAGAIN.
+//
+// Conn does the same reads and writes through the socket's
+// syscall.RawConn with raw syscalls: the goroutine keeps its processor for
+// the microseconds the kernel takes, and when the kernel says EAGAIN it
+// parks on the runtime's netpoller exactly as net.Conn does, so deadlines,
+// Close and Shutdown work unchanged. Where the connection gives no raw
+// access (TLS, a pipe, a platform without raw syscalls) Conn passes
+// through to the wrapped net.Conn.
+package sockio
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// Conn is a net.Conn whose Read and Write use raw syscalls. One goroutine
+// may read while another writes (each direction has its own scratch), as
+// with net.Conn; two concurrent readers or writers are not allowed.
+type Conn struct {
+	net.Conn
+	raw syscall.RawConn // nil: pass through
+
+	rd, wr  op
+	readFn  func(fd uintptr) bool
+	writeFn func(fd uintptr) bool
+}
+
+// op is one direction's scratch, so the bound closures allocate nothing.
+type op struct {
+	p   []byte
+	n   int
+	err syscall.Errno
+}
+
+// New wraps c. It returns c's own Read and Write behaviour when c gives
+// no syscall.RawConn or raw syscalls are unavailable here.
+func New(c net.Conn) *Conn {
+	s := &Conn{Conn: c}
+	if !rawSupported {
+		return s
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			s.raw = raw
+		}
+	}
+	s.readFn = s.readNow
+	s.writeFn = s.writeNow
+	return s
+}
+
+// Unwrap returns the wrapped connection.
+func (c *Conn) Unwrap() net.Conn { return c.Conn }
+
+// Read reads like net.Conn's Read: it waits for data (up to the read
+// deadline), returns io.EOF at the peer's close, and errors as *net.OpError.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Read(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rd = op{p: p}
+	err := c.raw.Read(c.readFn)
+	afterRead()
+	n, errno := c.rd.n, c.rd.err
+	c.rd.p = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes all of p like net.Conn's Write, waiting for buffer space
+// (up to the write deadline) when the kernel has none.
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Write(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wr = op{p: p}
+	beforeWrite()
+	err := c.raw.Write(c.writeFn)
+	n, errno := c.wr.n, c.wr.err
+	c.wr.p = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+// opError shapes an error as net.Conn's methods do. RawConn's own errors
+// (a deadline, a closed connection) arrive as *net.OpError already; their
+// cause is kept so errors.Is(err, os.ErrDeadlineExceeded) and
+// errors.Is(err, net.ErrClosed) hold as they do for net.Conn.
+func (c *Conn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

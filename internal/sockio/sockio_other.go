@@ -1,0 +1,8 @@
+//go:build !linux
+
+package sockio
+
+const rawSupported = false
+
+func (c *Conn) readNow(uintptr) bool  { return true }
+func (c *Conn) writeNow(uintptr) bool { return true }
