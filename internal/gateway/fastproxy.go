@@ -87,7 +87,10 @@ var errClientBody = errors.New("client request body")
 // try is one attempt on the fast path (see attemptFunc).
 func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
 	ctx := context.Background() // a wait for a stream is bounded by pool.acquire_timeout
-	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, tried)
+	// The first attempt of a request that can go again takes an idle
+	// connection unprobed (one read saved per request); one the origin
+	// had closed is a failStale, and the retry probes.
+	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, tried, mayRetry && tried == nil)
 	if v != leased {
 		return status, v, gerr, ep
 	}
@@ -115,7 +118,7 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 			c.broken = true
 			return 499, done, gatewayError{}, ep
 		}
-		return o.exchangeFailed(ep, start, failureOf(err))
+		return o.exchangeFailed(ep, start, failureOf(raw, err))
 	}
 	c.watch.arm(raw)
 	rn, res, err := readResponseHead(ubr, &c.resp)
@@ -128,7 +131,7 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 			c.broken = true
 			return 499, done, gatewayError{}, ep
 		}
-		return o.exchangeFailed(ep, start, failureOf(err))
+		return o.exchangeFailed(ep, start, failureOf(raw, err))
 	}
 	if res != h1.Complete {
 		return c.trySlowResponse(o, ep, lease, raw, start, mayRetry)
@@ -147,9 +150,12 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 }
 
 // failureOf classifies an upstream I/O error before any response.
-func failureOf(err error) failure {
-	if timedOut(err) {
+func failureOf(raw upstream.Raw, err error) failure {
+	switch {
+	case timedOut(err):
 		return failTimeout
+	case raw.Stale(err):
+		return failStale
 	}
 	return failBroken
 }
@@ -441,7 +447,7 @@ func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.L
 	if err != nil {
 		raw.End(false)
 		lease.Release()
-		return o.exchangeFailed(ep, start, failureOf(err))
+		return o.exchangeFailed(ep, start, failureOf(raw, err))
 	}
 	headers := o.gw.clk.Now().Sub(start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {

@@ -465,6 +465,7 @@ type originMetrics struct {
 	zoneRemote  prometheus.Counter
 	ejections   prometheus.Counter
 	membership  prometheus.Counter
+	stale       prometheus.Counter // requests sent again after a stale connection (failStale)
 	ejected     prometheus.Gauge
 	panic       prometheus.Gauge
 }
@@ -478,6 +479,7 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 		zoneRemote:  m.ZoneRequests.WithLabelValues(name, "remote"),
 		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
 		membership:  m.MembershipChanges.WithLabelValues(name),
+		stale:       m.StaleRetries.WithLabelValues(name),
 		ejected:     m.OutlierEjected.WithLabelValues(name),
 		panic:       m.PanicMode.WithLabelValues(name),
 	}

@@ -119,6 +119,7 @@ const (
 	done        verdict = iota // a response was written (or the client left)
 	retry                      // the request may have reached the origin: try another endpoint, within the retry budget
 	retryUnsent                // nothing reached any origin: try an endpoint not tried yet, outside the budget
+	retryStale                 // a connection handed out unprobed had been closed by the origin while idle: go again once on a probed stream, outside the budget
 	fail                       // answer with the error
 	exhausted                  // no endpoint is left that the request has not tried: answer with the last failure
 	leased                     // (lease only) a stream is held: go on
@@ -169,7 +170,9 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 // attemptFunc makes one attempt, on an endpoint the request has not tried
 // (tried) when the subset offers one (pickFor). mayRetry says whether a
 // budgeted retry can follow; without one an origin's 503 goes to the
-// client as is.
+// client as is. tried is nil on the first attempt only: an attempt that
+// can be retried and has tried is nil may take an unprobed connection
+// (trust, in lease).
 type attemptFunc func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint)
 
 // retrying runs attempts until one is done or fails. A replayable request
@@ -199,7 +202,7 @@ func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatew
 	for {
 		status, v, gerr, ep := try(tried, replayable && retries+1 < o.attempts)
 		switch v {
-		case retry, retryUnsent:
+		case retry, retryUnsent, retryStale:
 		case exhausted:
 			return 0, fail, last
 		default:
@@ -207,7 +210,13 @@ func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatew
 		}
 		last = gerr
 		if tried == nil {
-			tried = new(triedHosts)
+			tried = new(triedHosts) // non-nil: every later attempt probes (see attemptFunc)
+		}
+		if v == retryStale && replayable {
+			// What the hand-out probe would have caught (pool.AcquireTrusting):
+			// the endpoint did nothing wrong, and this happens once.
+			o.m.stale.Inc()
+			continue
 		}
 		tried.add(ep)
 		if !replayable {
@@ -250,7 +259,7 @@ func (o *origin) countShed(e gatewayError) {
 // try makes one attempt through net/http's request and response (see
 // attemptFunc for tried and mayRetry).
 func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, tried *triedHosts, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, tried)
+	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, tried, false)
 	if v != leased {
 		return status, v, gerr, ep
 	}
@@ -292,8 +301,10 @@ func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop
 // one (pickFor), admits the request to it and acquires a stream of its pool
 // for the loop. v is leased when it holds a stream; otherwise the attempt ends
 // with status, v and gerr. ctx bounds a wait for a stream; client is the downstream
-// request's context (the client left when it ends).
-func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *triedHosts) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
+// request's context (the client left when it ends). trust takes an idle
+// HTTP/1.1 connection without its probe read (pool.AcquireTrusting): the
+// caller turns a connection found closed into failStale.
+func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *triedHosts, trust bool) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
 	ep, err := pickFor(ol.picker, tried)
 	if errors.Is(err, balance.ErrAllTried) {
 		return nil, pool.Lease{}, 0, exhausted, gatewayError{}
@@ -311,7 +322,12 @@ func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *tried
 		ep.Done(0, balance.Shed)
 		return ep, pool.Lease{}, 0, fail, errNoHealthy
 	}
-	lease, err := p.Acquire(ctx)
+	var lease pool.Lease
+	if trust {
+		lease, err = p.AcquireTrusting(ctx)
+	} else {
+		lease, err = p.Acquire(ctx)
+	}
 	ep.Release()
 	if err != nil {
 		status, v, gerr, _ := o.acquireFailed(client, ep, err)
@@ -373,6 +389,7 @@ const (
 	failTimeout failure = iota // timeouts.request passed
 	failRefused                // the origin is known not to have processed it (refused stream, unusable connection)
 	failBroken                 // the connection broke
+	failStale                  // the connection was handed out unprobed and the origin had closed it while idle (upstream.Raw.Stale)
 )
 
 // exchangeFailed settles an exchange on ep that got no response.
@@ -387,6 +404,9 @@ func (o *origin) exchangeFailed(ep *balance.Endpoint, start time.Time, f failure
 			return 0, retryUnsent, errUpstreamReset, ep
 		}
 		return 0, fail, errUpstreamReset, ep
+	case failStale:
+		ep.Done(0, balance.Shed)
+		return 0, retryStale, errUpstreamReset, ep
 	}
 	// The connection broke before any response: an origin that crashed
 	// with the request in flight, or closed a kept-alive connection as it

@@ -28,6 +28,16 @@ type Conn interface {
 	Close() error
 }
 
+// Trusting is implemented by a Conn whose Usable check costs I/O (an
+// HTTP/1.1 connection's probe read). Trusted reports, without I/O, that
+// nothing wrong has been seen on the connection since its last exchange
+// ended cleanly; a connection handed out on that word alone
+// (AcquireTrusting) may still have been closed by the peer while idle, and
+// its user must be able to tell and send the request again.
+type Trusting interface {
+	Trusted() bool
+}
+
 // Dialer opens connections to one endpoint address.
 type Dialer interface {
 	// Dial opens a connection to addr and calls done exactly once with it

@@ -172,7 +172,20 @@ func (l Lease) Discard() {
 // ErrOverCap, *DialError, ErrClosed, or ctx's error; a ctx that ends
 // withdraws the waiter but not the dial it may have started.
 func (p *Pool) Acquire(ctx context.Context) (Lease, error) {
-	l, w, err := p.begin(nil)
+	return p.acquire(ctx, false)
+}
+
+// AcquireTrusting is Acquire for a request that can be sent again: an idle
+// connection that implements Trusting and says it is Trusted is handed out
+// without Usable's check (an HTTP/1.1 probe read saved per request). The
+// caller must detect a connection the peer closed while it sat idle (the
+// upstream package's Raw.Stale) and retry on another stream.
+func (p *Pool) AcquireTrusting(ctx context.Context) (Lease, error) {
+	return p.acquire(ctx, true)
+}
+
+func (p *Pool) acquire(ctx context.Context, trust bool) (Lease, error) {
+	l, w, err := p.begin(nil, trust)
 	if w == nil {
 		p.obs.AcquireWait(0, err)
 		return l, err
@@ -200,7 +213,7 @@ func (p *Pool) Acquire(ctx context.Context) (Lease, error) {
 // request; false means cb has run or will run: with a stream (release it)
 // or with an error.
 func (p *Pool) AcquireAsync(cb func(Lease, error)) (cancel func() bool) {
-	l, w, err := p.begin(cb)
+	l, w, err := p.begin(cb, false)
 	if w == nil {
 		p.obs.AcquireWait(0, err)
 		cb(l, err)
@@ -211,8 +224,14 @@ func (p *Pool) AcquireAsync(cb func(Lease, error)) (cancel func() bool) {
 
 func settled() bool { return false }
 
+func trusted(c Conn) bool {
+	t, ok := c.(Trusting)
+	return ok && t.Trusted()
+}
+
 // begin hands out a free stream (a Lease), queues a waiter, or fails.
-func (p *Pool) begin(cb func(Lease, error)) (Lease, *waiter, error) {
+// trust hands out a Trusted connection without Usable's check.
+func (p *Pool) begin(cb func(Lease, error), trust bool) (Lease, *waiter, error) {
 	for {
 		p.mu.Lock()
 		if p.state != stateOpen {
@@ -222,7 +241,7 @@ func (p *Pool) begin(cb func(Lease, error)) (Lease, *waiter, error) {
 		if pc := p.free.back(); pc != nil {
 			p.takeStreamLocked(pc)
 			p.mu.Unlock()
-			if pc.conn.Usable() {
+			if trust && trusted(pc.conn) || pc.conn.Usable() {
 				return Lease{pc}, nil, nil
 			}
 			p.putBackDead(pc, nil)

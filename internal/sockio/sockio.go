@@ -16,7 +16,9 @@
 // parks on the runtime's netpoller exactly as net.Conn does, so deadlines,
 // Close and Shutdown work unchanged. Where the connection gives no raw
 // access (TLS, a pipe, a platform without raw syscalls) Conn passes
-// through to the wrapped net.Conn.
+// through to the wrapped net.Conn. Race-detector builds use syscall.Read
+// and syscall.Write instead, which carry the detector's happens-before
+// annotations for bytes that cross a socket.
 package sockio
 
 import (
@@ -76,7 +78,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rd = op{p: p}
 	err := c.raw.Read(c.readFn)
-	afterRead()
 	n, errno := c.rd.n, c.rd.err
 	c.rd.p = nil
 	switch {
@@ -100,7 +101,6 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	c.wr = op{p: p}
-	beforeWrite()
 	err := c.raw.Write(c.writeFn)
 	n, errno := c.wr.n, c.wr.err
 	c.wr.p = nil

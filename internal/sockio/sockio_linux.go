@@ -1,9 +1,6 @@
 package sockio
 
-import (
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
 const rawSupported = true
 
@@ -11,10 +8,10 @@ const rawSupported = true
 // readiness and call again.
 func (c *Conn) readNow(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rd.p[0])), uintptr(len(c.rd.p)))
+		n, e := read(fd, c.rd.p)
 		switch e {
 		case 0:
-			c.rd.n = int(n)
+			c.rd.n = n
 			return true
 		case syscall.EINTR:
 			continue
@@ -30,10 +27,10 @@ func (c *Conn) readNow(fd uintptr) bool {
 // room (false: wait for writability and call again).
 func (c *Conn) writeNow(fd uintptr) bool {
 	for len(c.wr.p) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wr.p[0])), uintptr(len(c.wr.p)))
+		n, e := write(fd, c.wr.p)
 		switch e {
 		case 0:
-			c.wr.n += int(n)
+			c.wr.n += n
 			c.wr.p = c.wr.p[n:]
 			continue
 		case syscall.EINTR:

@@ -66,6 +66,7 @@ type Metrics struct {
 	SubsetSize         *prometheus.GaugeVec     // origin, loop
 	MembershipChanges  *prometheus.CounterVec   // origin
 	DownstreamRequests *prometheus.CounterVec   // code_class
+	StaleRetries       *prometheus.CounterVec   // origin (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -114,11 +115,14 @@ func New() *Metrics {
 	m.DownstreamRequests = counter("corput_downstream_requests_total",
 		"Requests served to clients, by status class.", "code_class")
 
+	m.StaleRetries = counter("corput_upstream_stale_retries_total",
+		"Requests sent again because the idle HTTP/1.1 connection they took unprobed had been closed by the origin.", "origin")
+
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
-		m.MembershipChanges, m.DownstreamRequests,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

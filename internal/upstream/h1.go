@@ -53,6 +53,11 @@ type h1Conn struct {
 	closeOnce   sync.Once
 	probeBuf    [1]byte
 	justChecked atomic.Bool // the last exchange ended checked (alive() at EOF) or clean (Raw.End); see Usable
+	unprobed    atomic.Bool // handed out on Trusted, not probed since; Begin takes it
+	// The Raw exchange in progress began unprobed (exUnprobed) with the
+	// socket's read count at exGot: see Stale. Read side's owner only.
+	exUnprobed bool
+	exGot      int64
 	// Deadlines a Raw exchange set, touched by the read side's owner only:
 	// rdl stays set after End (see Begin), wdl is cleared by End.
 	rdl time.Time
@@ -96,6 +101,19 @@ func (c *h1Conn) Usable() bool {
 	return true
 }
 
+// Trusted implements pool.Trusting: an idle connection is one whose last
+// exchange ended cleanly, so it is handed out without the probe read to a
+// request that can be sent again (pool.AcquireTrusting). If the origin
+// closed it while it sat idle, the Raw exchange that follows says so
+// (Stale) and the request goes again on another connection.
+func (c *h1Conn) Trusted() bool {
+	if c.state.Load() != h1Idle {
+		return false
+	}
+	c.unprobed.Store(true)
+	return true
+}
+
 // Ping checks an idle HTTP/1.1 connection the way Usable does, always
 // reading; it has no request of its own to send. A silently blackholed
 // origin is found by the TCP keepalive the Dialer sets, which makes this
@@ -119,6 +137,7 @@ func (c *h1Conn) probe() bool {
 		c.closeSocket()
 		return false
 	}
+	c.unprobed.Store(false)
 	c.state.Store(h1Idle)
 	return true
 }

@@ -2,8 +2,11 @@ package upstream
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +32,13 @@ type Raw interface {
 	ReadResponse(method string) (*http.Response, error)
 	// Addr is the endpoint address.
 	Addr() string
+	// Stale reports whether err, which failed the exchange, is what the
+	// probe would have found had the connection not been handed out
+	// unprobed (pool.AcquireTrusting): the origin had closed it while it
+	// sat idle, so writing the request failed, or the read ended (EOF or
+	// a reset) before a single byte came back. The caller sends the
+	// request again on another connection.
+	Stale(err error) bool
 }
 
 func (c *h1Conn) Addr() string { return c.addr }
@@ -41,6 +51,7 @@ func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Wri
 		return nil, nil, ErrConnBusy
 	}
 	c.justChecked.Store(false)
+	c.exUnprobed, c.exGot = c.unprobed.Swap(false), c.sock.got
 	// The read deadline of the last exchange is still set (End leaves it:
 	// one timer update per request instead of four); move it.
 	if !deadline.Equal(c.rdl) {
@@ -72,6 +83,17 @@ func (c *h1Conn) End(reusable bool) {
 		}
 	}
 	c.Close()
+}
+
+func (c *h1Conn) Stale(err error) bool {
+	return c.exUnprobed && c.sock.got == c.exGot && closedByPeer(err)
+}
+
+// closedByPeer reports whether err says the peer closed or reset the
+// connection (rather than a timeout, or a response the parser refused).
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errPeerClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // settleDeadline clears the read deadline a Raw exchange left on the

@@ -25,6 +25,7 @@ type sockConn struct {
 	raw syscall.RawConn // nil when the socket gives no raw access: probes then see "alive"
 
 	nonBlocking bool
+	got         int64  // bytes read so far (Raw.Stale: did any byte come back?)
 	buf         []byte // scratch for readNow
 	n           int
 	err         error
@@ -54,7 +55,9 @@ func newSockConn(c net.Conn) *sockConn {
 
 func (s *sockConn) Read(p []byte) (int, error) {
 	if !s.nonBlocking {
-		return s.Conn.Read(p)
+		n, err := s.Conn.Read(p)
+		s.got += int64(n)
+		return n, err
 	}
 	if s.raw == nil || len(p) == 0 {
 		return 0, errWouldBlock
@@ -73,6 +76,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 	case s.n == 0:
 		return 0, errPeerClosed
 	}
+	s.got += int64(s.n)
 	return s.n, nil
 }
 

@@ -1,6 +1,0 @@
-//go:build !race
-
-package sockio
-
-func beforeWrite() {}
-func afterRead()   {}
