@@ -257,6 +257,9 @@ func (c *fastConn) serve() {
 			c.conn.Close()
 		}
 		c.s.untrack(c)
+		if c.watch != nil {
+			c.watch.stop()
+		}
 		if c.bw != nil {
 			c.bw.Reset(nil)
 			fastWriters.Put(c.bw)

@@ -100,10 +100,10 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 		ep.Done(0, balance.Shed)
 		return 0, fail, errUpstreamReset, ep
 	}
-	start := o.gw.clk.Now()
+	start, now := o.gw.clk.Now(), time.Now()
 	var deadline time.Time
 	if o.reqTimeout > 0 {
-		deadline = time.Now().Add(o.reqTimeout)
+		deadline = now.Add(o.reqTimeout)
 	}
 	ubr, ubw, err := raw.Begin(deadline, c.bodyLen > 0)
 	if err != nil {
@@ -120,7 +120,7 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 		}
 		return o.exchangeFailed(ep, start, failureOf(raw, err))
 	}
-	c.watch.arm(raw)
+	c.watch.arm(raw, now)
 	rn, res, err := readResponseHead(ubr, &c.resp)
 	c.watch.disarm()
 	if err != nil {
