@@ -17,7 +17,8 @@ import (
 type Raw interface {
 	Conn
 	// Begin takes the connection for one exchange. A non-zero deadline
-	// bounds every read until End, and every write too when body says the
+	// bounds every read until End (up to DeadlineSlack later), and every
+	// write too when body says the
 	// request has a body (a head alone fits the socket's buffer). It fails
 	// with ErrConnUnusable or ErrConnBusy; nothing was sent then.
 	Begin(deadline time.Time, body bool) (r *bufio.Reader, w *bufio.Writer, err error)
@@ -53,8 +54,12 @@ func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Wri
 	c.justChecked.Store(false)
 	c.exUnprobed, c.exGot = c.unprobed.Swap(false), c.sock.got
 	// The read deadline of the last exchange is still set (End leaves it:
-	// one timer update per request instead of four); move it.
-	if !deadline.Equal(c.rdl) {
+	// one timer update per request instead of four); move it unless it
+	// serves (deadlineKept: under load, once per DeadlineSlack).
+	if !deadlineKept(c.rdl, deadline) {
+		if !deadline.IsZero() {
+			deadline = deadline.Add(DeadlineSlack)
+		}
 		c.rdl = deadline
 		if c.sock.SetReadDeadline(deadline) != nil {
 			c.state.Store(h1Idle)
@@ -66,6 +71,23 @@ func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Wri
 		_ = c.sock.SetWriteDeadline(deadline)
 	}
 	return c.br, c.bw, nil
+}
+
+// DeadlineSlack is how much later than asked a Raw exchange's read
+// deadline may be. A deadline that moves with every request would cost a
+// timer update per request; Begin keeps the one on the socket while it is
+// at most this much later than the new one, and sets new ones this much
+// later. So timeouts.request may fire up to 50 ms late on the fast path,
+// and a busy connection's read deadline moves once per 50 ms.
+const DeadlineSlack = 50 * time.Millisecond
+
+// deadlineKept reports whether the read deadline set, set, serves for a
+// Begin asking for want.
+func deadlineKept(set, want time.Time) bool {
+	if set.IsZero() || want.IsZero() {
+		return set.Equal(want)
+	}
+	return !set.Before(want) && set.Sub(want) <= DeadlineSlack
 }
 
 func (c *h1Conn) End(reusable bool) {

@@ -99,3 +99,29 @@ func TestRawDeadlineBoundsTheExchange(t *testing.T) {
 		t.Fatal("a connection that timed out mid-exchange is still usable")
 	}
 }
+
+// TestDeadlineKept: the read deadline on the socket serves a new exchange
+// when it is no earlier than asked and at most DeadlineSlack later; a
+// deadline that is earlier (it would cut the exchange short), too late, or
+// set where none is asked (or the reverse) is moved.
+func TestDeadlineKept(t *testing.T) {
+	base := time.Now()
+	cases := []struct {
+		name      string
+		set, want time.Time
+		kept      bool
+	}{
+		{"same", base, base, true},
+		{"later within slack", base.Add(DeadlineSlack), base, true},
+		{"earlier", base.Add(-time.Millisecond), base, false},
+		{"later beyond slack", base.Add(DeadlineSlack + time.Millisecond), base, false},
+		{"none asked, one set", base, time.Time{}, false},
+		{"asked, none set", time.Time{}, base, false},
+		{"none either", time.Time{}, time.Time{}, true},
+	}
+	for _, c := range cases {
+		if got := deadlineKept(c.set, c.want); got != c.kept {
+			t.Errorf("%s: deadlineKept = %v, want %v", c.name, got, c.kept)
+		}
+	}
+}
