@@ -218,11 +218,8 @@ func TestNoAllocs(t *testing.T) {
 // BenchmarkPingPong is one small write and read each way over loopback,
 // through Conn and through net.Conn.
 func BenchmarkPingPong(b *testing.B) {
-	for _, wrap := range []bool{true, false} {
-		name := "sockio"
-		if !wrap {
-			name = "net.Conn"
-		}
+	for _, v := range []string{"net.Conn", "sockio", "sockio.WriteRead"} {
+		wrap, name := v != "net.Conn", v
 		b.Run(name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -263,6 +260,12 @@ func BenchmarkPingPong(b *testing.B) {
 			msg, buf := []byte("ping"), make([]byte, 64)
 			b.ReportAllocs()
 			for b.Loop() {
+				if v == "sockio.WriteRead" {
+					if n, err := rw.(*Conn).WriteRead(msg, buf); err != nil || n != len(msg) {
+						b.Fatal(n, err)
+					}
+					continue
+				}
 				if _, err := rw.Write(msg); err != nil {
 					b.Fatal(err)
 				}
@@ -273,5 +276,99 @@ func BenchmarkPingPong(b *testing.B) {
 			c.Close()
 			<-done
 		})
+	}
+}
+
+// echoPeer echoes what it reads on peer until it fails.
+func echoPeer(t *testing.T, peer net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := peer.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := peer.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { peer.Close(); <-done })
+}
+
+// WriteRead sends a request and returns the reply, over and over on one
+// connection, allocating nothing.
+func TestWriteReadRoundTrips(t *testing.T) {
+	s, peer := pair(t)
+	echoPeer(t, peer)
+	buf := make([]byte, 64)
+	msg := []byte("ping")
+	allocs := testing.AllocsPerRun(200, func() {
+		n, err := s.WriteRead(msg, buf)
+		if err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("WriteRead = %q, %v", buf[:n], err)
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations per WriteRead; want 0", allocs)
+	}
+}
+
+// A request larger than the socket buffers is finished through Write
+// (the kernel takes part of it inside the read) and the reply still comes.
+func TestWriteReadLargeRequest(t *testing.T) {
+	s, peer := pair(t)
+	want := bytes.Repeat([]byte("x"), 4<<20)
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.CopyN(io.Discard, peer, int64(len(want)))
+		if err == nil {
+			_, err = peer.Write([]byte("done"))
+		}
+		done <- err
+	}()
+	buf := make([]byte, 16)
+	n, err := s.WriteRead(want, buf)
+	if err != nil || string(buf[:n]) != "done" {
+		t.Fatalf("WriteRead = %q, %v; want done", buf[:n], err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The peer's close is io.EOF; a reset peer is a write or read error; a
+// passed deadline is a timeout.
+func TestWriteReadErrors(t *testing.T) {
+	s, peer := pair(t)
+	go func() {
+		b := make([]byte, 4)
+		io.ReadFull(peer, b)
+		peer.Close() // reads the request, answers nothing
+	}()
+	if _, err := s.WriteRead([]byte("ping"), make([]byte, 8)); err != io.EOF {
+		t.Fatalf("WriteRead to a peer that closed after the request = %v, want io.EOF", err)
+	}
+
+	s2, peer2 := pair(t)
+	peer2.(*net.TCPConn).SetLinger(0)
+	peer2.Close()
+	var err error
+	for i := 0; i < 100 && (err == nil || err == io.EOF); i++ {
+		_, err = s2.WriteRead([]byte("ping"), make([]byte, 8))
+		if err == nil || err == io.EOF {
+			time.Sleep(time.Millisecond) // the RST is on its way
+		}
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("WriteRead to a reset peer = %v; want ECONNRESET or EPIPE", err)
+	}
+
+	s3, _ := pair(t)
+	s3.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := s3.WriteRead([]byte("ping"), make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteRead past the read deadline = %v, want a timeout", err)
 	}
 }

@@ -70,6 +70,10 @@ func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Wri
 		c.wdl = true
 		_ = c.sock.SetWriteDeadline(deadline)
 	}
+	// A request without a body goes out with the read for its response
+	// (sockConn.held): one read fewer per exchange. Not under TLS, whose
+	// records the socket cannot tell apart.
+	c.sock.holdWrites(!body && c.tls == nil)
 	return c.br, c.bw, nil
 }
 
@@ -91,6 +95,10 @@ func deadlineKept(set, want time.Time) bool {
 }
 
 func (c *h1Conn) End(reusable bool) {
+	if len(c.sock.held) > 0 {
+		reusable = false // a request was written but never sent
+	}
+	c.sock.holdWrites(false)
 	if c.wdl {
 		c.wdl = false
 		if c.sock.SetWriteDeadline(time.Time{}) != nil {

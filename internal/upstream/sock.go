@@ -22,7 +22,16 @@ import (
 // hands that ownership over with atomics).
 type sockConn struct {
 	net.Conn
+	io  *sockio.Conn    // the same socket, for WriteRead
 	raw syscall.RawConn // nil when the socket gives no raw access: probes then see "alive"
+
+	// While deferWrites is set (a Raw exchange without a request body),
+	// Write keeps the request in held, and the Read for the response sends
+	// it with sockio's WriteRead: the read is armed before the write, so
+	// the response is waited for without a read that finds nothing first.
+	// Owned by the exchange's goroutine.
+	deferWrites bool
+	held        []byte
 
 	nonBlocking bool
 	got         int64  // bytes read so far (Raw.Stale: did any byte come back?)
@@ -43,7 +52,8 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 func newSockConn(c net.Conn) *sockConn {
-	s := &sockConn{Conn: sockio.New(c)}
+	io := sockio.New(c)
+	s := &sockConn{Conn: io, io: io}
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -53,9 +63,53 @@ func newSockConn(c net.Conn) *sockConn {
 	return s
 }
 
+// heldMax bounds the request bytes Write holds back.
+const heldMax = 4 << 10
+
+func (s *sockConn) Write(p []byte) (int, error) {
+	if !s.deferWrites {
+		return s.Conn.Write(p)
+	}
+	if len(s.held)+len(p) <= heldMax {
+		if s.held == nil {
+			s.held = make([]byte, 0, heldMax)
+		}
+		s.held = append(s.held, p...)
+		return len(p), nil
+	}
+	if err := s.sendHeld(); err != nil {
+		return 0, err
+	}
+	return s.Conn.Write(p)
+}
+
+// sendHeld writes what Write held back.
+func (s *sockConn) sendHeld() error {
+	if len(s.held) == 0 {
+		return nil
+	}
+	_, err := s.Conn.Write(s.held)
+	s.held = s.held[:0]
+	return err
+}
+
+// holdWrites starts (or, false, ends) holding writes back for the next
+// Read; ending drops what is held (an exchange that failed before reading).
+func (s *sockConn) holdWrites(on bool) {
+	s.deferWrites = on
+	s.held = s.held[:0]
+}
+
 func (s *sockConn) Read(p []byte) (int, error) {
 	if !s.nonBlocking {
-		n, err := s.Conn.Read(p)
+		var n int
+		var err error
+		if len(s.held) > 0 {
+			n, err = s.io.WriteRead(s.held, p)
+			s.held = s.held[:0]
+		} else {
+			n, err = s.Conn.Read(p)
+		}
 		s.got += int64(n)
 		return n, err
 	}
