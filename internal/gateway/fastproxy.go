@@ -146,6 +146,7 @@ func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayR
 	}
 	raw.End(c.relay(ubr, rn))
 	o.settle(ep, lease, status, headers, start)
+	c.flushResponse()
 	return status, done, gatewayError{}, ep
 }
 
@@ -293,7 +294,8 @@ const (
 )
 
 // relay writes the origin's response (head at br, n bytes) to the client
-// and streams its body; it reports whether the upstream connection ended
+// and streams its body, leaving its end in the client's buffer for
+// flushResponse; it reports whether the upstream connection ended
 // cleanly at the response's end and may be reused. A body that breaks
 // mid-way leaves the client connection to be closed (c.broken), so the
 // client sees a truncated response, never a short one.
@@ -335,11 +337,17 @@ func (c *fastConn) relay(br *bufio.Reader, n int) bool {
 		c.copyToEOF(br)
 		ok = false
 	}
-	if w.Flush() != nil {
-		c.broken = true
-		return false
-	}
 	return ok && !c.broken && !rh.Close
+}
+
+// flushResponse sends what is left of the response to the client. The
+// exchange is settled first (metrics, the endpoint's outcome, the stream
+// back), as on net/http's path, where the handler returns before the
+// response is flushed: a client that has its response finds it counted.
+func (c *fastConn) flushResponse() {
+	if c.bw.Flush() != nil {
+		c.broken = true
+	}
 }
 
 // endHead writes Date when the origin sent none, Connection: close when
@@ -467,10 +475,12 @@ func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.L
 	}
 	raw.End(c.relaySlow(resp))
 	o.settle(ep, lease, resp.StatusCode, headers, start)
+	c.flushResponse()
 	return resp.StatusCode, done, gatewayError{}, ep
 }
 
-// relaySlow writes a response read by http.ReadResponse.
+// relaySlow writes a response read by http.ReadResponse (its end left for
+// flushResponse, as relay does).
 func (c *fastConn) relaySlow(resp *http.Response) bool {
 	w := c.bw
 	bodyless := h1.BodyLess(c.head.Method, resp.StatusCode)
@@ -512,10 +522,6 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 		}
 	}
 	resp.Body.Close()
-	if w.Flush() != nil {
-		c.broken = true
-		return false
-	}
 	return ok && !resp.Close
 }
 
