@@ -55,6 +55,7 @@ type options struct {
 	scenarios  []string
 	rounds     int
 	install    bool
+	forwarded  bool
 	verbose    bool
 	seed       uint64
 
@@ -83,6 +84,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
 	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
+	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk when missing")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run on stderr")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the load's arrivals and classes")
@@ -181,7 +183,7 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	var proxies []proxy
 	need := []string{"wrk"}
 	for _, n := range o.proxies {
-		p, err := proxyByName(n, corputProxy{bin_: bin, balancer: o.balancer, downstream: o.downstream})
+		p, err := proxyByName(n, corputProxy{bin_: bin, balancer: o.balancer, downstream: o.downstream}, o.forwarded)
 		if err != nil {
 			return nil, err
 		}

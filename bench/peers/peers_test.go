@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,7 +92,7 @@ func TestCorputConfigIsValid(t *testing.T) {
 // config (skipped for a peer that is not installed).
 func TestPeerConfigsAreValid(t *testing.T) {
 	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
-	for _, p := range []proxy{nginxProxy{}, haproxyProxy{}, caddyProxy{}} {
+	for _, p := range []proxy{nginxProxy{}, haproxyProxy{}, nginxProxy{fwd: true}, haproxyProxy{fwd: true}, caddyProxy{}} {
 		t.Run(p.name(), func(t *testing.T) {
 			if _, err := exec.LookPath(p.bin()); err != nil {
 				t.Skipf("%s not installed", p.bin())
@@ -255,7 +259,7 @@ func TestOptions(t *testing.T) {
 	if _, err := parseOptions([]string{"--scenarios", "raw,bogus"}, os.Stderr); err == nil || !strings.Contains(err.Error(), "--scenarios") {
 		t.Errorf("unknown scenario: err = %v", err)
 	}
-	if _, err := proxyByName("envoy", corputProxy{}); err == nil || !strings.Contains(err.Error(), "--proxies") {
+	if _, err := proxyByName("envoy", corputProxy{}, true); err == nil || !strings.Contains(err.Error(), "--proxies") {
 		t.Errorf("unknown proxy: err = %v", err)
 	}
 	o, err := parseOptions(nil, os.Stderr)
@@ -267,5 +271,65 @@ func TestOptions(t *testing.T) {
 	}
 	if v := firstVersion("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/\n"); v != "2.6.12-1+deb12u4" {
 		t.Errorf("haproxy version %q", v)
+	}
+}
+
+// TestPeersForwardLikeCorput runs each installed peer with
+// --forwarded-headers (the default) in front of a recording origin: the
+// origin gets the X-Forwarded-For, -Proto and -Host that corput sends for
+// a direct client (internal/gateway's Forwarding), so every proxy hands
+// the origins the same work. Without it nginx and HAProxy send none.
+func TestPeersForwardLikeCorput(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/probe" {
+			mu.Lock()
+			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"} {
+				got[k] = strings.Join(r.Header.Values(k), ",")
+			}
+			mu.Unlock()
+		}
+	}))
+	defer origin.Close()
+	members := []string{origin.Listener.Addr().String()}
+	for _, fwd := range []bool{true, false} {
+		for _, name := range []string{nameNginx, nameHAProxy, nameCaddy} {
+			p, err := proxyByName(name, corputProxy{}, fwd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("%s/fwd=%v", name, fwd), func(t *testing.T) {
+				if _, err := exec.LookPath(p.bin()); err != nil {
+					t.Skipf("%s not installed", p.bin())
+				}
+				dir := t.TempDir()
+				ps := newProcs(dir)
+				defer ps.stopAll()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, listen, err := startProxy(ctx, ps, p, filepath.Join(dir, name), members, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				resp, err := c.Get("http://" + listen + "/probe")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				want := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": listen}
+				if !fwd && name != nameCaddy { // Caddy forwards by default
+					want = map[string]string{"X-Forwarded-For": "", "X-Forwarded-Proto": "", "X-Forwarded-Host": ""}
+				}
+				for k, v := range want {
+					if got[k] != v {
+						t.Errorf("%s: origin got %s %q, want %q", name, k, got[k], v)
+					}
+				}
+			})
+		}
 	}
 }

@@ -42,15 +42,17 @@ const (
 	nameCaddy   = "caddy"
 )
 
-// proxyByName returns the named proxy; corput is corput's settings.
-func proxyByName(name string, corput corputProxy) (proxy, error) {
+// proxyByName returns the named proxy; corput is corput's settings, and
+// fwd makes nginx and HAProxy add the X-Forwarded-For, -Proto and -Host
+// fields corput and Caddy add (--forwarded-headers).
+func proxyByName(name string, corput corputProxy, fwd bool) (proxy, error) {
 	switch name {
 	case nameCorput:
 		return corput, nil
 	case nameNginx:
-		return nginxProxy{}, nil
+		return nginxProxy{fwd: fwd}, nil
 	case nameHAProxy:
-		return haproxyProxy{}, nil
+		return haproxyProxy{fwd: fwd}, nil
 	case nameCaddy:
 		return caddyProxy{}, nil
 	}
@@ -237,7 +239,8 @@ func (corputProxy) join(dir string, members []string) error {
 
 // --- nginx
 
-type nginxProxy struct{}
+// nginxProxy is nginx; fwd adds the X-Forwarded-* fields.
+type nginxProxy struct{ fwd bool }
 
 func (nginxProxy) name() string                { return nameNginx }
 func (nginxProxy) bin() string                 { return "nginx" }
@@ -245,9 +248,10 @@ func (nginxProxy) join(string, []string) error { return nil }
 
 // nginxConfig: least_conn, 64 idle keep-alive connections per worker,
 // passive health (a refused connection takes a server out for 2 s and the
-// request goes to the next one). nginx OSS has neither slow start nor a
+// request goes to the next one), and with fwd the X-Forwarded-For, -Proto
+// and -Host fields corput sends. nginx OSS has neither slow start nor a
 // request queue.
-func nginxConfig(dir, listen string, members []string, joining string) string {
+func nginxConfig(dir, listen string, members []string, joining string, fwd bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `daemon off;
 master_process on;
@@ -279,14 +283,26 @@ http {
       proxy_pass http://origins;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_next_upstream error timeout;
+%s      proxy_next_upstream error timeout;
       proxy_connect_timeout 1s;
       proxy_read_timeout 30s;
     }
   }
 }
-`, listen)
+`, listen, nginxForwarded(fwd))
 	return b.String()
+}
+
+// nginxForwarded is the proxy_set_header lines that send what corput's
+// Forwarding sends for a direct client: its address, the scheme and the
+// Host it asked for.
+func nginxForwarded(fwd bool) string {
+	if !fwd {
+		return ""
+	}
+	return "      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n" +
+		"      proxy_set_header X-Forwarded-Proto $scheme;\n" +
+		"      proxy_set_header X-Forwarded-Host $http_host;\n"
 }
 
 func nonEmpty(s string) []string {
@@ -296,9 +312,9 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-func (nginxProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+func (p nginxProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining, p.fwd)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"nginx", "-p", dir, "-c", path}, nil
@@ -306,7 +322,8 @@ func (nginxProxy) files(dir, listen string, members []string, joining string) ([
 
 // --- HAProxy
 
-type haproxyProxy struct{}
+// haproxyProxy is HAProxy; fwd adds the X-Forwarded-* fields.
+type haproxyProxy struct{ fwd bool }
 
 func (haproxyProxy) name() string                { return nameHAProxy }
 func (haproxyProxy) bin() string                 { return "haproxy" }
@@ -314,8 +331,9 @@ func (haproxyProxy) join(string, []string) error { return nil }
 
 // haproxyConfig: leastconn, http-reuse always, at most 50 requests per
 // server with the rest queued up to 1 s (HAProxy's bounded queue),
-// slowstart 60s, and a refused connection redispatched to another server.
-func haproxyConfig(dir, listen string, members []string, joining string) string {
+// slowstart 60s, a refused connection redispatched to another server, and
+// with fwd the X-Forwarded-For, -Proto and -Host fields corput sends.
+func haproxyConfig(dir, listen string, members []string, joining string, fwd bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
   maxconn 4096
@@ -333,12 +351,12 @@ defaults
   option redispatch
 frontend fe
   bind %s
-  default_backend origins
+%s  default_backend origins
 backend origins
   balance leastconn
   option httpchk GET /
   default-server maxconn 50 slowstart 60s
-`, dir, listen)
+`, dir, listen, haproxyForwarded(fwd))
 	for i, m := range members {
 		fmt.Fprintf(&b, "  server o%d %s\n", i+1, m)
 	}
@@ -350,9 +368,20 @@ backend origins
 	return b.String()
 }
 
-func (haproxyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+// haproxyForwarded is the frontend lines that send what corput's
+// Forwarding sends for a direct client.
+func haproxyForwarded(fwd bool) string {
+	if !fwd {
+		return ""
+	}
+	return "  option forwardfor\n" +
+		"  http-request set-header X-Forwarded-Proto http\n" +
+		"  http-request set-header X-Forwarded-Host %[req.hdr(host)]\n"
+}
+
+func (p haproxyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining, p.fwd)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"haproxy", "-db", "-f", path}, nil
