@@ -25,46 +25,57 @@ import (
 type scriptedOrigin struct {
 	ln     net.Listener
 	script atomic.Pointer[[]byte]
-	wg     sync.WaitGroup
 }
 
 func startScriptedOrigin(t testing.TB) *scriptedOrigin {
+	t.Helper()
+	o := &scriptedOrigin{}
+	o.script.Store(new([]byte))
+	o.ln = acceptEach(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+		}
+		c.Write(*o.script.Load())
+	})
+	return o
+}
+
+// acceptEach listens on 127.0.0.1 and serves each connection in its own
+// goroutine, closing it after serve; the test's cleanup closes the
+// listener and waits for every goroutine.
+func acceptEach(t testing.TB, serve func(c net.Conn)) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &scriptedOrigin{ln: ln}
-	o.script.Store(new([]byte))
-	o.wg.Add(1)
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer o.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			o.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer o.wg.Done()
+				defer wg.Done()
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadSlice('\n')
-					if err != nil {
-						return
-					}
-					if len(line) <= 2 {
-						break
-					}
-				}
-				c.Write(*o.script.Load())
+				serve(c)
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); o.wg.Wait() })
-	return o
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln
 }
 
 // clientSees is a response as a client compares it: no Date and no

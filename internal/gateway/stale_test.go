@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -20,39 +19,21 @@ type closingOrigin struct {
 	ln       net.Listener
 	closed   chan struct{}
 	accepted atomic.Int64
-	wg       sync.WaitGroup
 }
 
 func startClosingOrigin(t *testing.T) *closingOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &closingOrigin{ln: ln, closed: make(chan struct{}, 16)}
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			o.accepted.Add(1)
-			o.wg.Add(1)
-			go func() {
-				defer o.wg.Done()
-				defer func() { c.Close(); o.closed <- struct{}{} }()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}()
+	o := &closingOrigin{closed: make(chan struct{}, 16)}
+	o.ln = acceptEach(t, func(c net.Conn) {
+		o.accepted.Add(1)
+		defer func() { c.Close(); o.closed <- struct{}{} }()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); o.wg.Wait() })
+		io.Copy(io.Discard, req.Body)
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
 	return o
 }
 

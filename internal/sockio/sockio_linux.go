@@ -25,23 +25,26 @@ func (c *Conn) readNow(fd uintptr) bool {
 
 // writeNow writes until c.wr.p is all written or the kernel has no
 // room (false: wait for writability and call again).
-func (c *Conn) writeNow(fd uintptr) bool {
+func (c *Conn) writeNow(fd uintptr) bool { return c.writeSome(fd) != syscall.EAGAIN }
+
+// writeSome writes c.wr.p until it is all written (0), the kernel has no
+// room (EAGAIN) or the write fails (the errno, kept in c.wr.err).
+func (c *Conn) writeSome(fd uintptr) syscall.Errno {
 	for len(c.wr.p) > 0 {
 		n, e := write(fd, c.wr.p)
 		switch e {
 		case 0:
 			c.wr.n += n
 			c.wr.p = c.wr.p[n:]
-			continue
 		case syscall.EINTR:
-			continue
 		case syscall.EAGAIN:
-			return false
+			return e
+		default:
+			c.wr.err = e
+			return e
 		}
-		c.wr.err = e
-		return true
 	}
-	return true
+	return 0
 }
 
 // writeReadNow is WriteRead's callback: its first call writes (the read
@@ -53,20 +56,5 @@ func (c *Conn) writeReadNow(fd uintptr) bool {
 		return c.readNow(fd)
 	}
 	c.wrPending = false
-	for len(c.wr.p) > 0 {
-		n, e := write(fd, c.wr.p)
-		switch e {
-		case 0:
-			c.wr.n += n
-			c.wr.p = c.wr.p[n:]
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return true
-		}
-		c.wr.err = e
-		return true
-	}
-	return false
+	return c.writeSome(fd) != 0
 }
