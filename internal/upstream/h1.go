@@ -54,6 +54,7 @@ type h1Conn struct {
 	probeBuf    [1]byte
 	justChecked atomic.Bool // the last exchange ended checked (alive() at EOF) or clean (Raw.End); see Usable
 	unprobed    atomic.Bool // handed out on Trusted, not probed since; Begin takes it
+	endedAt     time.Time   // when the last Raw exchange ended cleanly (Trusted); zero: never
 	// The Raw exchange in progress began unprobed (exUnprobed) with the
 	// socket's read count at exGot: see Stale. Read side's owner only.
 	exUnprobed bool
@@ -101,13 +102,23 @@ func (c *h1Conn) Usable() bool {
 	return true
 }
 
-// Trusted implements pool.Trusting: an idle connection is one whose last
-// exchange ended cleanly, so it is handed out without the probe read to a
-// request that can be sent again (pool.AcquireTrusting). If the origin
-// closed it while it sat idle, the Raw exchange that follows says so
-// (Stale) and the request goes again on another connection.
+// TrustWindow is how long after an exchange ended an idle HTTP/1.1
+// connection may be handed out without the probe read (Trusted). Under
+// load a connection is reused within milliseconds; one idle for longer is
+// probed, because what an origin does to an idle connection — close it at
+// its keep-alive timeout, or send something unasked, which the probe
+// catches and the next response must never be mistaken for — grows with
+// the time it sits.
+const TrustWindow = 100 * time.Millisecond
+
+// Trusted implements pool.Trusting: an idle connection whose last
+// exchange ended cleanly less than TrustWindow ago is handed out without
+// the probe read to a request that can be sent again
+// (pool.AcquireTrusting). If the origin closed it meanwhile, the Raw
+// exchange that follows says so (Stale) and the request goes again on
+// another connection.
 func (c *h1Conn) Trusted() bool {
-	if c.state.Load() != h1Idle {
+	if c.state.Load() != h1Idle || time.Since(c.endedAt) >= TrustWindow {
 		return false
 	}
 	c.unprobed.Store(true)

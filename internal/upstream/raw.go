@@ -106,7 +106,9 @@ func (c *h1Conn) End(reusable bool) {
 		}
 	}
 	if reusable && c.br.Buffered() == 0 {
-		// Trusted at release; the hand-out check reads (see Usable).
+		// Trusted at release; the hand-out check reads (see Usable), unless
+		// a replayable request takes it within TrustWindow (Trusted).
+		c.endedAt = time.Now()
 		c.justChecked.Store(true)
 		if c.state.CompareAndSwap(h1Busy, h1Idle) {
 			return

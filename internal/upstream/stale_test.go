@@ -174,3 +174,41 @@ func TestStaleOnlyWhenUnprobedAndNothingCameBack(t *testing.T) {
 	}
 	c.End(false)
 }
+
+// A connection idle for TrustWindow or longer is not Trusted: it is probed
+// at hand-out, and bytes the origin sent unasked while it sat idle are
+// found there instead of being read as the next request's response.
+func TestTrustEndsAfterTheWindow(t *testing.T) {
+	noLeaks(t)
+	idle, sent := make(chan struct{}), make(chan struct{})
+	o := startScripted(t, func(c net.Conn) {
+		answerOne(c)
+		<-idle
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nextra") // unasked
+		close(sent)
+		http.ReadRequest(bufio.NewReader(c)) // keeps the connection open
+	})
+	c := mustDial(t, mustDialer(t, Options{}), o.ln.Addr().String()).(Raw)
+	if got := rawGet(t, c, "/", time.Now().Add(5*time.Second)); got != "ok" {
+		t.Fatalf("first exchange: %q", got)
+	}
+	close(idle)
+	<-sent
+	h := c.(*h1Conn)
+	if !h.Trusted() {
+		t.Fatal("a connection that just ended cleanly was not Trusted")
+	}
+	h.unprobed.Store(false)
+	h.endedAt = h.endedAt.Add(-TrustWindow) // idle for the whole window
+	if h.Trusted() {
+		t.Fatal("a connection idle for TrustWindow was still Trusted")
+	}
+	c.Usable() // the release check
+	for i := 0; c.Usable(); i++ {
+		if i == 100 {
+			t.Fatal("the probe never saw the unasked bytes")
+		}
+		time.Sleep(time.Millisecond) // they are on their way
+	}
+	c.Close()
+}
