@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/corput/corput/internal/config"
@@ -18,6 +19,29 @@ import (
 
 func init() {
 	register(command{name: "serve", summary: "run the gateway", run: runServe})
+}
+
+// procsPerCPU is how many Go processors (Ps) `corput serve` runs per CPU
+// it was given. The fast path reads and writes its sockets with raw
+// syscalls (internal/sockio), which keep the goroutine's P through the
+// kernel's part of the work — three quarters of a proxied request's CPU —
+// where a plain syscall lets the runtime hand the P to another thread
+// after 20 µs. With one P per CPU, a CPU whose thread is in the kernel, or
+// was preempted there, leaves runnable goroutines waiting; a second P per
+// CPU gives them a thread without the hand-off (measured in
+// docs/performance.md, optimisation 12). Loops stay one per CPU
+// (config.LoopCount). The GOMAXPROCS environment variable, when set, wins.
+const procsPerCPU = 2
+
+// scaleProcs raises GOMAXPROCS to procsPerCPU per CPU unless the
+// environment sets it; it returns the new value and whether it changed it.
+func scaleProcs(lookup func(string) (string, bool)) (int, bool) {
+	if _, ok := lookup("GOMAXPROCS"); ok {
+		return runtime.GOMAXPROCS(0), false
+	}
+	n := procsPerCPU * runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(n)
+	return n, true
 }
 
 // runServe is `corput serve --config FILE [--fleet-instance N --fleet-size G]`.
@@ -51,6 +75,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		fmt.Fprintln(stderr, "corput serve: refusing an invalid config (see corput check)")
 		return 2
+	}
+	if procs, set := scaleProcs(os.LookupEnv); set {
+		log.Info("processors", "gomaxprocs", procs, "per_cpu", procsPerCPU)
 	}
 	in := discovery.FleetInputs{LookupEnv: os.LookupEnv}
 	fs.Visit(func(f *flag.Flag) {

@@ -358,13 +358,19 @@ func (o *Origin) setDefaults()   { *o = DefaultOrigin() }
 func (r *Route) setDefaults()    { r.PathPrefix = "/" }
 func (e *Endpoint) setDefaults() { e.Weight = 1 }
 
-// LoopCount is the number of loops to run: Loops, or GOMAXPROCS when 0.
+// LoopCount is the number of loops to run: Loops, or when 0 one per
+// processor the Go runtime was given at start (GOMAXPROCS then: the CPUs,
+// the container's CPU limit, or the GOMAXPROCS variable) — not the
+// processors `corput serve` may add later (cmd/corput, procsPerCPU).
 func (c *Config) LoopCount() int {
 	if c.Loops > 0 {
 		return c.Loops
 	}
-	return runtime.GOMAXPROCS(0)
+	return startProcs
 }
+
+// startProcs is GOMAXPROCS as the process started.
+var startProcs = runtime.GOMAXPROCS(0)
 
 // Origin returns the origin named name.
 func (c *Config) Origin(name string) (*Origin, bool) {
