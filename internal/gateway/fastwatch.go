@@ -76,6 +76,9 @@ func (w *clientWatch) disarm() {
 		w.up = nil
 		return
 	}
+	if w.state.Load() == watchIdle {
+		return // not armed: no watch to wait for
+	}
 	w.c.setReadDeadline(time.Unix(1, 0), false) // ends the watch's read
 	<-w.ended
 	w.up = nil
