@@ -21,9 +21,8 @@ import (
 // owns the connection's read side at that moment (h1Conn's state machine
 // hands that ownership over with atomics).
 type sockConn struct {
-	net.Conn
-	io  *sockio.Conn    // the same socket, for WriteRead
-	raw syscall.RawConn // nil when the socket gives no raw access: probes then see "alive"
+	*sockio.Conn                 // the socket's reads and writes (WriteRead too)
+	raw          syscall.RawConn // nil when the socket gives no raw access: probes then see "alive"
 
 	// While deferWrites is set (a Raw exchange without a request body),
 	// Write keeps the request in held, and the Read for the response sends
@@ -52,8 +51,7 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 func newSockConn(c net.Conn) *sockConn {
-	io := sockio.New(c)
-	s := &sockConn{Conn: io, io: io}
+	s := &sockConn{Conn: sockio.New(c)}
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -105,7 +103,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 		var n int
 		var err error
 		if len(s.held) > 0 {
-			n, err = s.io.WriteRead(s.held, p)
+			n, err = s.Conn.WriteRead(s.held, p)
 			s.held = s.held[:0]
 		} else {
 			n, err = s.Conn.Read(p)
