@@ -87,8 +87,11 @@ func (c *h1Conn) Streams() int     { return 1 }
 // unusable (and closed) before it is handed out. The one exception is the
 // first call after an exchange ended (the pool's check at release): the
 // same read was just done as the response body reached EOF, or (Raw.End)
-// the exchange ended cleanly at its framing, so it is trusted. Every later call reads, so a connection that sat idle is always
-// checked before it is handed out, at one syscall per request under load.
+// the exchange ended cleanly at its framing, so it is trusted. Every
+// later call reads, so a connection that sat idle is checked before it is
+// handed out, at one syscall per request under load — except to a request
+// that can be sent again, which the pool may hand a Trusted connection
+// without calling Usable (pool.AcquireTrusting).
 func (c *h1Conn) Usable() bool {
 	switch c.state.Load() {
 	case h1Broken:

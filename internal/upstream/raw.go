@@ -18,14 +18,15 @@ type Raw interface {
 	Conn
 	// Begin takes the connection for one exchange. A non-zero deadline
 	// bounds every read until End (up to DeadlineSlack later), and every
-	// write too when body says the
-	// request has a body (a head alone fits the socket's buffer). It fails
-	// with ErrConnUnusable or ErrConnBusy; nothing was sent then.
+	// write too when body says the request has a body (a head alone fits
+	// the socket's buffer). It fails with ErrConnUnusable or ErrConnBusy;
+	// nothing was sent then.
 	Begin(deadline time.Time, body bool) (r *bufio.Reader, w *bufio.Writer, err error)
 	// End ends the exchange. reusable says the response ended cleanly at
 	// its framing and neither side asked to close; otherwise the
 	// connection is closed. A reused connection is probed when it is next
-	// handed out (Usable), not here: one probe read per request.
+	// handed out (Usable), not here — unless a replayable request takes it
+	// within TrustWindow (Trusted), and then Stale tells a dead one.
 	End(reusable bool)
 	// ReadResponse reads a response the fast path cannot parse itself
 	// with http.ReadResponse (skipping 1xx interim responses), for a
