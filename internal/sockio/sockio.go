@@ -99,13 +99,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	err := c.raw.Write(c.writeFn)
 	n, errno := c.wr.n, c.wr.err
 	c.wr.p = nil
-	switch {
-	case err != nil:
-		return n, c.opError("write", err)
-	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
-	}
-	return n, nil
+	return n, c.ioError("write", errno, err)
 }
 
 // WriteRead writes all of w, then reads into r like Read: for a request
@@ -133,7 +127,7 @@ func (c *Conn) WriteRead(w, r []byte) (int, error) {
 	c.wr.p, c.rd.p = nil, nil
 	switch {
 	case werrno != 0:
-		return 0, c.opError("write", os.NewSyscallError("write", werrno))
+		return 0, c.ioError("write", werrno, nil)
 	case !wrote || len(rest) > 0:
 		// The kernel took part of it (or err ended the read first):
 		// finish as Write and Read would.
@@ -150,15 +144,26 @@ func (c *Conn) WriteRead(w, r []byte) (int, error) {
 
 // readResult shapes a read's outcome as Read returns it.
 func (c *Conn) readResult(n int, errno syscall.Errno, err error) (int, error) {
-	switch {
-	case err != nil:
-		return 0, c.opError("read", err)
-	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
-	case n == 0:
+	if e := c.ioError("read", errno, err); e != nil {
+		return 0, e
+	}
+	if n == 0 {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// ioError shapes a failed read or write (op) as net.Conn's: err from the
+// RawConn (a deadline, a closed connection) or the syscall's errno; nil
+// when neither failed.
+func (c *Conn) ioError(op string, errno syscall.Errno, err error) error {
+	switch {
+	case err != nil:
+		return c.opError(op, err)
+	case errno != 0:
+		return c.opError(op, os.NewSyscallError(op, errno))
+	}
+	return nil
 }
 
 // opError shapes an error as net.Conn's methods do. RawConn's own errors
