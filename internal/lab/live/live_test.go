@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,14 +152,54 @@ func TestInProcessSteps(t *testing.T) {
 	t.Logf("\n%s", out.String())
 }
 
-// refused asserts nothing listens at addr any more.
-func refused(t *testing.T, what, addr string) {
+// refused asserts that no child of this run still listens at addr. Ports
+// are ephemeral: once a child has gone, another test's listener may bind
+// the same port, so an address that still accepts is a failure only while
+// a process running bin is left (or when that cannot be told).
+func refused(t *testing.T, what, addr, bin string) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err == nil {
-		c.Close()
-		t.Errorf("%s %s still accepts connections", what, addr)
+	if err != nil {
+		return
 	}
+	c.Close()
+	pids, known := running(bin)
+	switch {
+	case !known:
+		t.Errorf("%s %s still accepts connections", what, addr)
+	case len(pids) > 0:
+		t.Errorf("%s %s still accepts connections, and processes %v still run %s", what, addr, pids, bin)
+	default:
+		t.Logf("%s %s accepts again, but no process runs %s: another listener took the port", what, addr, bin)
+	}
+}
+
+// noChildren asserts that no process runs bin any more.
+func noChildren(t *testing.T, bin string) {
+	t.Helper()
+	if pids, _ := running(bin); len(pids) > 0 {
+		t.Errorf("processes %v still run %s", pids, bin)
+	}
+}
+
+// running lists the processes whose executable is bin, from /proc; known
+// is false where there is no /proc to read.
+func running(bin string) (pids []int, known bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.TrimSuffix(exe, " (deleted)") == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
 }
 
 // buildCorput builds the corput binary for the process tests.
@@ -200,12 +242,13 @@ func TestProcesses(t *testing.T) {
 	if s.OriginStart != 0 || math.Abs(float64(s.OriginTotal-l.Requests)) > float64(l.Requests)/20+2 {
 		t.Errorf("step 0: %d connections (%d before the load) for %d requests; want one per request", s.OriginTotal, s.OriginStart, l.Requests)
 	}
+	noChildren(t, o.Binary)
 	for _, addr := range res.Origins {
-		refused(t, "origin", addr)
+		refused(t, "origin", addr, o.Binary)
 	}
 	for _, sr := range res.Steps {
 		for _, addr := range sr.Gateways {
-			refused(t, "gateway", addr)
+			refused(t, "gateway", addr, o.Binary)
 		}
 	}
 }
@@ -223,6 +266,7 @@ func TestProcessesCancelled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run: %v, want the context's deadline", err)
 	}
+	noChildren(t, o.Binary)
 	logs, _ := filepath.Glob(filepath.Join(o.Out, "live-run", "*.log"))
 	addrs := 0
 	for _, path := range logs {
@@ -230,7 +274,7 @@ func TestProcessesCancelled(t *testing.T) {
 		for _, re := range []*regexp.Regexp{originListening, gatewayServing} {
 			if m := re.FindStringSubmatch(string(text)); m != nil {
 				for _, a := range m[1:] {
-					refused(t, filepath.Base(path), a)
+					refused(t, filepath.Base(path), a, o.Binary)
 					addrs++
 				}
 			}
@@ -256,4 +300,20 @@ func TestFullRun(t *testing.T) {
 	}
 	checkCounts(t, Options{Gateways: DefaultGateways, Loops: DefaultLoops, Endpoints: DefaultEndpoints, SubsetSize: DefaultSubsetSize},
 		byID(t, readResults(t, *fullOut)))
+}
+
+// TestRunningFindsThisProcess checks the leftover-child detector on a
+// process known to run: this test binary.
+func TestRunningFindsThisProcess(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	pids, known := running(exe)
+	if !known {
+		t.Skip("no /proc")
+	}
+	if !slices.Contains(pids, os.Getpid()) {
+		t.Errorf("running(%s) = %v, want it to include this process %d", exe, pids, os.Getpid())
+	}
 }
