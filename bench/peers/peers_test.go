@@ -14,13 +14,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/rng"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -331,5 +334,38 @@ func TestPeersForwardLikeCorput(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOpenLoopRawFollowsItsSchedule runs the overhead scenario's generator
+// against a real server: it sends exactly the Poisson schedule's arrivals
+// that fall inside the run, however the machine keeps up, and every one
+// is answered and measured.
+func TestOpenLoopRawFollowsItsSchedule(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	const rate, d, seed = 2000.0, 500 * time.Millisecond, 5
+	pacer := loadgen.NewPoisson(rate, rng.New(seed))
+	var want int64
+	for {
+		at, _ := pacer.Pace(0, uint64(want))
+		if at >= d {
+			break
+		}
+		want++
+	}
+	res, err := openLoopRaw(context.Background(), srv.URL+"/", rate, d, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != want || res.Errors != 0 || served.Load() != want {
+		t.Errorf("sent %d with %d errors, server saw %d; want %d sent and seen", res.Requests, res.Errors, served.Load(), want)
+	}
+	if !(res.P50MS > 0 && res.P99MS >= res.P50MS && res.MaxMS >= res.P99MS) || res.SuccessRatio != 1 {
+		t.Errorf("latencies p50 %v p99 %v max %v ms, success %v", res.P50MS, res.P99MS, res.MaxMS, res.SuccessRatio)
 	}
 }

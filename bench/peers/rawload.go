@@ -70,21 +70,31 @@ func openLoopRaw(ctx context.Context, target string, rate float64, d time.Durati
 			}
 		}(c, &outs[i])
 	}
-	pacer := loadgen.NewPoisson(rate, rng.New(seed))
-	start := time.Now()
-	var sent int64
-	for ctx.Err() == nil {
-		elapsed := time.Since(start)
-		w, _ := pacer.Pace(elapsed, uint64(sent))
-		if elapsed+w >= d {
-			break
+	// The schedule runs on a goroutine of its own, on a thread it keeps
+	// (lockPacer), and each ticket carries its scheduled time; late is how
+	// far behind it each one went out.
+	var (
+		sent  int64
+		late  = make([]time.Duration, 0, cap(tickets))
+		start = time.Now()
+		paced = make(chan struct{})
+	)
+	go func() {
+		defer close(paced)
+		lockPacer()
+		pacer := loadgen.NewPoisson(rate, rng.New(seed))
+		for ctx.Err() == nil {
+			at, _ := pacer.Pace(0, uint64(sent)) // arrival number sent, from start
+			if at >= d {
+				break
+			}
+			sleepUntil(start, at)
+			tickets <- start.Add(at) // its scheduled time, however late the sleep ends
+			late = append(late, time.Since(start)-at)
+			sent++
 		}
-		if w > 0 {
-			time.Sleep(w)
-		}
-		tickets <- start.Add(elapsed + w) // its scheduled time, however late the sleep ends
-		sent++
-	}
+	}()
+	<-paced
 	close(tickets)
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
@@ -103,6 +113,10 @@ func openLoopRaw(ctx context.Context, target string, rate float64, d time.Durati
 		res.P50MS, res.P90MS, res.P99MS = pct(lat, 0.50), pct(lat, 0.90), pct(lat, 0.99)
 		res.MaxMS = msOf(lat[len(lat)-1])
 		res.RPS = float64(len(lat)) / elapsed
+	}
+	if len(late) > 0 {
+		slices.Sort(late)
+		res.PacerLateP99MS = pct(late, 0.99)
 	}
 	if sent > 0 {
 		res.SuccessRatio = float64(sent-failed) / float64(sent)
