@@ -5,7 +5,7 @@ package main
 import "time"
 
 // lockPacer does nothing where there is no thread timer slack to set.
-func lockPacer() {}
+func lockPacer() (unlock func()) { return func() {} }
 
 // sleepUntil sleeps with Go's timers until time.Since(start) >= at.
 func sleepUntil(start time.Time, at time.Duration) {

@@ -81,7 +81,7 @@ func openLoopRaw(ctx context.Context, target string, rate float64, d time.Durati
 	)
 	go func() {
 		defer close(paced)
-		lockPacer()
+		defer lockPacer()()
 		pacer := loadgen.NewPoisson(rate, rng.New(seed))
 		for ctx.Err() == nil {
 			at, _ := pacer.Pace(0, uint64(sent)) // arrival number sent, from start
