@@ -369,3 +369,26 @@ func TestOpenLoopRawFollowsItsSchedule(t *testing.T) {
 		t.Errorf("latencies p50 %v p99 %v max %v ms, success %v", res.P50MS, res.P99MS, res.MaxMS, res.SuccessRatio)
 	}
 }
+
+// TestOpenLoopRawCountsFailures has the server fail its first requests: each
+// failure is counted once, its connection leaves the rotation, and the
+// remaining connections answer the rest.
+func TestOpenLoopRawCountsFailures(t *testing.T) {
+	const failFirst = 5
+	var seen atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) <= failFirst {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	res, err := openLoopRaw(context.Background(), srv.URL+"/", 1000, 300*time.Millisecond, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != failFirst || res.Requests != seen.Load() {
+		t.Errorf("sent %d with %d errors, server saw %d; want %d errors and every request seen", res.Requests, res.Errors, seen.Load(), failFirst)
+	}
+}
