@@ -41,7 +41,7 @@ func (b *bench) startOrigins(ctx context.Context) error {
 		if id == slowOrigin {
 			profile = "slow"
 		}
-		o, err := startOrigin(ctx, b.ps, b.bin, id, "127.0.0.1:0", uint64(i), "--profile", profile)
+		o, err := startOrigin(ctx, b.ps, b.bin, id, "127.0.0.1:0", uint64(i), b.o.originProcs, "--profile", profile)
 		if err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 			wait()
 			return ctx.Err()
 		}
-		o5, err := startOrigin(ctx, b.ps, b.bin, "o5", joinAddr, 5, "--profile", "cold")
+		o5, err := startOrigin(ctx, b.ps, b.bin, "o5", joinAddr, 5, b.o.originProcs, "--profile", "cold")
 		if err != nil {
 			wait()
 			return err

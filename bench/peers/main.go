@@ -67,6 +67,7 @@ type options struct {
 	joinWindow   time.Duration
 	ovDuration   time.Duration
 	ovRate       float64
+	originProcs  int
 }
 
 func main() {
@@ -85,6 +86,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
+	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
 	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk when missing")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run on stderr")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the load's arrivals and classes")
@@ -116,6 +118,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rate <= 0 {
 		return o, fmt.Errorf("--rate %g: want a positive rate, e.g. 300", o.rate)
+	}
+	if o.originProcs < 0 {
+		return o, fmt.Errorf("--origin-procs %d: want 0 (Go's default) or a processor count, e.g. 1", o.originProcs)
 	}
 	return o, nil
 }
@@ -213,13 +218,22 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	return b.res, err
 }
 
+// originProcsNote says how many processors each origin had.
+func originProcsNote(n int) string {
+	if n == 0 {
+		return ", with Go's default processors each"
+	}
+	return fmt.Sprintf(", with GOMAXPROCS=%d each", n)
+}
+
 // machine describes this machine and the versions under test.
 func machine(o options) Machine {
 	m := Machine{
 		CPUs: runtime.NumCPU(), Go: runtime.Version(), Started: time.Now().UTC().Format(time.RFC3339),
 		Versions: map[string]string{},
 		Note: "wrk (or the Go load generator), the proxy and the origins share this machine's cores; that is the same for every proxy, " +
-			"so the ratios are fair, and the absolute figures are this machine's. Origins are `corput origin` processes (HTTP/1.1).",
+			"so the ratios are fair, and the absolute figures are this machine's. Origins are `corput origin` processes (HTTP/1.1)" +
+			originProcsNote(o.originProcs) + ".",
 	}
 	probe := map[string][]string{
 		nameNginx: {"nginx", "-v"}, nameHAProxy: {"haproxy", "-v"}, nameCaddy: {"caddy", "version"},

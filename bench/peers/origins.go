@@ -22,10 +22,15 @@ type originProc struct {
 var originListening = regexp.MustCompile(`listening on https?://(\S+)`)
 
 // startOrigin runs `corput origin --listen listen --id id` with extra
-// flags (a profile) and waits for its listening line.
-func startOrigin(ctx context.Context, ps *procs, bin, id, listen string, seed uint64, extra ...string) (*originProc, error) {
+// flags (a profile), with gomaxprocs processors when it is above 0, and
+// waits for its listening line.
+func startOrigin(ctx context.Context, ps *procs, bin, id, listen string, seed uint64, gomaxprocs int, extra ...string) (*originProc, error) {
 	argv := append([]string{bin, "origin", "--listen", listen, "--id", id, "--seed", fmt.Sprint(seed)}, extra...)
-	c, err := ps.start("origin-"+id, nil, argv...)
+	var env []string
+	if gomaxprocs > 0 {
+		env = []string{fmt.Sprintf("GOMAXPROCS=%d", gomaxprocs)}
+	}
+	c, err := ps.start("origin-"+id, env, argv...)
 	if err != nil {
 		return nil, err
 	}

@@ -265,9 +265,12 @@ func TestOptions(t *testing.T) {
 	if _, err := proxyByName("envoy", corputProxy{}, true); err == nil || !strings.Contains(err.Error(), "--proxies") {
 		t.Errorf("unknown proxy: err = %v", err)
 	}
+	if _, err := parseOptions([]string{"--origin-procs", "-1"}, os.Stderr); err == nil || !strings.Contains(err.Error(), "--origin-procs") {
+		t.Errorf("negative origin processors: err = %v", err)
+	}
 	o, err := parseOptions(nil, os.Stderr)
-	if err != nil || o.rawConns != 64 || o.rawDuration != 10*time.Second || o.skewDuration != 20*time.Second || o.rate != 300 {
-		t.Errorf("defaults = %+v, %v; want the issue's wrk -c64 -d10s and 300 req/s for 20 s", o, err)
+	if err != nil || o.rawConns != 64 || o.rawDuration != 10*time.Second || o.skewDuration != 20*time.Second || o.rate != 300 || o.originProcs != 1 {
+		t.Errorf("defaults = %+v, %v; want the issue's wrk -c64 -d10s and 300 req/s for 20 s, one processor per origin", o, err)
 	}
 	if v := firstVersion("nginx version: nginx/1.22.1\n"); v != "1.22.1" {
 		t.Errorf("nginx version %q", v)
@@ -390,5 +393,35 @@ func TestOpenLoopRawCountsFailures(t *testing.T) {
 	}
 	if res.Errors != failFirst || res.Requests != seen.Load() {
 		t.Errorf("sent %d with %d errors, server saw %d; want %d errors and every request seen", res.Requests, res.Errors, seen.Load(), failFirst)
+	}
+}
+
+// TestOriginProcessors starts an origin with one processor and checks the
+// process's environment says so; with 0 the variable is left alone.
+func TestOriginProcessors(t *testing.T) {
+	dir := t.TempDir()
+	// A stand-in for `corput origin`: it prints the listening line and
+	// waits; what is checked is the environment it was started with.
+	bin := filepath.Join(dir, "origin.sh")
+	script := "#!/bin/sh\necho \"listening on http://127.0.0.1:1 GOMAXPROCS=[$GOMAXPROCS]\"\nexec sleep 60\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOMAXPROCS", "")
+	for _, tc := range []struct {
+		procs int
+		want  string
+	}{{1, "GOMAXPROCS=[1]"}, {0, "GOMAXPROCS=[]"}} {
+		ps := newProcs(dir)
+		o, err := startOrigin(context.Background(), ps, bin, fmt.Sprint("p", tc.procs), "127.0.0.1:0", 1, tc.procs)
+		if err != nil {
+			ps.stopAll()
+			t.Fatal(err)
+		}
+		text, _ := os.ReadFile(o.c.log)
+		ps.stopAll()
+		if !strings.Contains(string(text), tc.want) {
+			t.Errorf("--origin-procs %d: the origin printed %q, want %s", tc.procs, text, tc.want)
+		}
 	}
 }
