@@ -279,12 +279,14 @@ func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
 	if n := len(cp.NACKs()); n != 1 {
 		t.Fatalf("%d NACKs before the clock moved; want 1", n)
 	}
-	clk.Advance(DefaultXDSBackoffMax) // beyond any backoff
+	// Step fires the paced wait alone: an Advance past it could also fire
+	// the next wait, if the client armed it before Advance returned.
+	clk.Step()
 	poll.Until(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.NACKs()) == 2 })
 
 	// A fixed snapshot is picked up when the paced NACK goes out.
 	cp.set("good", cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", 2, 0}}}), search)
-	clk.Advance(DefaultXDSBackoffMax)
+	clk.Step()
 	u := h.next()
 	if u.Origin != "payments" && u.Origin != "search" {
 		t.Fatalf("unexpected update %v", u)
