@@ -41,8 +41,10 @@ func openLoopRaw(ctx context.Context, target string, rate float64, d time.Durati
 	if err != nil {
 		return Result{}, err
 	}
-	g := &generator{req: []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: corput-bench\r\n\r\n")}
-	g.done = make(chan struct{})
+	g := &generator{
+		req:  []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: corput-bench\r\n\r\n"),
+		done: make(chan struct{}),
+	}
 	conns := make([]*genConn, 0, rawConns)
 	closeAll := func() {
 		for _, gc := range conns {
