@@ -331,7 +331,7 @@ func (b *bench) fold(sc string, names []string, rounds map[string][]Result) {
 			b.o.rate, b.o.skewDuration),
 		scCold: fmt.Sprintf("the skewed load for %v; a fifth origin, cold (10× slow decaying to 1× over 40 s, 8 workers), starts after %v and joins; its first %v",
 			b.o.joinAfter+b.o.joinWindow, b.o.joinAfter, b.o.joinWindow),
-		scOverhead: fmt.Sprintf("open-loop Poisson GETs of a tiny response at half of corput's raw req/s for %v, paced on a thread of their own with clock_nanosleep; each request is timed from its scheduled arrival; added p99 = p99 through the proxy − p99 direct", b.o.ovDuration),
+		scOverhead: fmt.Sprintf("open-loop Poisson GETs of a tiny response at half of corput's raw req/s for %v, paced on a thread of their own with nanosleep; each request is timed from its scheduled arrival; added p99 = p99 through the proxy − p99 direct", b.o.ovDuration),
 	}
 	if sc == scRaw {
 		key = func(r Result) float64 { return -r.RPS }

@@ -28,7 +28,7 @@ func lockPacer() (unlock func()) {
 	}
 }
 
-// sleepUntil sleeps in clock_nanosleep until time.Since(start) >= at.
+// sleepUntil sleeps in nanosleep until time.Since(start) >= at.
 func sleepUntil(start time.Time, at time.Duration) {
 	for {
 		w := at - time.Since(start)
