@@ -26,7 +26,7 @@ func init() {
 // passed, 1 when one failed (or the drill could not run), 2 for bad usage.
 func runDrill(args []string, stdout, stderr io.Writer) int {
 	usage := []string{
-		"usage: corput drill NAME [--duration D] [--rate N] [--origins N] [--pool KEYS] [--seed S] [--json] [--log]",
+		"usage: corput drill NAME [--duration D] [--rate N] [--origins N] [--pool KEYS] [--seed S] [--fast-path=false] [--json] [--log]",
 		"",
 		"Runs a gateway and test origins on loopback, sends open-loop load with the 70/30 mix,",
 		"injects a fault and prints what clients saw and what the gateway did. Drills:",
@@ -43,6 +43,7 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the arrival schedule, the class sequence and the gateway")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	logs := fs.Bool("log", false, "show the gateway's log on stderr")
+	fastPath := fs.Bool("fast-path", true, "serve clients on the fast path (false: net/http's server, downstream.fast_path: false)")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if code, ok := parseFlags(fs, args); !ok {
 			return code
@@ -58,7 +59,7 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "corput drill: unknown drill %q; choose one of %s\n", name, strings.Join(drill.Names(), ", "))
 		return 2
 	}
-	opts := drill.Options{Duration: *duration, Rate: *rate, Origins: *origins, Pool: *poolKeys, Seed: *seed}
+	opts := drill.Options{Duration: *duration, Rate: *rate, Origins: *origins, Pool: *poolKeys, Seed: *seed, NetHTTP: !*fastPath}
 	if *logs {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}

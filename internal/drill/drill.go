@@ -56,6 +56,12 @@ type Options struct {
 	// Progress, when set, is called about once a second with the load's
 	// elapsed time and its planned duration.
 	Progress func(elapsed, total time.Duration)
+	// NetHTTP serves clients through net/http's server instead of the
+	// fast path (downstream.fast_path: false).
+	NetHTTP bool
+	// Binary is the corput executable that fdflood runs as a separate
+	// process; "" is this executable.
+	Binary string
 }
 
 // Result is what one drill measured and the bounds it checked.
@@ -69,7 +75,9 @@ type Result struct {
 	Process Process  `json:"process"`
 	// Deploy is the deploy drill's reconnect comparison.
 	Deploy *Reconnects `json:"reconnects,omitempty"`
-	Checks []Check     `json:"checks"`
+	// Flood is the fdflood drill's account.
+	Flood  *Flood  `json:"flood,omitempty"`
+	Checks []Check `json:"checks"`
 }
 
 // Setup is what the drill ran against.
@@ -85,6 +93,8 @@ type Setup struct {
 	// when they have finite workers.
 	CapacityRPS float64 `json:"capacity_rps,omitempty"`
 	Gateway     string  `json:"gateway_config"` // the origin keys that differ from the defaults
+	// Path is the path that served clients: "fast path" or "net/http path".
+	Path string `json:"path"`
 }
 
 // Fault is one injected fault, timed from the start of load.
@@ -142,7 +152,7 @@ type drill struct {
 	run           func(ctx context.Context, o Options, r *Result) error
 }
 
-var drills = []drill{crashDrill, blackholeDrill, overloadDrill, deployDrill, soakDrill}
+var drills = []drill{crashDrill, blackholeDrill, overloadDrill, deployDrill, soakDrill, fdfloodDrill}
 
 // Names lists the drills in the order they are documented.
 func Names() []string {
@@ -214,6 +224,9 @@ func command(name string, o Options) string {
 	}
 	if o.Seed != 1 {
 		s += fmt.Sprintf(" --seed %d", o.Seed)
+	}
+	if o.NetHTTP {
+		s += " --fast-path=false"
 	}
 	return s
 }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/testbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(m)) }
 
 var strict = flag.Bool("drill.strict", false, "fail on the known gaps too (see knownGaps)")
 
@@ -139,5 +141,24 @@ func TestPercentilesNearestRank(t *testing.T) {
 	}
 	if percentiles(nil).Count != 0 {
 		t.Fatal("empty")
+	}
+}
+
+// TestFDFlood runs the fdflood drill against the built corput binary: the
+// gateway process runs out of descriptors, and serves again once the flood
+// is gone, on the fast path and on the net/http path.
+func TestFDFlood(t *testing.T) {
+	bin := testbin.Corput(t)
+	for _, netHTTP := range []bool{false, true} {
+		name := "fast path"
+		if netHTTP {
+			name = "net/http path"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runShort(t, "fdflood", Options{Duration: time.Second, Binary: bin, NetHTTP: netHTTP})
+			if f := r.Flood; f == nil || f.AcceptErrors["fd_limit"] == 0 {
+				t.Fatalf("the flood never reached the limit: %+v", f)
+			}
+		})
 	}
 }

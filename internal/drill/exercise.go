@@ -48,6 +48,9 @@ type hooks struct {
 // Setup, Faults, Load, Gateway and process peaks.
 func exercise(ctx context.Context, o Options, r *Result, spec fleetSpec, rate float64, stages []stage, h hooks) error {
 	spec.seed, spec.log, spec.poolOverride = o.Seed, o.Logger, splitKeys(o.Pool)
+	if o.NetHTTP {
+		spec.top = append(spec.top, strings.TrimSpace(fastPathKey(o)))
+	}
 	if spec.mix.Classes == nil {
 		spec.mix = workload.Default()
 	}
@@ -62,6 +65,10 @@ func exercise(ctx context.Context, o Options, r *Result, spec fleetSpec, rate fl
 		DurationS: o.Duration.Seconds(), RequestTimeout: timeout.String(),
 		ClientTimeout: (timeout + clientMargin).String(),
 		Gateway:       strings.Join(append(slices.Clone(spec.keys), "pool: {"+strings.Join(spec.poolKeys(), ", ")+"}"), "; "),
+		Path:          "net/http path",
+	}
+	if f.gw.FastPath(originName) {
+		r.Setup.Path = "fast path"
 	}
 
 	if h.ready != nil {

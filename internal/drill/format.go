@@ -13,6 +13,18 @@ func (r *Result) Format(w io.Writer) {
 	s := r.Setup
 	fmt.Fprintf(w, "drill %s: %s\n", r.Drill, Summary(r.Drill))
 	fmt.Fprintf(w, "command: %s\n", r.Command)
+	if fl := r.Flood; fl != nil {
+		fmt.Fprintf(w, "setup: %s (%s), 1 origin, 2 loops; flood held %gs\n", s.Gateway, s.Path, s.DurationS)
+		fmt.Fprintf(w, "\nflood: %d connections against %d descriptors: %d answered 503 fd_limit at once, %d held unanswered, %d closed unanswered\n",
+			fl.Conns, fl.Limit, fl.Shed, fl.Held, fl.Closed)
+		fmt.Fprintf(w, "after: %s; accept errors %v; /readyz %d, /healthz %d; exit %d\n",
+			strings.Join(fl.After, " "), fl.AcceptErrors, fl.Ready, fl.Live, fl.ExitCode)
+		for _, line := range fl.Logged {
+			fmt.Fprintf(w, "log: %s\n", line)
+		}
+		r.formatChecks(w)
+		return
+	}
 	workers := "unlimited"
 	if s.Workers > 0 {
 		workers = fmt.Sprint(s.Workers)
@@ -20,8 +32,8 @@ func (r *Result) Format(w io.Writer) {
 			workers += fmt.Sprintf(" (capacity %.0f req/s)", s.CapacityRPS)
 		}
 	}
-	fmt.Fprintf(w, "setup: %d origins, workers %s, %d loops; %.0f req/s Poisson for %gs; request timeout %s, client gives up after %s\n",
-		s.Origins, workers, s.Loops, s.Rate, s.DurationS, s.RequestTimeout, s.ClientTimeout)
+	fmt.Fprintf(w, "setup: %s; %d origins, workers %s, %d loops; %.0f req/s Poisson for %gs; request timeout %s, client gives up after %s\n",
+		s.Path, s.Origins, workers, s.Loops, s.Rate, s.DurationS, s.RequestTimeout, s.ClientTimeout)
 	for _, f := range r.Faults {
 		fmt.Fprintf(w, "fault at %5.2fs: %s\n", f.AtS, f.What)
 	}
@@ -61,6 +73,10 @@ func (r *Result) Format(w io.Writer) {
 	p := r.Process
 	fmt.Fprintf(w, "\nprocess: goroutines %d → peak %d → %d, fds %d → peak %d → %d, peak RSS %.0f MiB (heap %.0f MiB)\n",
 		p.GoroutinesBefore, p.GoroutinesPeak, p.GoroutinesAfter, p.FDsBefore, p.FDsPeak, p.FDsAfter, p.PeakRSSMiB, p.PeakHeapMiB)
+	r.formatChecks(w)
+}
+
+func (r *Result) formatChecks(w io.Writer) {
 	fmt.Fprintln(w, "\nchecks:")
 	for _, c := range r.Checks {
 		mark := "ok  "

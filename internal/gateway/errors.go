@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Reasons a gateway-made response gives in X-Corput-Error.
@@ -15,6 +17,7 @@ const (
 	ReasonUpstreamReset   = "upstream_reset"
 	ReasonNoRoute         = "no_route"
 	ReasonBadRequest      = "bad_request"
+	ReasonFDLimit         = "fd_limit" // the process is out of file descriptors: answered on the spare one
 )
 
 // gatewayError is a response the gateway makes itself. The body names the
@@ -59,4 +62,15 @@ var (
 	errUpstreamTimeout = gatewayError{http.StatusGatewayTimeout, ReasonUpstreamTimeout, false}
 	errNoRoute         = gatewayError{http.StatusNotFound, ReasonNoRoute, false}
 	errBadRequest      = gatewayError{http.StatusBadRequest, ReasonBadRequest, false}
+	errFDLimit         = gatewayError{http.StatusServiceUnavailable, ReasonFDLimit, true}
 )
+
+// raw is e as a complete HTTP/1.1 response that closes the connection,
+// for a connection no server has read from.
+func (e gatewayError) raw() []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", e.status, http.StatusText(e.status))
+	e.fields(func(name, value string) { fmt.Fprintf(&b, "%s: %s\r\n", name, value) })
+	fmt.Fprintf(&b, "Connection: close\r\nContent-Length: %d\r\n\r\n%s", len(e.body()), e.body())
+	return []byte(b.String())
+}

@@ -92,23 +92,17 @@ func (s *fastServer) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	s.handoff.addr = ln.Addr()
 	go func() { s.slowDone <- s.slow.Serve(s.handoff) }()
-	var backoff time.Duration
 	for {
+		// ln is an *accept.Listener (Gateway.Start): it retries what is
+		// transient, out of descriptors included, so an error here means
+		// the listener was closed or can never accept again.
 		c, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait, as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
 			return err
 		}
-		backoff = 0
 		l := int((s.g.nextLoop.Add(1) - 1) % uint64(s.g.loops))
 		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), loop: l}
 		if !s.track(fc) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
@@ -72,6 +73,7 @@ type Gateway struct {
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
+	deaf       atomic.Bool           // a listener stopped accepting before Shutdown
 	downstream [5]prometheus.Counter // by code class 1xx..5xx
 
 	mu       sync.Mutex // guards following
@@ -131,6 +133,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.metrics.OnScrape(g.refreshGauges)
 	return g, nil
+}
+
+// FastPath reports whether the fast path serves the named origin's
+// cleartext HTTP/1.1 requests (otherwise net/http's server does).
+func (g *Gateway) FastPath(originName string) bool {
+	o, ok := g.origins[originName]
+	return ok && o.fast && g.cfg.TLS == nil
 }
 
 // Loops returns the number of loops.
@@ -206,6 +215,12 @@ func (g *Gateway) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
+	shed := errFDLimit.raw()
+	if g.cfg.TLS != nil {
+		shed = []byte{} // plaintext would be garbage to a TLS client: close at once
+	}
+	ln = g.acceptor("listen", ln, shed)
+	aln = g.acceptor("admin", aln, nil)
 	hs := g.newServer()
 	var srv server = hs
 	serve := func() error { return hs.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key) }
@@ -230,11 +245,34 @@ func (g *Gateway) Start() error {
 	g.srv, g.adminSrv, g.ln, g.adminLn = srv, admin, ln, aln
 	g.serveErr = make(chan error, 2)
 	g.mu.Unlock()
-	go func() { g.serveErr <- serve() }()
-	go func() { g.serveErr <- admin.Serve(aln) }()
+	go func() { g.serveErr <- g.ended("listen", serve()) }()
+	go func() { g.serveErr <- g.ended("admin", admin.Serve(aln)) }()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
 		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
 	return nil
+}
+
+// acceptor wraps a listener so that no transient accept error, running
+// out of descriptors included, ever ends its serve loop; errors are
+// counted in corput_accept_errors_total and logged once per burst, and
+// shed (when not nil) answers clients at the descriptor limit.
+func (g *Gateway) acceptor(name string, ln net.Listener, shed []byte) net.Listener {
+	return accept.New(ln, accept.Options{
+		Name: name, Logger: g.log, Shed: shed,
+		Count: func(reason string) { g.metrics.AcceptErrors.WithLabelValues(reason).Inc() },
+	})
+}
+
+// ended records a serve loop's return. Before Shutdown it means a
+// listener stopped accepting for good: the gateway is then neither ready
+// nor live (/readyz and /healthz fail, so an orchestrator restarts it),
+// and the log says so at error level.
+func (g *Gateway) ended(name string, err error) error {
+	if !g.draining.Load() && !errors.Is(err, http.ErrServerClosed) {
+		g.log.Error("listener stopped accepting; /readyz and /healthz now fail", "listener", name, "err", err)
+		g.deaf.Store(true)
+	}
+	return err
 }
 
 // server is the downstream server: net/http's, or the fast path's.
@@ -327,10 +365,13 @@ func (g *Gateway) closeOrigins() {
 	}
 }
 
+// Live implements telemetry.AdminSource: every listener still accepts.
+func (g *Gateway) Live() bool { return !g.deaf.Load() }
+
 // Ready implements telemetry.AdminSource: config applied, pools pre-warmed,
-// not draining.
+// not draining, every listener accepting.
 func (g *Gateway) Ready() bool {
-	if g.draining.Load() {
+	if g.draining.Load() || g.deaf.Load() {
 		return false
 	}
 	for _, o := range g.list {

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/corput/corput/internal/testbin"
+
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
@@ -24,7 +26,7 @@ import (
 	"github.com/corput/corput/internal/workload"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(m)) }
 
 // startOrigins starts n real origins on loopback.
 func startOrigins(t testing.TB, n int, opt testorigin.Options) []*testorigin.Server {

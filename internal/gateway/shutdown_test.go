@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +26,7 @@ import (
 
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testbin"
 )
 
 // holdBackend is an origin whose /hold requests wait until released (or
@@ -204,7 +204,7 @@ func TestServeExitsZeroOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/corput")
 	}
-	bin := buildCorput(t)
+	bin := testbin.Corput(t)
 	b := startHoldBackend(t)
 	cfg := filepath.Join(t.TempDir(), "corput.yaml")
 	text := fmt.Sprintf(`listen: 127.0.0.1:0
@@ -297,21 +297,4 @@ origins:
 	if !strings.Contains(logs.String(), "draining") {
 		t.Errorf("no drain logged:\n%s", logs.String())
 	}
-}
-
-// buildCorput builds cmd/corput into a temporary directory.
-func buildCorput(t testing.TB) string {
-	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go command to build cmd/corput")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "corput")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/corput/corput/cmd/corput")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/corput: %v\n%s", err, out)
-	}
-	return bin
 }

@@ -18,6 +18,10 @@ type AdminSource interface {
 	Subsets(origin string) (v any, ok bool)
 	// Ready reports whether config is applied and pools are pre-warmed.
 	Ready() bool
+	// Live reports whether the process can still serve: false once a
+	// downstream listener has stopped accepting for good, so that an
+	// orchestrator restarts it.
+	Live() bool
 }
 
 // AdminHandler serves the admin API of DESIGN.md §6: /metrics,
@@ -27,6 +31,10 @@ func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Hand
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !src.Live() {
+			writeText(w, http.StatusServiceUnavailable, "not serving: a listener stopped accepting\n")
+			return
+		}
 		writeText(w, http.StatusOK, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/corput/corput/internal/accept"
 )
 
 // LatencyBuckets are the seed's (MC-MS-01) request-duration buckets in
@@ -67,6 +69,7 @@ type Metrics struct {
 	MembershipChanges  *prometheus.CounterVec   // origin
 	DownstreamRequests *prometheus.CounterVec   // code_class
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
+	AcceptErrors       *prometheus.CounterVec   // reason (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -118,11 +121,17 @@ func New() *Metrics {
 	m.StaleRetries = counter("corput_upstream_stale_retries_total",
 		"Requests sent again because the idle HTTP/1.1 connection they took unprobed had been closed by the origin.", "origin")
 
+	m.AcceptErrors = counter("corput_accept_errors_total",
+		"Errors accepting downstream connections, by reason (fd_limit, fd_system, memory, aborted, other); the listener backs off and goes on accepting.", "reason")
+	for _, r := range accept.Reasons {
+		m.AcceptErrors.WithLabelValues(r)
+	}
+
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
-		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -39,7 +39,7 @@ var contract = map[string]struct {
 	"corput_downstream_requests_total":          {"COUNTER", []string{"code_class"}},
 }
 
-type fakeSource struct{ ready atomic.Bool }
+type fakeSource struct{ ready, dead atomic.Bool }
 
 func (s *fakeSource) Origins() any { return map[string]int{"payments": 2} }
 func (s *fakeSource) Subsets(o string) (any, bool) {
@@ -49,6 +49,7 @@ func (s *fakeSource) Subsets(o string) (any, bool) {
 	return []float64{0, 0.5}, true
 }
 func (s *fakeSource) Ready() bool { return s.ready.Load() }
+func (s *fakeSource) Live() bool  { return !s.dead.Load() }
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -137,6 +138,11 @@ func TestAdminEndpoints(t *testing.T) {
 	if code, _ := get(t, srv.URL+"/readyz"); code != 200 {
 		t.Fatalf("/readyz when ready = %d, want 200", code)
 	}
+	src.dead.Store(true)
+	if code, _ := get(t, srv.URL+"/healthz"); code != 503 {
+		t.Fatalf("/healthz once not live = %d, want 503", code)
+	}
+	src.dead.Store(false)
 	code, body := get(t, srv.URL+"/admin/origins")
 	var v map[string]int
 	if code != 200 || json.Unmarshal([]byte(body), &v) != nil || v["payments"] != 2 {

@@ -9,7 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
+
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/testbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(m)) }
 
 // small is a reduced fleet: 2 gateways × 2 loops × 8 endpoints, subsets
 // of 2, so per-loop pools keep 32 connections and subsetting 8.
@@ -202,30 +204,12 @@ func running(bin string) (pids []int, known bool) {
 	return pids, true
 }
 
-// buildCorput builds the corput binary for the process tests.
-func buildCorput(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the corput binary")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build corput with")
-	}
-	bin := filepath.Join(t.TempDir(), "corput")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/corput/corput/cmd/corput")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestProcesses runs steps 0, 2 and 4 with real `corput origin` and
 // `corput serve` children.
 func TestProcesses(t *testing.T) {
 	t.Parallel()
 	o := small(t, StepPerRequest, StepPerLoop, StepSubset)
-	o.Binary = buildCorput(t)
+	o.Binary = testbin.Corput(t)
 	o.StepDuration = 2 * time.Second
 	if err := Run(context.Background(), o); err != nil {
 		t.Fatal(err)
@@ -258,7 +242,7 @@ func TestProcesses(t *testing.T) {
 func TestProcessesCancelled(t *testing.T) {
 	t.Parallel()
 	o := small(t, StepPerLoop)
-	o.Binary = buildCorput(t)
+	o.Binary = testbin.Corput(t)
 	o.StepDuration = time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -294,7 +278,7 @@ func TestFullRun(t *testing.T) {
 	if *fullOut == "" {
 		t.Skip("pass -live.full DIR to run the full live lab")
 	}
-	o := Options{Out: *fullOut, Seed: 1, Binary: buildCorput(t), Stdout: os.Stdout}
+	o := Options{Out: *fullOut, Seed: 1, Binary: testbin.Corput(t), Stdout: os.Stdout}
 	if err := Run(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
