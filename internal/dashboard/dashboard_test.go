@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/telemetry"
 )
 
@@ -37,7 +38,7 @@ func TestSamplerRatesAndLevelsPerOriginAndInAll(t *testing.T) {
 	m.ConnectionsClosed.WithLabelValues("app", telemetry.CloseIdle).Add(1)
 	m.RequestDuration.WithLabelValues("app", "2xx").Observe(0.01)
 	m.RequestDuration.WithLabelValues("app", "5xx").Observe(0.2)
-	m.RequestsShed.WithLabelValues("db", telemetry.ShedPendingFull).Inc()
+	m.RequestsShed.WithLabelValues("db", forward.PendingFull.String()).Inc()
 	m.ZoneRequests.WithLabelValues("app", "local").Add(3)
 	m.ZoneRequests.WithLabelValues("app", "remote").Add(1)
 	m.OutlierEjected.WithLabelValues("app").Set(2)

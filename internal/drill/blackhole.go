@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/config"
-	"github.com/corput/corput/internal/gateway"
+	"github.com/corput/corput/internal/forward"
 )
 
 var blackholeDrill = drill{
@@ -28,7 +28,7 @@ func runBlackhole(ctx context.Context, o Options, r *Result) error {
 		r.Faults = append(r.Faults, Fault{What: "endpoint " + addr + " accepts connections and never answers"})
 		timeout := f.timeout + clientMargin
 		r.check("bounded by the request timeout", "max latency < request timeout + "+clientMargin.String(),
-			l.Latency.Max < ms(timeout), "max %.0f ms, %d answered 504 upstream_timeout", l.Latency.Max, l.Reasons[gateway.ReasonUpstreamTimeout])
+			l.Latency.Max < ms(timeout), "max %.0f ms, %d answered 504 upstream_timeout", l.Latency.Max, l.Reasons[forward.UpstreamTimeout.String()])
 		seen, ejected := g.Ejected[addr]
 		r.check("the black hole is ejected", "ejected before the load ends", ejected, "%s", seenAt(seen, ejected, 0))
 		accepted, peak := hole.stats()

@@ -2,7 +2,6 @@ package drill
 
 import (
 	"context"
-	"github.com/corput/corput/internal/latency"
 	"net"
 	"net/http"
 	"net/url"
@@ -10,9 +9,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/latency"
+
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/corput/corput/internal/gateway"
 	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/workload"
@@ -126,7 +127,7 @@ func (t *tally) finish() Load {
 		if l.ShedBy == nil {
 			l.ShedBy = map[string]Percentiles{}
 		}
-		if reason != gateway.ReasonAcquireTimeout {
+		if reason != forward.AcquireTimeout.String() {
 			atOnce = append(atOnce, d...)
 		}
 		l.ShedBy[reason] = percentiles(d)

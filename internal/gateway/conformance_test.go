@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
 	"github.com/corput/corput/internal/workload"
@@ -801,8 +802,8 @@ func TestRequestTimeoutAnswers504(t *testing.T) {
 	}))
 	g := gatewayFor(t, testorigin.H1, b, "    timeouts: {connect: 100ms, request: 300ms}\n")
 	resp, body := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/hold")
-	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("X-Corput-Error") != ReasonUpstreamTimeout {
-		t.Fatalf("status %d, X-Corput-Error %q; want 504 %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"), ReasonUpstreamTimeout)
+	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("X-Corput-Error") != forward.UpstreamTimeout.String() {
+		t.Fatalf("status %d, X-Corput-Error %q; want 504 %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"), forward.UpstreamTimeout.String())
 	}
 	if strings.Contains(body, "context") || strings.Contains(body, "127.0.0.1") {
 		t.Fatalf("error body leaks internals: %q", body)
@@ -863,7 +864,7 @@ func TestRetryOnlyIdempotentToAnotherEndpoint(t *testing.T) {
 		}
 		resp.Body.Close()
 		switch {
-		case resp.StatusCode == http.StatusBadGateway && resp.Header.Get("X-Corput-Error") == ReasonConnectFailed:
+		case resp.StatusCode == http.StatusBadGateway && resp.Header.Get("X-Corput-Error") == forward.ConnectFailed.String():
 			refused++
 		case resp.StatusCode != 200:
 			t.Fatalf("POST %d: %d %s", i, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
@@ -1092,8 +1093,8 @@ func TestSilentOriginBoundedByConnectTimeout(t *testing.T) {
 	for _, keys := range []string{"    protocol: h2c\n", "    protocol: h1\n    tls: {insecure_skip_verify: true}\n"} {
 		g := gatewayTo(t, 1, "", keys+"    pool: {prewarm: 0, acquire_timeout: 1s}\n    timeouts: {connect: 200ms, request: 5s}\n", ln.Addr().String())
 		resp, body := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/")
-		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Corput-Error") != ReasonConnectFailed {
-			t.Fatalf("%s silent origin: %d %q %q, want 502 %s", keys, resp.StatusCode, resp.Header.Get("X-Corput-Error"), body, ReasonConnectFailed)
+		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Corput-Error") != forward.ConnectFailed.String() {
+			t.Fatalf("%s silent origin: %d %q %q, want 502 %s", keys, resp.StatusCode, resp.Header.Get("X-Corput-Error"), body, forward.ConnectFailed.String())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/sockio"
 )
@@ -231,7 +232,9 @@ type fastConn struct {
 	fwd   fwdPeer
 	watch *clientWatch
 	rdl   time.Time // the read deadline set on conn
-	num   [24]byte  // scratch for numbers
+
+	attempt forward.Attempt // the current request's (reused)
+	num     [24]byte        // scratch for numbers
 
 	// the current request
 	bodyAt     int   // offset of its body in buf

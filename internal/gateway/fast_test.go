@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corput/corput/internal/forward"
 )
 
 // echoOrigin answers by path with every response shape the fast path
@@ -231,8 +233,8 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		t.Errorf("the fast path handed off %d connections, want 0: every request above is simple", n)
 	}
 	for i, r := range reqs {
-		if strings.HasPrefix(r, "GET /unasked101 ") && (got[i].Status != http.StatusBadGateway || got[i].Header.Get("X-Corput-Error") != ReasonUpstreamReset) {
-			t.Errorf("a 101 nobody asked for: %d %v, want 502 %s", got[i].Status, got[i].Header, ReasonUpstreamReset)
+		if strings.HasPrefix(r, "GET /unasked101 ") && (got[i].Status != http.StatusBadGateway || got[i].Header.Get("X-Corput-Error") != forward.UpstreamReset.String()) {
+			t.Errorf("a 101 nobody asked for: %d %v, want 502 %s", got[i].Status, got[i].Header, forward.UpstreamReset.String())
 		}
 	}
 	for i, r := range reqs {
@@ -317,7 +319,7 @@ func TestFastPathLargeBodyAndNoRoute(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("got %d responses: %+v", len(got), got)
 	}
-	if got[0].Status != 404 || got[0].Header.Get("X-Corput-Error") != ReasonNoRoute {
+	if got[0].Status != 404 || got[0].Header.Get("X-Corput-Error") != forward.NoRoute.String() {
 		t.Errorf("unrouted: %d %v", got[0].Status, got[0].Header)
 	}
 	if got[1].Status != 200 {

@@ -11,9 +11,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
-	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -45,18 +44,24 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 
 	var status int
 	if !routed {
-		status = c.writeError(errNoRoute)
+		status = c.writeError(forward.NoRoute)
 	} else {
 		replayable := body == 0 && isIdempotent(bstr(h.Method))
 		ol := o.loops[c.loop]
-		st, v, gerr := o.retrying(replayable, func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-			return c.try(o, ol, n, tried, mayRetry)
+		a := &c.attempt
+		a.Start(&o.policy, ol.picker, replayable)
+		// A wait for a stream is bounded by pool.acquire_timeout. The first
+		// attempt of a request that can go again takes an idle connection
+		// unprobed (one read saved per request); one the origin had closed
+		// is Stale, and the retry probes.
+		st, reason := o.forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
+			return c.exchange(o, a, n)
 		})
-		if v == done {
+		a.Finish()
+		if reason == forward.None {
 			status = st
 		} else {
-			o.countShed(gerr)
-			status = c.writeError(gerr)
+			status = c.writeError(reason)
 		}
 	}
 	g.downstream[classIndex(status)].Inc()
@@ -84,81 +89,69 @@ func bstr(b []byte) string {
 // errClientBody marks a failure reading the request body from the client.
 var errClientBody = errors.New("client request body")
 
-// try is one attempt on the fast path (see attemptFunc).
-func (c *fastConn) try(o *origin, ol *originLoop, n int, tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	ctx := context.Background() // a wait for a stream is bounded by pool.acquire_timeout
-	// The first attempt of a request that can go again takes an idle
-	// connection unprobed (one read saved per request); one the origin
-	// had closed is a failStale, and the retry probes.
-	ep, lease, status, v, gerr := o.lease(ctx, ctx, ol, tried, mayRetry && tried == nil)
-	if v != leased {
-		return status, v, gerr, ep
-	}
-	raw, ok := lease.Conn().(upstream.Raw)
+// exchange makes one attempt's exchange on the fast path: the request
+// written on the raw connection, the response head parsed in place and
+// relayed byte for byte.
+func (c *fastConn) exchange(o *origin, a *forward.Attempt, n int) (int, forward.Step) {
+	raw, ok := a.Conn().(upstream.Raw)
 	if !ok { // o.fast promises HTTP/1.1 pools
-		lease.Release()
-		ep.Done(0, balance.Shed)
-		return 0, fail, errUpstreamReset, ep
+		return 0, a.Failed(forward.Refused)
 	}
-	start, now := o.gw.clk.Now(), time.Now()
+	now := time.Now()
 	var deadline time.Time
 	if o.reqTimeout > 0 {
 		deadline = now.Add(o.reqTimeout)
 	}
 	ubr, ubw, err := raw.Begin(deadline, c.bodyLen > 0)
 	if err != nil {
-		lease.Release()
-		return o.exchangeFailed(ep, start, failRefused)
+		return 0, a.Failed(forward.Refused)
 	}
 	if err := c.writeRequest(ubw, n, deadline); err != nil {
-		raw.End(false)
-		lease.Release()
 		if errors.Is(err, errClientBody) {
-			ep.Done(0, balance.Shed)
 			c.broken = true
-			return 499, done, gatewayError{}, ep
+			return 0, fail(a, raw, forward.ClientLeft)
 		}
-		return o.exchangeFailed(ep, start, failureOf(raw, err))
+		return 0, fail(a, raw, failureOf(raw, err))
 	}
 	c.watch.arm(raw, now)
 	rn, res, err := readResponseHead(ubr, &c.resp)
 	c.watch.disarm()
 	if err != nil {
-		raw.End(false)
-		lease.Release()
 		if c.watch.gone.Load() {
-			ep.Done(0, balance.Shed)
 			c.broken = true
-			return 499, done, gatewayError{}, ep
+			return 0, fail(a, raw, forward.ClientLeft)
 		}
-		return o.exchangeFailed(ep, start, failureOf(raw, err))
+		return 0, fail(a, raw, failureOf(raw, err))
 	}
 	if res != h1.Complete {
-		return c.trySlowResponse(o, ep, lease, raw, start, mayRetry)
+		return c.exchangeSlow(a, raw)
 	}
-	headers := o.gw.clk.Now().Sub(start)
-	status = c.resp.Status
-	if o.retry503(mayRetry, status, c.resp.Has("x-corput-error")) {
+	if !a.Respond(c.resp.Status, c.resp.Has("x-corput-error")) {
 		raw.End(skipBuffered(ubr, rn, &c.resp, c.head.Method))
-		lease.Release()
-		ep.Done(headers, balance.ServerError)
-		return 0, retry, errUpstream503, ep
+		return 0, a.Settle()
 	}
 	raw.End(c.relay(ubr, rn))
-	o.settle(ep, lease, status, headers, start)
+	step := a.Settle()
 	c.flushResponse()
-	return status, done, gatewayError{}, ep
+	return c.resp.Status, step
+}
+
+// fail ends an exchange's I/O on raw, the connection not to be reused,
+// and reports f.
+func fail(a *forward.Attempt, raw upstream.Raw, f forward.Failure) forward.Step {
+	raw.End(false)
+	return a.Failed(f)
 }
 
 // failureOf classifies an upstream I/O error before any response.
-func failureOf(raw upstream.Raw, err error) failure {
+func failureOf(raw upstream.Raw, err error) forward.Failure {
 	switch {
 	case timedOut(err):
-		return failTimeout
+		return forward.Timeout
 	case raw.Stale(err):
-		return failStale
+		return forward.Stale
 	}
-	return failBroken
+	return forward.Broken
 }
 
 // writeRequest writes the request head, rewritten for the origin, and its
@@ -447,36 +440,29 @@ func (c *fastConn) copyToEOF(br *bufio.Reader) {
 	}
 }
 
-// trySlowResponse finishes an attempt whose response the fast parser
+// exchangeSlow finishes an exchange whose response the fast parser
 // declined (1xx interim responses, a head larger than the buffer, unusual
 // framing): http.ReadResponse reads it and it is written from its fields.
-func (c *fastConn) trySlowResponse(o *origin, ep *balance.Endpoint, lease pool.Lease, raw upstream.Raw, start time.Time, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
+func (c *fastConn) exchangeSlow(a *forward.Attempt, raw upstream.Raw) (int, forward.Step) {
 	resp, err := raw.ReadResponse(string(c.head.Method))
 	if err != nil {
-		raw.End(false)
-		lease.Release()
-		return o.exchangeFailed(ep, start, failureOf(raw, err))
+		return 0, fail(a, raw, failureOf(raw, err))
 	}
-	headers := o.gw.clk.Now().Sub(start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// No upgrade was asked for (upgrades are handed off): the origin
 		// broke the protocol, and the connection's bytes mean nothing now.
-		raw.End(false)
-		lease.Release()
-		ep.Done(headers, balance.ServerError)
-		return 0, fail, errUpstreamReset, ep
+		resp.Body.Close()
+		return 0, fail(a, raw, forward.Protocol)
 	}
-	if o.retry503(mayRetry, resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
+	if !a.Respond(resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		raw.End(false)
-		lease.Release()
-		ep.Done(headers, balance.ServerError)
-		return 0, retry, errUpstream503, ep
+		return 0, a.Settle()
 	}
 	raw.End(c.relaySlow(resp))
-	o.settle(ep, lease, resp.StatusCode, headers, start)
+	step := a.Settle()
 	c.flushResponse()
-	return resp.StatusCode, done, gatewayError{}, ep
+	return resp.StatusCode, step
 }
 
 // relaySlow writes a response read by http.ReadResponse (its end left for
@@ -542,18 +528,18 @@ func (cw *chunkWriter) Write(p []byte) (int, error) {
 	return len(p), err
 }
 
-// writeError writes a gateway-made response (as gatewayError.write does
-// through net/http) and returns its status.
-func (c *fastConn) writeError(e gatewayError) int {
+// writeError writes the gateway's own answer for reason (as writeError
+// does through net/http) and returns its status.
+func (c *fastConn) writeError(reason forward.Reason) int {
 	w := c.bw
-	w.WriteString(statusLine(e.status))
-	e.fields(func(name, value string) {
+	w.WriteString(statusLine(reason.Status()))
+	reason.Fields(func(name, value string) {
 		w.WriteString(name)
 		w.WriteString(": ")
 		w.WriteString(value)
 		w.WriteString("\r\n")
 	})
-	body := e.body()
+	body := reason.Body()
 	w.WriteString("Content-Length: ")
 	w.Write(strconv.AppendInt(c.num[:0], int64(len(body)), 10))
 	w.WriteString("\r\n")
@@ -564,7 +550,7 @@ func (c *fastConn) writeError(e gatewayError) int {
 	if w.Flush() != nil {
 		c.broken = true
 	}
-	return e.status
+	return reason.Status()
 }
 
 // statusLines are the status lines of the registered codes.

@@ -36,6 +36,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/telemetry"
 )
@@ -215,7 +216,7 @@ func (g *Gateway) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	shed := errFDLimit.raw()
+	shed := forward.FDLimit.Raw()
 	if g.cfg.TLS != nil {
 		shed = []byte{} // plaintext would be garbage to a TLS client: close at once
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
 )
@@ -484,7 +485,7 @@ func TestUpstreamTLSVerifiedUnlessExplicitlyOff(t *testing.T) {
 			if resp.StatusCode != c.status {
 				t.Fatalf("status %d (%q), want %d", resp.StatusCode, body, c.status)
 			}
-			if c.status == 502 && (body != "Bad Gateway: connect_failed\n" || resp.Header.Get("X-Corput-Error") != ReasonConnectFailed) {
+			if c.status == 502 && (body != "Bad Gateway: connect_failed\n" || resp.Header.Get("X-Corput-Error") != forward.ConnectFailed.String()) {
 				t.Errorf("unverified origin: body %q, reason %q", body, resp.Header.Get("X-Corput-Error"))
 			}
 			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "insecure_skip_verify")
@@ -605,11 +606,11 @@ func TestGatewayErrorsNameOnlyTheReason(t *testing.T) {
 		status                        int
 		reason                        string
 	}{
-		{"dead origin", "", deadAddr, "GET", "/", 502, ReasonConnectFailed},
-		{"origin hangs", "", slow.addr, "GET", "/", 504, ReasonUpstreamTimeout},
-		{"origin drops the connection", "", reset.addr, "GET", "/", 502, ReasonUpstreamReset},
-		{"no route", routed, slow.addr, "GET", "/elsewhere", 404, ReasonNoRoute},
-		{"CONNECT", "", slow.addr, "CONNECT", "", 400, ReasonBadRequest},
+		{"dead origin", "", deadAddr, "GET", "/", 502, forward.ConnectFailed.String()},
+		{"origin hangs", "", slow.addr, "GET", "/", 504, forward.UpstreamTimeout.String()},
+		{"origin drops the connection", "", reset.addr, "GET", "/", 502, forward.UpstreamReset.String()},
+		{"no route", routed, slow.addr, "GET", "/elsewhere", 404, forward.NoRoute.String()},
+		{"CONNECT", "", slow.addr, "CONNECT", "", 400, forward.BadRequest.String()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := withEndpoints(cfgText(1, keys), c.addr)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
@@ -257,12 +258,12 @@ origins:
 	for i := 0; i < 3; i++ {
 		send()
 		resp := <-answers
-		if resp.StatusCode != 503 || resp.Header.Get("X-Corput-Error") != ReasonPendingFull || resp.Header.Get("Retry-After") != "1" {
+		if resp.StatusCode != 503 || resp.Header.Get("X-Corput-Error") != forward.PendingFull.String() || resp.Header.Get("Retry-After") != "1" {
 			t.Fatalf("over max_pending: %d %v, want 503 pending_full with Retry-After: 1", resp.StatusCode, resp.Header)
 		}
 	}
 	clk.Advance(100 * time.Millisecond)
-	if resp := <-answers; resp.StatusCode != 503 || resp.Header.Get("X-Corput-Error") != ReasonAcquireTimeout {
+	if resp := <-answers; resp.StatusCode != 503 || resp.Header.Get("X-Corput-Error") != forward.AcquireTimeout.String() {
 		t.Fatalf("waiter after acquire_timeout: %d %q", resp.StatusCode, resp.Header.Get("X-Corput-Error"))
 	}
 

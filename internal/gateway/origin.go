@@ -13,6 +13,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/subset"
@@ -29,9 +30,7 @@ type origin struct {
 	bal        *balance.Origin
 	dialer     pool.Dialer
 	poolCfg    pool.Config
-	budget     *retryBudget
-	retryOn    retryOn
-	attempts   int
+	policy     forward.Policy // retries, the budget, the metrics of every request's attempts
 	reqTimeout time.Duration
 	fast       bool // the fast path serves it: HTTP/1.1 pools of this package's dialer
 	loops      []*originLoop
@@ -74,28 +73,30 @@ type originLoop struct {
 	obs    *poolObserver
 }
 
-type retryOn struct{ connect, refused, status503 bool }
-
 func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	o := &origin{
 		name:       oc.Name,
 		cfg:        oc,
 		gw:         gw,
-		budget:     newRetryBudget(oc.Retry.BudgetPercent),
-		attempts:   1 + oc.Retry.Attempts,
 		reqTimeout: oc.Timeouts.Request,
+	}
+	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
+	o.policy = forward.Policy{
+		Attempts: 1 + oc.Retry.Attempts,
+		Budget:   forward.NewBudget(oc.Retry.BudgetPercent),
+		Clock:    gw.clk,
+		Observer: &o.m,
 	}
 	for _, on := range oc.Retry.On {
 		switch on {
 		case config.RetryConnectFailure:
-			o.retryOn.connect = true
+			o.policy.RetryConnect = true
 		case config.RetryRefusedStream:
-			o.retryOn.refused = true
+			o.policy.RetryRefused = true
 		case config.Retry503:
-			o.retryOn.status503 = true
+			o.policy.Retry503 = true
 		}
 	}
-	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
 
 	var err error
 	o.poolCfg, err = poolConfig(oc)
@@ -460,12 +461,12 @@ type originMetrics struct {
 	closed      []prometheus.Counter    // by pool.CloseReason
 	acquireWait prometheus.Observer
 	duration    [5]prometheus.Observer // by code class 1xx..5xx
-	shed        map[string]prometheus.Counter
+	shed        map[forward.Reason]prometheus.Counter
 	zoneLocal   prometheus.Counter
 	zoneRemote  prometheus.Counter
 	ejections   prometheus.Counter
 	membership  prometheus.Counter
-	stale       prometheus.Counter // requests sent again after a stale connection (failStale)
+	stale       prometheus.Counter // requests sent again after a stale connection (forward.Stale)
 	ejected     prometheus.Gauge
 	panic       prometheus.Gauge
 }
@@ -474,7 +475,7 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 	m.InitOrigin(name, loops, []string{upstream.ProtoH1, upstream.ProtoH2})
 	om := originMetrics{
 		acquireWait: m.AcquireWait.WithLabelValues(name),
-		shed:        map[string]prometheus.Counter{},
+		shed:        map[forward.Reason]prometheus.Counter{},
 		zoneLocal:   m.ZoneRequests.WithLabelValues(name, "local"),
 		zoneRemote:  m.ZoneRequests.WithLabelValues(name, "remote"),
 		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
@@ -499,10 +500,25 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 	for i, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		om.duration[i] = m.RequestDuration.WithLabelValues(name, c)
 	}
-	for _, r := range telemetry.ShedReasons {
-		om.shed[r] = m.RequestsShed.WithLabelValues(name, r)
+	for _, r := range forward.ShedReasons() {
+		om.shed[r] = m.RequestsShed.WithLabelValues(name, r.String())
 	}
 	return om
+}
+
+// Answered implements forward.Observer: it counts a shed request.
+func (m *originMetrics) Answered(r forward.Reason) {
+	if c, ok := m.shed[r]; ok {
+		c.Inc()
+	}
+}
+
+// Resent implements forward.Observer.
+func (m *originMetrics) Resent() { m.stale.Inc() }
+
+// Settled implements forward.Observer: the request's duration by class.
+func (m *originMetrics) Settled(status int, d time.Duration) {
+	m.duration[classIndex(status)].Observe(d.Seconds())
 }
 
 // poolObserver feeds one (origin, loop)'s pool events into the metrics.

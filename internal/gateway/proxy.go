@@ -2,13 +2,12 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/upstream"
 )
@@ -31,15 +30,20 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
 	}
 	name, ok := g.router.Match(r.Host, r.URL.Path)
 	if !ok {
-		return writeError(w, errNoRoute)
+		return writeError(w, forward.NoRoute)
 	}
 	o := g.origins[name]
 	return o.proxy(w, r, o.loops[loop])
 }
 
-func writeError(w http.ResponseWriter, e gatewayError) int {
-	e.write(w)
-	return e.status
+// writeError writes the gateway's own answer for reason and returns its
+// status.
+func writeError(w http.ResponseWriter, reason forward.Reason) int {
+	h := w.Header()
+	reason.Fields(func(name, value string) { h.Set(name, value) })
+	w.WriteHeader(reason.Status())
+	_, _ = w.Write([]byte(reason.Body()))
+	return reason.Status()
 }
 
 // refuse answers a malformed request 400 and ends its connection without
@@ -48,7 +52,7 @@ func writeError(w http.ResponseWriter, e gatewayError) int {
 func refuse(w http.ResponseWriter) int {
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
-	return writeError(w, errBadRequest)
+	return writeError(w, forward.BadRequest)
 }
 
 // badRequest rejects what must never be forwarded. net/http's server has
@@ -112,21 +116,8 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 
 func (p *prefixedBody) Close() error { return p.rest.Close() }
 
-// attempt outcomes that decide whether the loop tries again.
-type verdict uint8
-
-const (
-	done        verdict = iota // a response was written (or the client left)
-	retry                      // the request may have reached the origin: try another endpoint, within the retry budget
-	retryUnsent                // nothing reached any origin: try an endpoint not tried yet, outside the budget
-	retryStale                 // a connection handed out unprobed had been closed by the origin while idle: go again once on a probed stream, outside the budget
-	fail                       // answer with the error
-	exhausted                  // no endpoint is left that the request has not tried: answer with the last failure
-	leased                     // (lease only) a stream is held: go on
-)
-
 // proxy forwards r to an endpoint of the origin through loop ol, retrying
-// idempotent requests on another endpoint (see retrying).
+// idempotent requests on another endpoint (package forward).
 func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) int {
 	ctx := r.Context()
 	if o.reqTimeout > 0 {
@@ -158,169 +149,53 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	}
 	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
-	status, v, gerr := o.retrying(replayable, func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-		return o.try(w, r, out, ol, tried, up, mayRetry)
+	var a forward.Attempt
+	a.Start(&o.policy, ol.picker, replayable)
+	defer a.Finish()
+	status, reason := o.forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
+		return o.exchange(w, r, out, a, up)
 	})
-	if v == done {
-		return status
+	if reason != forward.None {
+		return writeError(w, reason)
 	}
-	return o.answer(w, gerr)
+	return status
 }
 
-// attemptFunc makes one attempt, on an endpoint the request has not tried
-// (tried) when the subset offers one (pickFor). mayRetry says whether a
-// budgeted retry can follow; without one an origin's 503 goes to the
-// client as is. tried is nil on the first attempt only: an attempt that
-// can be retried and has tried is nil may take an unprobed connection
-// (trust, in lease).
-type attemptFunc func(tried *triedHosts, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint)
-
-// retrying runs attempts until one is done or fails. A replayable request
-// is retried on another endpoint: after a failure that sent nothing (a
-// failed dial, a refused stream) up to unsentRetries times, on endpoints
-// it has not tried, outside the retry budget; after one that may have
-// reached the origin (a connection that broke under it, an overload 503) up
-// to retry.attempts times within the budget. Both request paths (the
-// net/http handler and the fast path) forward through it. It returns the
-// status written (done) or the error to answer (fail).
-func (o *origin) retrying(replayable bool, try attemptFunc) (int, verdict, gatewayError) {
-	o.budget.begin()
-	defer o.budget.end()
-	last := errNoHealthy
-	var tried *triedHosts // allocated at the first failure: a request that succeeds at once allocates nothing
-	retries, unsent, maxUnsent := 0, 0, unsentRetries(o.attempts)
-	// charged: the request holds a retry of the budget, from a budgeted
-	// retry to the next one or to its end (an attempt after nothing was
-	// sent keeps it: the request reached an origin before). It is given
-	// back in a defer, even when the handler is aborted mid-body.
-	charged := false
-	defer func() {
-		if charged {
-			o.budget.doneRetry()
-		}
-	}()
+// forward runs a request's attempts through loop ol until one is delivered
+// or the request is answered: it acquires each attempt's stream (waiting
+// at most until ctx ends; trust lets an attempt take an idle connection
+// unprobed when the Attempt allows it) and hands it to exchange, which
+// makes the exchange and reports its step. It returns the status
+// delivered (499 when the client left), or the reason to answer with.
+// Both serving paths forward through it.
+func (o *origin) forward(ctx context.Context, a *forward.Attempt, ol *originLoop, trust bool, exchange func(*forward.Attempt) (int, forward.Step)) (int, forward.Reason) {
 	for {
-		status, v, gerr, ep := try(tried, replayable && retries+1 < o.attempts)
-		switch v {
-		case retry, retryUnsent, retryStale:
-		case exhausted:
-			return 0, fail, last
-		default:
-			return status, v, gerr
+		step, status := o.acquire(ctx, a, ol, trust), 0
+		if step == forward.Send {
+			status, step = exchange(a)
 		}
-		last = gerr
-		if tried == nil {
-			tried = new(triedHosts) // non-nil: every later attempt probes (see attemptFunc)
+		switch step {
+		case forward.Delivered:
+			return status, forward.None
+		case forward.Gone:
+			return 499, forward.None
+		case forward.Answer:
+			return 0, a.Reason()
 		}
-		if v == retryStale && replayable {
-			// What the hand-out probe would have caught (pool.AcquireTrusting):
-			// the endpoint did nothing wrong, and this happens once.
-			o.m.stale.Inc()
-			continue
-		}
-		tried.add(ep)
-		if !replayable {
-			break
-		}
-		if v == retryUnsent && unsent < maxUnsent {
-			unsent++
-			tried.strict = true
-			continue
-		}
-		if charged { // every budgeted retry asks the budget
-			o.budget.doneRetry()
-			charged = false
-		}
-		if retries+1 >= o.attempts || !o.budget.tryRetry() {
-			break
-		}
-		retries++
-		charged, tried.strict = true, false
-	}
-	return 0, fail, last
-}
-
-// noUserAgent is a present-but-empty User-Agent: both wires then send none.
-var noUserAgent = []string{""}
-
-// answer writes a gateway-made error, counting sheds.
-func (o *origin) answer(w http.ResponseWriter, e gatewayError) int {
-	o.countShed(e)
-	return writeError(w, e)
-}
-
-// countShed counts a gateway-made error that sheds load.
-func (o *origin) countShed(e gatewayError) {
-	if c, ok := o.m.shed[e.reason]; ok {
-		c.Inc()
 	}
 }
 
-// try makes one attempt through net/http's request and response (see
-// attemptFunc for tried and mayRetry).
-func (o *origin) try(w http.ResponseWriter, r, out *http.Request, ol *originLoop, tried *triedHosts, up string, mayRetry bool) (int, verdict, gatewayError, *balance.Endpoint) {
-	ep, lease, status, v, gerr := o.lease(out.Context(), r.Context(), ol, tried, false)
-	if v != leased {
-		return status, v, gerr, ep
-	}
-	conn := lease.Conn().(upstream.Conn)
-	out.URL.Host = ep.Address()
-	start := o.gw.clk.Now()
-	resp, err := conn.RoundTrip(out)
-	if err != nil {
-		lease.Release()
-		switch {
-		case r.Context().Err() != nil:
-			ep.Done(0, balance.Shed)
-			return 499, done, gatewayError{}, ep
-		case out.Context().Err() != nil:
-			return o.exchangeFailed(ep, start, failTimeout)
-		case upstream.IsRefusedStream(err):
-			return o.exchangeFailed(ep, start, failRefused)
-		}
-		return o.exchangeFailed(ep, start, failBroken)
-	}
-	headers := o.gw.clk.Now().Sub(start)
-	if o.retry503(mayRetry, resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
-		resp.Body.Close()
-		lease.Release()
-		ep.Done(headers, balance.ServerError)
-		return 0, retry, errUpstream503, ep
-	}
-	func() {
-		// respond aborts the handler (panic) when the body breaks after
-		// the headers went out: the endpoint and the lease are settled
-		// either way, or the stream would stay busy for good.
-		defer o.settle(ep, lease, resp.StatusCode, headers, start)
-		status = o.respond(w, r, resp, up)
-	}()
-	return status, done, gatewayError{}, ep
-}
-
-// lease picks an endpoint the request has not tried when the subset offers
-// one (pickFor), admits the request to it and acquires a stream of its pool
-// for the loop. v is leased when it holds a stream; otherwise the attempt ends
-// with status, v and gerr. ctx bounds a wait for a stream; client is the downstream
-// request's context (the client left when it ends). trust takes an idle
-// HTTP/1.1 connection without its probe read (pool.AcquireTrusting): the
-// caller turns a connection found closed into failStale.
-func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *triedHosts, trust bool) (*balance.Endpoint, pool.Lease, int, verdict, gatewayError) {
-	ep, err := pickFor(ol.picker, tried)
-	if errors.Is(err, balance.ErrAllTried) {
-		return nil, pool.Lease{}, 0, exhausted, gatewayError{}
-	}
-	if err != nil {
-		return nil, pool.Lease{}, 0, fail, errNoHealthy
-	}
-	if !ep.TryAdmit() {
-		ep.Done(0, balance.Shed)
-		return ep, pool.Lease{}, 0, fail, errPendingFull
+// acquire picks the attempt's endpoint and acquires a stream of loop ol's
+// pool for it, waiting at most until ctx ends.
+func (o *origin) acquire(ctx context.Context, a *forward.Attempt, ol *originLoop, mayTrust bool) forward.Step {
+	ep, trust, step := a.Pick()
+	trust = trust && mayTrust
+	if step != forward.Acquire {
+		return step
 	}
 	p, err := o.poolFor(ol, ep.Address())
 	if err != nil {
-		ep.Release()
-		ep.Done(0, balance.Shed)
-		return ep, pool.Lease{}, 0, fail, errNoHealthy
+		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
 	}
 	var lease pool.Lease
 	if trust {
@@ -328,105 +203,41 @@ func (o *origin) lease(ctx, client context.Context, ol *originLoop, tried *tried
 	} else {
 		lease, err = p.Acquire(ctx)
 	}
-	ep.Release()
+	return a.Acquired(lease, err)
+}
+
+// noUserAgent is a present-but-empty User-Agent: both wires then send none.
+var noUserAgent = []string{""}
+
+// exchange makes one attempt's exchange through net/http's request and
+// response.
+func (o *origin) exchange(w http.ResponseWriter, r, out *http.Request, a *forward.Attempt, up string) (int, forward.Step) {
+	conn, ok := a.Conn().(upstream.Conn)
+	if !ok {
+		return 0, a.Failed(forward.Refused)
+	}
+	out.URL.Host = a.Endpoint().Address()
+	resp, err := conn.RoundTrip(out)
 	if err != nil {
-		status, v, gerr, _ := o.acquireFailed(client, ep, err)
-		return ep, pool.Lease{}, status, v, gerr
-	}
-	return ep, lease, 0, leased, gatewayError{}
-}
-
-func (o *origin) acquireFailed(client context.Context, ep *balance.Endpoint, err error) (int, verdict, gatewayError, *balance.Endpoint) {
-	var de *pool.DialError
-	switch {
-	case errors.As(err, &de):
-		ep.Done(0, balance.ConnectFailure)
-		if o.retryOn.connect { // nothing was sent: no connection, or none tried in the backoff
-			return 0, retryUnsent, errConnectFailed, ep
+		switch {
+		case r.Context().Err() != nil:
+			return 0, a.Failed(forward.ClientLeft)
+		case out.Context().Err() != nil:
+			return 0, a.Failed(forward.Timeout)
+		case upstream.IsRefusedStream(err):
+			return 0, a.Failed(forward.Refused)
 		}
-		return 0, fail, errConnectFailed, ep
-	case errors.Is(err, pool.ErrPendingFull):
-		ep.Done(0, balance.Shed)
-		return 0, fail, errPendingFull, ep
-	case errors.Is(err, pool.ErrAcquireTimeout):
-		ep.Done(0, balance.Shed)
-		return 0, fail, errAcquireTimeout, ep
-	case errors.Is(err, pool.ErrOverCap):
-		ep.Done(0, balance.Shed)
-		return 0, fail, errOverCap, ep
-	case errors.Is(err, pool.ErrClosed):
-		// The endpoint just left the subset: another endpoint may serve.
-		ep.Done(0, balance.Shed)
-		return 0, retryUnsent, errNoHealthy, ep
+		return 0, a.Failed(forward.Broken)
 	}
-	ep.Done(0, balance.Shed)
-	return clientGone(client, err)
-}
-
-// settle ends an exchange that got a response: the endpoint learns its
-// outcome and latency (to the response headers), the stream goes back,
-// and the request's duration is observed. Both request paths end here.
-func (o *origin) settle(ep *balance.Endpoint, lease pool.Lease, status int, headers time.Duration, start time.Time) {
-	ep.Done(headers, balance.OutcomeOf(status))
-	lease.Release()
-	o.m.duration[classIndex(status)].Observe(o.gw.clk.Now().Sub(start).Seconds())
-}
-
-// retry503 says whether an origin's 503 is retried rather than passed on:
-// an overloaded origin gives the next attempt a chance when one can follow
-// (mayRetry) and retry.on names 503. A 503 another corput made (it has
-// X-Corput-Error) is passed on: that gateway already shed or retried.
-func (o *origin) retry503(mayRetry bool, status int, fromCorput bool) bool {
-	return mayRetry && status == http.StatusServiceUnavailable && o.retryOn.status503 && !fromCorput
-}
-
-var errUpstream503 = gatewayError{status: http.StatusServiceUnavailable, reason: "upstream_503", shed: true}
-
-// How an exchange failed before any response arrived.
-type failure uint8
-
-const (
-	failTimeout failure = iota // timeouts.request passed
-	failRefused                // the origin is known not to have processed it (refused stream, unusable connection)
-	failBroken                 // the connection broke
-	failStale                  // the connection was handed out unprobed and the origin had closed it while idle (upstream.Raw.Stale)
-)
-
-// exchangeFailed settles an exchange on ep that got no response.
-func (o *origin) exchangeFailed(ep *balance.Endpoint, start time.Time, f failure) (int, verdict, gatewayError, *balance.Endpoint) {
-	switch f {
-	case failTimeout:
-		ep.Done(o.gw.clk.Now().Sub(start), balance.ServerError)
-		return 0, fail, errUpstreamTimeout, ep
-	case failRefused:
-		ep.Done(0, balance.Shed)
-		if o.retryOn.refused {
-			return 0, retryUnsent, errUpstreamReset, ep
-		}
-		return 0, fail, errUpstreamReset, ep
-	case failStale:
-		ep.Done(0, balance.Shed)
-		return 0, retryStale, errUpstreamReset, ep
+	if !a.Respond(resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
+		resp.Body.Close()
+		return 0, a.Settle()
 	}
-	// The connection broke before any response: an origin that crashed
-	// with the request in flight, or closed a kept-alive connection as it
-	// was reused. The balancer counts a connect failure, and under
-	// retry.on connect-failure an idempotent request without a body (the
-	// caller decides) is replayed on another endpoint (RFC 9110 §9.2.2).
-	ep.Done(0, balance.ConnectFailure)
-	if o.retryOn.connect {
-		return 0, retry, errUpstreamReset, ep
-	}
-	return 0, fail, errUpstreamReset, ep
-}
-
-// clientGone classifies an acquisition that ended because the request's
-// context did: the client left (no answer needed) or the request timed out.
-func clientGone(ctx context.Context, err error) (int, verdict, gatewayError, *balance.Endpoint) {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return 0, fail, errUpstreamTimeout, nil
-	}
-	return 499, done, gatewayError{}, nil
+	// respond aborts the handler (panic) when the body breaks after the
+	// headers went out: the exchange is settled either way, or the
+	// stream would stay busy for good.
+	defer a.Settle()
+	return o.respond(w, r, resp, up), forward.Delivered
 }
 
 // respond streams resp to the client: headers minus hop-by-hop, body with
@@ -513,11 +324,11 @@ func copyThrough(dst io.Writer, src io.Reader, flush func() error) (int64, error
 func (o *origin) upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || up == "" || !httpEqualFold(resp.Header.Get("Upgrade"), up) {
-		return writeError(w, errUpstreamReset)
+		return writeError(w, forward.UpstreamReset)
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		return writeError(w, gatewayError{http.StatusBadRequest, "upgrade_unsupported", false})
+		return writeError(w, forward.UpgradeUnsupported)
 	}
 	defer conn.Close()
 	removeHopHeaders(resp.Header, up)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corput/corput/internal/accept"
+	"github.com/corput/corput/internal/forward"
 )
 
 // LatencyBuckets are the seed's (MC-MS-01) request-duration buckets in
@@ -39,14 +40,6 @@ const (
 	CloseRemote    = "remote"
 	CloseEviction  = "eviction"
 	CloseShutdown  = "shutdown"
-)
-
-// Shed reasons, the values of corput_requests_shed_total's reason label.
-const (
-	ShedPendingFull    = "pending_full"
-	ShedAcquireTimeout = "acquire_timeout"
-	ShedNoHealthy      = "no_healthy"
-	ShedOverCap        = "over_cap" // additive: pool at max_connections with over_cap: reject
 )
 
 // Metrics holds every collector of DESIGN.md §5 on its own registry.
@@ -185,8 +178,15 @@ func CodeClass(status int) string {
 // CloseReasons lists every close reason, for pre-creating series.
 var CloseReasons = []string{CloseIdle, CloseLifetime, CloseError, CloseKeepalive, CloseRemote, CloseEviction, CloseShutdown}
 
-// ShedReasons lists every shed reason, for pre-creating series.
-var ShedReasons = []string{ShedPendingFull, ShedAcquireTimeout, ShedNoHealthy, ShedOverCap}
+// ShedReasons lists every shed reason (corput_requests_shed_total's
+// reason label), for pre-creating series: package forward's list.
+var ShedReasons = func() []string {
+	var out []string
+	for _, r := range forward.ShedReasons() {
+		out = append(out, r.String())
+	}
+	return out
+}()
 
 // EjectConsecutive5xx is the ejection reason for consecutive failures.
 const EjectConsecutive5xx = "consecutive_5xx"

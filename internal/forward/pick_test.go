@@ -1,4 +1,4 @@
-package gateway
+package forward
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/corput/corput/internal/rng"
 )
 
-// pickFor gives a retry an endpoint the request has not tried while the
+// pick gives a retry an endpoint the request has not tried while the
 // loop has one; when every endpoint was tried, a retry after nothing was
 // sent (strict) stops, and any other retry may go back to a tried one.
 func TestPickForAvoidsTriedEndpoints(t *testing.T) {
@@ -25,8 +25,9 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 	pk := o.NewPicker(nil)
 	defer pk.Close()
 
-	var tried triedHosts
-	first, err := pickFor(pk, &tried)
+	a := &Attempt{pk: pk}
+	tried := &a.tried
+	first, err := a.pick()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		tried.strict = strict
 		for range 100 {
-			ep, err := pickFor(pk, &tried)
+			ep, err := a.pick()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,11 +55,11 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 		tried.add(ep)
 	}
 	tried.strict = true
-	if ep, err := pickFor(pk, &tried); !errors.Is(err, balance.ErrAllTried) {
+	if ep, err := a.pick(); !errors.Is(err, balance.ErrAllTried) {
 		t.Fatalf("strict, every endpoint tried: got %v, %v; want balance.ErrAllTried", ep, err)
 	}
 	tried.strict = false
-	ep, err := pickFor(pk, &tried)
+	ep, err := a.pick()
 	if err != nil {
 		t.Fatalf("every endpoint tried, after a failure that may have reached the origin: %v, want a pick", err)
 	}

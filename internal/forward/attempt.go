@@ -1,0 +1,429 @@
+// Package forward owns the steps of one downstream request on its way to an
+// origin: pick an endpoint, admit the request to it, acquire a stream of its
+// pool, exchange, settle, release — and the decision between attempts
+// whether to go again (the endpoints tried, the retry budget, idempotency,
+// the stale-connection resend). It also holds the one list of reasons the
+// gateway answers a request itself (Reason).
+//
+// An Attempt decides and does no I/O. Its caller acquires the stream
+// (blocking with Pool.Acquire, or with Pool.AcquireAsync on the lab's
+// virtual time), writes the request, reads and relays the response, and
+// reports each step; the Attempt answers with the next Step. Both serving
+// paths of the gateway (net/http's handler and the HTTP/1.1 fast path) and
+// the lab's simulated gateway run it, so the lab's figures come from the
+// decisions that serve traffic.
+//
+// A request's steps, with what the caller does between them:
+//
+//	a.Start(policy, picker, replayable)
+//	defer a.Finish()
+//	for {
+//		ep, trust, step := a.Pick()               // Acquire, or Answer
+//		lease, err := pool(ep).Acquire(ctx)        // AcquireTrusting when trust
+//		step = a.Acquired(lease, err)              // Send, Again, Answer, Gone
+//		... write the request on a.Conn(), read the response head ...
+//		step = a.Failed(f)                         // no response: Again, Answer, Gone
+//		relay := a.Respond(status, fromCorput)     // a head: relay it, or discard it
+//		... relay or discard; end I/O on the connection ...
+//		step = a.Settle()                          // Delivered, Again, Answer
+//	}
+//
+// Invariants:
+//   - Every endpoint Pick returns gets exactly one Endpoint.Done, and its
+//     admission (TryAdmit) exactly one Endpoint.Release, at Acquired.
+//   - Every lease Acquired is given is released exactly once, by Failed or
+//     Settle, which the caller calls only after it has ended its I/O on the
+//     connection: a connection goes back to its pool in a known state.
+//   - A retry after a failure that may have reached an origin (a broken
+//     connection, an origin's 503) is charged to the origin's Budget and
+//     taken only by an idempotent request without a body, at most
+//     retry.attempts times. A retry after nothing was sent (a failed dial,
+//     a refused stream, an endpoint that left) is not charged and goes only
+//     to an endpoint not tried yet, at most maxUnsentRetries times. A
+//     connection handed out unprobed and found closed by the origin
+//     (Stale) is resent once per such connection, outside both.
+//   - An Answer is final: Reason says what to answer, and the Observer has
+//     been told once.
+//   - The request path allocates nothing: an Attempt is a value its caller
+//     keeps (on the stack, or in a per-connection struct).
+package forward
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/pool"
+)
+
+// Step is what the caller does next.
+type Step uint8
+
+// The steps.
+const (
+	Acquire   Step = iota // acquire a stream of the picked endpoint's pool
+	Send                  // a stream is held: send the request on Conn
+	Again                 // go again: Pick
+	Answer                // answer with Reason; the request is over
+	Gone                  // the client left: nothing to answer (counted as 499)
+	Delivered             // the origin's response was relayed; the request is over
+)
+
+var stepNames = [...]string{"acquire", "send", "again", "answer", "gone", "delivered"}
+
+func (s Step) String() string { return stepNames[s] }
+
+// Failure is how an exchange ended without a response.
+type Failure uint8
+
+// The failures.
+const (
+	// Broken: the connection broke with the request sent, or partly
+	// sent: the origin may have processed it.
+	Broken Failure = iota
+	// Refused: the origin is known not to have processed it (a refused
+	// stream, a connection unusable before anything was written).
+	Refused
+	// Stale: a connection handed out unprobed (trust) had been closed by
+	// the origin while idle; nothing reached it.
+	Stale
+	// Timeout: timeouts.request passed.
+	Timeout
+	// ClientLeft: the client went away (or broke its request body).
+	ClientLeft
+	// HeadTooLarge: the origin's response head is above the bound.
+	HeadTooLarge
+	// Protocol: the origin broke the protocol (a response that cannot be
+	// relayed, such as a 101 nobody asked for).
+	Protocol
+)
+
+// ErrNoPool is what the caller reports to Acquired when the picked endpoint
+// has no pool to acquire from.
+var ErrNoPool = errors.New("forward: the endpoint has no pool")
+
+// Picker chooses endpoints; *balance.Picker is one.
+type Picker interface {
+	Pick() (*balance.Endpoint, error)
+	PickAvoiding(avoid []*balance.Endpoint) (*balance.Endpoint, error)
+}
+
+// Observer hears what an origin's requests did, for its metrics. Its
+// methods must be quick and must not block.
+type Observer interface {
+	// Answered: the gateway answers a request itself, with r.
+	Answered(r Reason)
+	// Resent: a request goes again after a Stale connection.
+	Resent()
+	// Settled: an exchange delivered a response with status, d after its
+	// stream was acquired.
+	Settled(status int, d time.Duration)
+}
+
+// Policy is an origin's retry rules and the parts every Attempt on it
+// shares. It is read only once built, but for Budget.
+type Policy struct {
+	// Attempts is 1 + retry.attempts.
+	Attempts int
+	// RetryConnect, RetryRefused and Retry503 are retry.on's
+	// connect-failure, refused-stream and 503.
+	RetryConnect, RetryRefused, Retry503 bool
+	Budget                               *Budget
+	Clock                                clock.Clock
+	Observer                             Observer // nil hears nothing
+}
+
+// what a failed attempt sent, for the retry decision.
+type sent uint8
+
+const (
+	sentMaybe   sent = iota // the request may have reached the origin
+	sentNothing             // nothing reached any origin
+	sentStale               // an unprobed connection was found closed
+)
+
+// Attempt is one downstream request's way through one origin loop: its
+// attempts, the endpoint and lease of the current one, and its outcome.
+// The zero value is unusable; Start makes it ready, and it may be reused
+// once Finish has run.
+type Attempt struct {
+	pol        *Policy
+	pk         Picker
+	replayable bool
+	started    bool
+
+	tried   triedHosts
+	failed  bool // an attempt failed: every later one probes its connection
+	retries int  // budgeted retries taken
+	unsent  int  // retries after nothing was sent
+	charged bool // the request holds a retry of the budget
+	reason  Reason
+
+	ep      *balance.Endpoint
+	lease   pool.Lease
+	start   time.Time     // the stream was acquired
+	headers time.Duration // start to the response head
+	status  int
+	discard bool // Respond chose not to relay (an origin's 503 to retry past)
+}
+
+// Start readies a for a request through pk under pol. replayable: the
+// request is idempotent and has no body, so it can be sent again.
+func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool) {
+	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy}
+	pol.Budget.begin()
+}
+
+// Finish ends the request: it gives back what the request held of the
+// retry budget. It may be deferred, and runs once however often it is
+// called.
+func (a *Attempt) Finish() {
+	if !a.started {
+		return
+	}
+	a.started = false
+	if a.charged {
+		a.pol.Budget.doneRetry()
+		a.charged = false
+	}
+	a.pol.Budget.end()
+}
+
+// Reason is what to answer after Answer.
+func (a *Attempt) Reason() Reason { return a.reason }
+
+// Endpoint is the current attempt's endpoint (nil before Pick).
+func (a *Attempt) Endpoint() *balance.Endpoint { return a.ep }
+
+// Conn is the connection of the stream held since Send.
+func (a *Attempt) Conn() pool.Conn { return a.lease.Conn() }
+
+// MayRetry reports whether a budgeted retry can still follow the current
+// attempt: without one an origin's 503 is relayed as it is.
+func (a *Attempt) MayRetry() bool { return a.replayable && a.retries+1 < a.pol.Attempts }
+
+// Pick chooses the endpoint of the next attempt — one the request has not
+// tried when the loop offers one — and admits the request to it. On
+// Acquire the caller acquires a stream of ep's pool and reports it with
+// Acquired; trust says it may take an idle HTTP/1.1 connection without
+// its probe (Pool.AcquireTrusting) and report a closed one as Stale. On
+// Answer the request is over.
+func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
+	ep, err := a.pick()
+	switch {
+	case errors.Is(err, balance.ErrAllTried):
+		return nil, false, a.answer(a.reason) // the last failure's reason
+	case err != nil:
+		return nil, false, a.answer(NoHealthy)
+	case !ep.TryAdmit():
+		ep.Done(0, balance.Shed)
+		return nil, false, a.answer(PendingFull)
+	}
+	a.ep = ep
+	return ep, a.MayRetry() && !a.failed, Acquire
+}
+
+// pick is the policy's pick for the first attempt. A retry avoids every
+// endpoint already tried while the loop offers another; when it offers
+// none, a retry after a failure that may have reached an origin goes to a
+// tried endpoint anyway, and a strict one (after nothing was sent) fails
+// with balance.ErrAllTried: the same endpoints would fail it again at once.
+func (a *Attempt) pick() (*balance.Endpoint, error) {
+	if a.tried.n == 0 {
+		return a.pk.Pick()
+	}
+	ep, err := a.pk.PickAvoiding(a.tried.list())
+	if errors.Is(err, balance.ErrAllTried) && !a.tried.strict {
+		return a.pk.Pick()
+	}
+	return ep, err
+}
+
+// Acquired reports the acquisition for the picked endpoint: the lease and
+// error of Pool.Acquire (ErrNoPool when there was no pool; ctx errors:
+// context.DeadlineExceeded is the request's timeout, any other the client
+// gone). On Send the stream is held.
+func (a *Attempt) Acquired(l pool.Lease, err error) Step {
+	ep := a.ep
+	ep.Release()
+	if err == nil {
+		a.lease, a.start = l, a.pol.Clock.Now()
+		return Send
+	}
+	var de *pool.DialError
+	switch {
+	case errors.As(err, &de):
+		ep.Done(0, balance.ConnectFailure)
+		if a.pol.RetryConnect { // nothing was sent: no connection, or none tried in the backoff
+			return a.after(sentNothing, ConnectFailed)
+		}
+		return a.answer(ConnectFailed)
+	case errors.Is(err, pool.ErrClosed):
+		// The endpoint just left the subset: another endpoint may serve.
+		ep.Done(0, balance.Shed)
+		return a.after(sentNothing, NoHealthy)
+	}
+	ep.Done(0, balance.Shed)
+	switch {
+	case errors.Is(err, pool.ErrPendingFull):
+		return a.answer(PendingFull)
+	case errors.Is(err, pool.ErrAcquireTimeout):
+		return a.answer(AcquireTimeout)
+	case errors.Is(err, pool.ErrOverCap):
+		return a.answer(OverCap)
+	case errors.Is(err, ErrNoPool):
+		return a.answer(NoHealthy)
+	case errors.Is(err, context.DeadlineExceeded):
+		return a.answer(UpstreamTimeout)
+	}
+	return Gone
+}
+
+// Failed reports an exchange that ended without a response, once the
+// caller has ended its I/O on the connection; the stream goes back.
+func (a *Attempt) Failed(f Failure) Step {
+	ep := a.ep
+	elapsed := a.pol.Clock.Now().Sub(a.start)
+	a.release()
+	switch f {
+	case Timeout:
+		ep.Done(elapsed, balance.ServerError)
+		return a.answer(UpstreamTimeout)
+	case HeadTooLarge:
+		ep.Done(elapsed, balance.ServerError)
+		return a.answer(UpstreamHeadTooLarge)
+	case Protocol:
+		ep.Done(elapsed, balance.ServerError)
+		return a.answer(UpstreamReset)
+	case ClientLeft:
+		ep.Done(0, balance.Shed)
+		return Gone
+	case Refused:
+		ep.Done(0, balance.Shed)
+		if a.pol.RetryRefused {
+			return a.after(sentNothing, UpstreamReset)
+		}
+		return a.answer(UpstreamReset)
+	case Stale:
+		ep.Done(0, balance.Shed)
+		return a.after(sentStale, UpstreamReset)
+	}
+	// The connection broke before any response: an origin that crashed
+	// with the request in flight, or closed a kept-alive connection as it
+	// was reused. The balancer counts a connect failure, and under
+	// retry.on connect-failure an idempotent request without a body is
+	// replayed on another endpoint (RFC 9110 §9.2.2).
+	ep.Done(0, balance.ConnectFailure)
+	if a.pol.RetryConnect {
+		return a.after(sentMaybe, UpstreamReset)
+	}
+	return a.answer(UpstreamReset)
+}
+
+// Respond reports the response head, with its status; fromCorput says it
+// carries X-Corput-Error (another corput answered: it already shed or
+// retried, so it is relayed). It returns whether to relay the response:
+// false for an origin's 503 that a retry can follow (retry.on 503), which
+// the caller discards. Either way the caller then ends its I/O and calls
+// Settle.
+func (a *Attempt) Respond(status int, fromCorput bool) (relay bool) {
+	a.headers = a.pol.Clock.Now().Sub(a.start)
+	a.status = status
+	a.discard = a.MayRetry() && status == 503 && a.pol.Retry503 && !fromCorput
+	return !a.discard
+}
+
+// Settle ends an exchange that got a response, once the caller has ended
+// its I/O on the connection: the endpoint learns its outcome and latency
+// (to the response head), the stream goes back, and a relayed response's
+// duration is observed (Delivered). A discarded 503 goes again.
+func (a *Attempt) Settle() Step {
+	ep := a.ep
+	a.release()
+	if a.discard {
+		ep.Done(a.headers, balance.ServerError)
+		return a.after(sentMaybe, Upstream503)
+	}
+	ep.Done(a.headers, balance.OutcomeOf(a.status))
+	if obs := a.pol.Observer; obs != nil {
+		obs.Settled(a.status, a.pol.Clock.Now().Sub(a.start))
+	}
+	return Delivered
+}
+
+func (a *Attempt) release() {
+	a.lease.Release()
+	a.lease = pool.Lease{}
+}
+
+// answer ends the request with r.
+func (a *Attempt) answer(r Reason) Step {
+	a.reason = r
+	if obs := a.pol.Observer; obs != nil {
+		obs.Answered(r)
+	}
+	return Answer
+}
+
+// after decides, once an attempt failed with r, whether the request goes
+// again (see the package invariants).
+func (a *Attempt) after(s sent, r Reason) Step {
+	a.reason = r
+	a.failed = true
+	if s == sentStale && a.replayable {
+		// What the hand-out probe would have caught
+		// (pool.AcquireTrusting): the endpoint did nothing wrong.
+		if obs := a.pol.Observer; obs != nil {
+			obs.Resent()
+		}
+		return Again
+	}
+	a.tried.add(a.ep)
+	if !a.replayable {
+		return a.answer(r)
+	}
+	if s == sentNothing && a.unsent < unsentRetries(a.pol.Attempts) {
+		a.unsent++
+		a.tried.strict = true
+		return Again
+	}
+	if a.charged { // every budgeted retry asks the budget
+		a.pol.Budget.doneRetry()
+		a.charged = false
+	}
+	if a.retries+1 >= a.pol.Attempts || !a.pol.Budget.tryRetry() {
+		return a.answer(r)
+	}
+	a.retries++
+	a.charged, a.tried.strict = true, false
+	return Again
+}
+
+// triedHosts are the endpoints a request's attempts have failed on, so
+// that a retry goes to another one (Envoy's previous_hosts retry
+// predicate). It holds as many as the most attempts a request can make
+// (1 + retry.attempts ≤ 11, + maxUnsentRetries) and allocates nothing.
+type triedHosts struct {
+	n   int
+	eps [16]*balance.Endpoint
+	// strict: the next attempt follows a failure that sent nothing, and
+	// goes only to an endpoint not tried yet.
+	strict bool
+}
+
+func (t *triedHosts) add(ep *balance.Endpoint) {
+	if ep == nil || t.n == len(t.eps) {
+		return
+	}
+	for _, e := range t.eps[:t.n] {
+		if e == ep {
+			return
+		}
+	}
+	t.eps[t.n] = ep
+	t.n++
+}
+
+func (t *triedHosts) list() []*balance.Endpoint { return t.eps[:t.n] }

@@ -1,0 +1,110 @@
+package forward
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// Reason is why the gateway answered a request itself: the value of
+// X-Corput-Error, the reason label of corput_requests_shed_total, and the
+// lab's tally of shed requests. It is the one list of them.
+type Reason uint8
+
+// The reasons.
+const (
+	None                 Reason = iota // the origin's response was delivered
+	PendingFull                        // the endpoint has max_pending requests waiting (INV-LB-05)
+	AcquireTimeout                     // no stream within pool.acquire_timeout
+	NoHealthy                          // no endpoint to send to
+	OverCap                            // pool at max_connections, over_cap: reject
+	ConnectFailed                      // the dial failed
+	UpstreamTimeout                    // timeouts.request passed
+	UpstreamReset                      // the connection broke before a response
+	Upstream503                        // the origin's 503, retries exhausted
+	UpstreamHeadTooLarge               // the origin's response head is above pool.max_response_header_bytes
+	NoRoute                            // no route matches
+	BadRequest                         // malformed or refused request
+	UpgradeUnsupported                 // a 101 the downstream connection cannot carry
+	FDLimit                            // the process is out of file descriptors (answered on the spare one)
+	numReasons
+)
+
+var reasons = [numReasons]struct {
+	name   string
+	status int
+	shed   bool // load shedding: Retry-After: 1
+	count  bool // counted in corput_requests_shed_total
+}{
+	None:                 {"", 0, false, false},
+	PendingFull:          {"pending_full", http.StatusServiceUnavailable, true, true},
+	AcquireTimeout:       {"acquire_timeout", http.StatusServiceUnavailable, true, true},
+	NoHealthy:            {"no_healthy", http.StatusServiceUnavailable, true, true},
+	OverCap:              {"over_cap", http.StatusServiceUnavailable, true, true},
+	ConnectFailed:        {"connect_failed", http.StatusBadGateway, false, false},
+	UpstreamTimeout:      {"upstream_timeout", http.StatusGatewayTimeout, false, false},
+	UpstreamReset:        {"upstream_reset", http.StatusBadGateway, false, false},
+	Upstream503:          {"upstream_503", http.StatusServiceUnavailable, true, false},
+	UpstreamHeadTooLarge: {"upstream_header_too_large", http.StatusBadGateway, false, false},
+	NoRoute:              {"no_route", http.StatusNotFound, false, false},
+	BadRequest:           {"bad_request", http.StatusBadRequest, false, false},
+	UpgradeUnsupported:   {"upgrade_unsupported", http.StatusBadRequest, false, false},
+	FDLimit:              {"fd_limit", http.StatusServiceUnavailable, true, false},
+}
+
+// String is the X-Corput-Error value ("" for None).
+func (r Reason) String() string { return reasons[r].name }
+
+// Status is the status the gateway answers with.
+func (r Reason) Status() int { return reasons[r].status }
+
+// Sheds reports whether the answer sheds load: it carries Retry-After: 1.
+func (r Reason) Sheds() bool { return reasons[r].shed }
+
+// Counted reports whether corput_requests_shed_total counts it.
+func (r Reason) Counted() bool { return reasons[r].count }
+
+// Reasons lists every reason but None.
+func Reasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := None + 1; r < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ShedReasons lists the reasons corput_requests_shed_total counts.
+func ShedReasons() []Reason {
+	var out []Reason
+	for _, r := range Reasons() {
+		if r.Counted() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Fields calls f with each header field of the gateway's answer: both
+// serving paths write the same ones.
+func (r Reason) Fields(f func(name, value string)) {
+	f("Cache-Control", "no-store")
+	f("Content-Type", "text/plain; charset=utf-8")
+	if r.Sheds() {
+		f("Retry-After", "1")
+	}
+	f("X-Corput-Error", r.String())
+}
+
+// Body is the answer's body: the status text and the reason, never an
+// internal error's text.
+func (r Reason) Body() string { return http.StatusText(r.Status()) + ": " + r.String() + "\n" }
+
+// Raw is the answer as a complete HTTP/1.1 response that closes the
+// connection, for a connection no server has read from (a client accepted
+// at the descriptor limit).
+func (r Reason) Raw() []byte {
+	b := []byte("HTTP/1.1 " + strconv.Itoa(r.Status()) + " " + http.StatusText(r.Status()) + "\r\n")
+	r.Fields(func(name, value string) { b = append(b, name+": "+value+"\r\n"...) })
+	body := r.Body()
+	b = append(b, "Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body...)
+	return b
+}
