@@ -55,6 +55,7 @@ import (
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/pool"
 )
 
@@ -427,3 +428,19 @@ func (t *triedHosts) add(ep *balance.Endpoint) {
 }
 
 func (t *triedHosts) list() []*balance.Endpoint { return t.eps[:t.n] }
+
+// NewPolicy is the Policy of an origin's retry configuration.
+func NewPolicy(r config.Retry, clk clock.Clock, obs Observer) Policy {
+	p := Policy{Attempts: 1 + r.Attempts, Budget: NewBudget(r.BudgetPercent), Clock: clk, Observer: obs}
+	for _, on := range r.On {
+		switch on {
+		case config.RetryConnectFailure:
+			p.RetryConnect = true
+		case config.RetryRefusedStream:
+			p.RetryRefused = true
+		case config.Retry503:
+			p.Retry503 = true
+		}
+	}
+	return p
+}

@@ -81,22 +81,7 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 		reqTimeout: oc.Timeouts.Request,
 	}
 	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
-	o.policy = forward.Policy{
-		Attempts: 1 + oc.Retry.Attempts,
-		Budget:   forward.NewBudget(oc.Retry.BudgetPercent),
-		Clock:    gw.clk,
-		Observer: &o.m,
-	}
-	for _, on := range oc.Retry.On {
-		switch on {
-		case config.RetryConnectFailure:
-			o.policy.RetryConnect = true
-		case config.RetryRefusedStream:
-			o.policy.RetryRefused = true
-		case config.Retry503:
-			o.policy.Retry503 = true
-		}
-	}
+	o.policy = forward.NewPolicy(oc.Retry, gw.clk, &o.m)
 
 	var err error
 	o.poolCfg, err = poolConfig(oc)

@@ -1,12 +1,13 @@
 package lab
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/pool/memconn"
 	"github.com/corput/corput/internal/rng"
@@ -20,6 +21,8 @@ type gateway struct {
 	bal   *balance.Origin
 	loops []*gwLoop
 	pools []*pool.Pool // by instance id, for the perGateway and perRequest scopes
+
+	policy forward.Policy // the retry rules and budget of its requests (as a gateway origin's)
 
 	rate  float64                         // arrivals per second at full share
 	share func(now time.Duration) float64 // share of rate taken now; nil: all
@@ -39,7 +42,9 @@ func (e *engine) newGateway(g int) (*gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway %d: %w", g, err)
 	}
-	gw := &gateway{e: e, idx: g, bal: bal}
+	retry := config.DefaultOrigin().Retry
+	retry.Attempts = e.o.retries
+	gw := &gateway{e: e, idx: g, bal: bal, policy: forward.NewPolicy(retry, e.clk, nil)}
 	for l := range e.o.loops {
 		gw.loops = append(gw.loops, &gwLoop{idx: l, picker: bal.NewPicker(e.snap.Members(g, l))})
 	}
@@ -61,7 +66,8 @@ func (g *gateway) arrival() {
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
 	r.gw, r.loop, r.class = g, g.loops[e.rnd.IntN(len(g.loops))], class
-	r.base, r.arrived, r.tries = e.mix.Classes[class].Latency, e.clk.Now(), 1+e.o.retries
+	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
+	r.a.Start(&g.policy, r.loop.picker, true)
 	e.rec.arrived(e)
 	r.attempt()
 }
@@ -95,10 +101,10 @@ func (e *engine) newPool(in *instance, loop int, cfg pool.Config) *pool.Pool {
 	return p
 }
 
-// request is one downstream request on its way through a gateway, following
-// gateway.origin.try step by step: Pick, TryAdmit, acquire a stream,
-// Release the admission, send, Done with latency and outcome, release the
-// stream.
+// request is one downstream request on its way through a gateway. Its
+// steps are the gateway's own (a forward.Attempt: pick, admit, acquire,
+// exchange, settle, release, and the retry decision); only the exchange is
+// the model's: the instance serves it on virtual time.
 type request struct {
 	e       *engine
 	gw      *gateway
@@ -106,13 +112,10 @@ type request struct {
 	class   int
 	base    time.Duration
 	arrived time.Time
-	tries   int
+	a       forward.Attempt
 
-	ep      *balance.Endpoint
 	in      *instance
-	lease   pool.Lease
 	asked   time.Time // acquisition started
-	sent    time.Time
 	onLease func(pool.Lease, error) // r.leased, bound once
 
 	// Bound to this request object once and re-armed at each use: a
@@ -142,55 +145,31 @@ func (r *request) recycle() {
 	r.e.spare = append(r.e.spare, r)
 }
 
+// attempt picks the attempt's endpoint and acquires a stream of its pool.
 func (r *request) attempt() {
-	e := r.e
-	r.tries--
-	ep, err := r.loop.picker.Pick()
-	if err != nil {
-		r.shed(balance.ReasonNoHealthy)
+	ep, _, step := r.a.Pick()
+	if step != forward.Acquire {
+		r.answer()
 		return
 	}
-	if !ep.TryAdmit() {
-		ep.Done(0, balance.Shed)
-		r.shed(balance.ReasonPendingFull)
-		return
-	}
-	r.ep, r.in = ep, e.byAddr[ep.Address()]
-	r.asked = e.clk.Now()
+	r.in = r.e.byAddr[ep.Address()]
+	r.asked = r.e.clk.Now()
 	r.gw.poolFor(r.loop, r.in).AcquireAsync(r.onLease)
 }
 
-// leased is the acquisition's answer (gateway.origin.acquireFailed for the
-// errors).
+// leased is the acquisition's answer: the request goes to the instance,
+// or again, or is answered by the gateway.
 func (r *request) leased(l pool.Lease, err error) {
-	e := r.e
-	r.ep.Release()
-	var de *pool.DialError
-	switch {
-	case err == nil:
-	case errors.As(err, &de), errors.Is(err, pool.ErrClosed):
-		out := balance.Shed
-		if de != nil {
-			out = balance.ConnectFailure
-		}
-		r.ep.Done(0, out)
-		if r.tries > 0 {
-			r.attempt()
-			return
-		}
-		r.shed("connect_failed")
+	switch r.a.Acquired(l, err) {
+	case forward.Again:
+		r.attempt()
 		return
-	default:
-		r.ep.Done(0, balance.Shed)
-		reason := "acquire_timeout"
-		if errors.Is(err, pool.ErrPendingFull) {
-			reason = balance.ReasonPendingFull
-		}
-		r.shed(reason)
+	case forward.Answer, forward.Gone:
+		r.answer()
 		return
 	}
+	e := r.e
 	now := e.clk.Now()
-	r.lease, r.sent = l, now
 	e.rec.waited(now.Sub(r.asked))
 	if t := e.o.timeout; t > 0 {
 		if d := r.arrived.Add(t).Sub(now); r.deadline == nil {
@@ -202,9 +181,11 @@ func (r *request) leased(l pool.Lease, err error) {
 	r.in.accept(r)
 }
 
-// shed answers 503 from the gateway: the request never reached an origin.
-func (r *request) shed(reason string) {
-	r.e.rec.shed(r.e, r, reason)
+// answer ends a request the gateway answered itself: it never reached an
+// origin, or every attempt failed.
+func (r *request) answer() {
+	r.a.Finish()
+	r.e.rec.shed(r.e, r, r.a.Reason().String())
 	r.recycle()
 }
 
@@ -219,17 +200,21 @@ func (r *request) served() {
 		r.deadline.Stop()
 	}
 	e := r.e
-	now := e.clk.Now()
-	out := balance.Success
+	status := 200
 	if r.fail {
-		out = balance.ServerError
+		status = 500
 	}
-	r.ep.Done(now.Sub(r.sent), out)
+	r.a.Respond(status, false)
 	if e.o.scope == perRequest {
 		r.closeConn()
 	}
-	r.lease.Release()
-	e.rec.answered(e, r, now, r.fail)
+	if r.a.Settle() == forward.Again { // an origin's 503 to retry past
+		r.started, r.fail = false, false
+		r.attempt()
+		return
+	}
+	r.a.Finish()
+	e.rec.answered(e, r, e.clk.Now(), r.fail)
 	r.recycle()
 }
 
@@ -239,20 +224,19 @@ func (r *request) served() {
 func (r *request) timeout() {
 	e := r.e
 	r.timedOut = true
-	now := e.clk.Now()
-	r.ep.Done(now.Sub(r.sent), balance.ServerError)
-	if r.lease.Conn().Streams() == 1 {
+	if r.a.Conn().Streams() == 1 {
 		r.closeConn()
 	}
-	r.lease.Release()
+	r.a.Failed(forward.Timeout)
+	r.a.Finish()
 	r.in.cancel(r)
-	e.rec.answered(e, r, now, true)
+	e.rec.answered(e, r, e.clk.Now(), true)
 }
 
 // closeConn makes the origin close the leased connection: the pool closes
 // it (reason remote) when the stream comes back.
 func (r *request) closeConn() {
-	if c, ok := r.lease.Conn().(*memconn.Conn); ok {
+	if c, ok := r.a.Conn().(*memconn.Conn); ok {
 		c.ClosePeer()
 	}
 }
