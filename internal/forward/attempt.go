@@ -134,6 +134,11 @@ type Policy struct {
 	Budget                               *Budget
 	Clock                                clock.Clock
 	Observer                             Observer // nil hears nothing
+	// Trace, when set, is called as each attempt ends: its endpoint ("" when
+	// Pick found none), the step it ended with (Again, Answer, Gone or
+	// Delivered) and the reason (None for Gone and Delivered). Tests and
+	// experiments compare decisions with it; nil costs nothing.
+	Trace func(endpoint string, s Step, r Reason)
 }
 
 // what a failed attempt sent, for the retry decision.
@@ -212,18 +217,35 @@ func (a *Attempt) MayRetry() bool { return a.replayable && a.retries+1 < a.pol.A
 // its probe (Pool.AcquireTrusting) and report a closed one as Stale. On
 // Answer the request is over.
 func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
+	a.ep = nil
 	ep, err := a.pick()
 	switch {
 	case errors.Is(err, balance.ErrAllTried):
-		return nil, false, a.answer(a.reason) // the last failure's reason
+		return nil, false, a.traced(a.answer(a.reason)) // the last failure's reason
 	case err != nil:
-		return nil, false, a.answer(NoHealthy)
+		return nil, false, a.traced(a.answer(NoHealthy))
 	case !ep.TryAdmit():
 		ep.Done(0, balance.Shed)
-		return nil, false, a.answer(PendingFull)
+		a.ep = ep
+		return nil, false, a.traced(a.answer(PendingFull))
 	}
 	a.ep = ep
 	return ep, a.MayRetry() && !a.failed, Acquire
+}
+
+// traced reports an attempt's end to Policy.Trace.
+func (a *Attempt) traced(s Step) Step {
+	if t := a.pol.Trace; t != nil {
+		addr, r := "", None
+		if a.ep != nil {
+			addr = a.ep.Address()
+		}
+		if s == Again || s == Answer {
+			r = a.reason
+		}
+		t(addr, s, r)
+	}
+	return s
 }
 
 // pick is the policy's pick for the first attempt. A retry avoids every
@@ -247,6 +269,13 @@ func (a *Attempt) pick() (*balance.Endpoint, error) {
 // context.DeadlineExceeded is the request's timeout, any other the client
 // gone). On Send the stream is held.
 func (a *Attempt) Acquired(l pool.Lease, err error) Step {
+	if s := a.acquired(l, err); s != Send {
+		return a.traced(s)
+	}
+	return Send
+}
+
+func (a *Attempt) acquired(l pool.Lease, err error) Step {
 	ep := a.ep
 	ep.Release()
 	if err == nil {
@@ -284,7 +313,9 @@ func (a *Attempt) Acquired(l pool.Lease, err error) Step {
 
 // Failed reports an exchange that ended without a response, once the
 // caller has ended its I/O on the connection; the stream goes back.
-func (a *Attempt) Failed(f Failure) Step {
+func (a *Attempt) Failed(f Failure) Step { return a.traced(a.exchangeFailed(f)) }
+
+func (a *Attempt) exchangeFailed(f Failure) Step {
 	ep := a.ep
 	elapsed := a.pol.Clock.Now().Sub(a.start)
 	a.release()
@@ -340,7 +371,9 @@ func (a *Attempt) Respond(status int, fromCorput bool) (relay bool) {
 // its I/O on the connection: the endpoint learns its outcome and latency
 // (to the response head), the stream goes back, and a relayed response's
 // duration is observed (Delivered). A discarded 503 goes again.
-func (a *Attempt) Settle() Step {
+func (a *Attempt) Settle() Step { return a.traced(a.settle()) }
+
+func (a *Attempt) settle() Step {
 	ep := a.ep
 	a.release()
 	if a.discard {

@@ -52,6 +52,10 @@ type Options struct {
 	Dialers map[string]pool.Dialer
 	// Dashboard is served at the admin listener's "/"; nil serves none.
 	Dashboard http.Handler
+	// Trace, when set, hears every attempt of every request as it ends
+	// (forward.Policy.Trace, with the origin's name): tests compare the
+	// gateway's decisions with the lab's through it.
+	Trace func(origin, endpoint string, s forward.Step, r forward.Reason)
 	// SameJitter gives every pool the same random stream, so pools that
 	// lose an origin together retry it together: the no-jitter baseline
 	// of the deploy drill (internal/drill). Never set it to serve.

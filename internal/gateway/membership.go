@@ -53,7 +53,7 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 				}
 				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: o.cfg.Zone.Local,
 					Clusters: map[string]string{}, Clock: g.clk, Logger: g.log,
-					Rand: rng.New(g.opts.Seed ^ hashString(dc.Server))}
+					Rand: rng.New(g.opts.Seed ^ rng.FNV(dc.Server))}
 				xdsByServer[dc.Server] = xc
 			}
 			cluster := dc.Cluster

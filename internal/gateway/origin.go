@@ -82,6 +82,9 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	}
 	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
 	o.policy = forward.NewPolicy(oc.Retry, gw.clk, &o.m)
+	if trace := gw.opts.Trace; trace != nil {
+		o.policy.Trace = func(ep string, s forward.Step, r forward.Reason) { trace(oc.Name, ep, s, r) }
+	}
 
 	var err error
 	o.poolCfg, err = poolConfig(oc)
@@ -104,7 +107,7 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	members := membersOf(oc.Endpoints)
 	o.bal, err = balance.NewOrigin(oc.Name, balance.FromConfig(oc), members, balance.Options{
 		Clock:    gw.clk,
-		Rand:     rng.New(gw.opts.Seed ^ rng.Mix64(hashString(oc.Name))),
+		Rand:     rng.New(gw.opts.Seed ^ rng.Mix64(rng.FNV(oc.Name))),
 		Observer: &balanceObserver{m: &o.m},
 	})
 	if err != nil {
@@ -150,7 +153,7 @@ func (o *origin) newPlacement(addrs []string) error {
 		return fmt.Errorf("origins[%s]: %w", o.name, err)
 	}
 	fleet := subset.Fleet{Gateways: o.gw.fleet.Size, Loops: o.gw.loops}
-	o.placement, err = alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: hashString(o.name)}, addrs)
+	o.placement, err = alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
 	if err != nil {
 		return fmt.Errorf("origin %s: subset: %w", o.name, err)
 	}
@@ -170,7 +173,7 @@ func (o *origin) poolRand(addr string, ol *originLoop) *rng.Source {
 	if o.gw.opts.SameJitter {
 		return rng.New(o.gw.opts.Seed)
 	}
-	return rng.New(o.gw.opts.Seed ^ rng.Mix64(hashString(addr)+uint64(ol.idx)))
+	return rng.New(o.gw.opts.Seed ^ rng.Mix64(rng.FNV(addr)+uint64(ol.idx)))
 }
 
 func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
@@ -427,16 +430,6 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// hashString is FNV-1a, for deterministic per-name seeds.
-func hashString(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
 }
 
 // originMetrics are an origin's Prometheus children, bound once so the

@@ -115,7 +115,7 @@ type request struct {
 	a       forward.Attempt
 
 	in      *instance
-	asked   time.Time // acquisition started
+	asked   time.Time               // acquisition started
 	onLease func(pool.Lease, error) // r.leased, bound once
 
 	// Bound to this request object once and re-armed at each use: a
@@ -123,6 +123,7 @@ type request struct {
 	service, deadline clock.Timer
 
 	started, cancelled, fail, timedOut bool
+	closeAfter                         bool // the origin closes the connection once it is idle (memconn.ServeThenClose)
 }
 
 // newRequest returns a blank request, recycled when one is free.
@@ -147,14 +148,33 @@ func (r *request) recycle() {
 
 // attempt picks the attempt's endpoint and acquires a stream of its pool.
 func (r *request) attempt() {
-	ep, _, step := r.a.Pick()
+	ep, trust, step := r.a.Pick()
 	if step != forward.Acquire {
 		r.answer()
 		return
 	}
 	r.in = r.e.byAddr[ep.Address()]
 	r.asked = r.e.clk.Now()
-	r.gw.poolFor(r.loop, r.in).AcquireAsync(r.onLease)
+	if p := r.gw.poolFor(r.loop, r.in); trust {
+		p.AcquireTrustingAsync(r.onLease) // as the fast path does
+	} else {
+		p.AcquireAsync(r.onLease)
+	}
+}
+
+// next carries on after an attempt ended with s.
+func (r *request) next(s forward.Step) {
+	switch s {
+	case forward.Again:
+		r.started, r.fail, r.closeAfter = false, false, false
+		r.attempt()
+	case forward.Delivered:
+		r.a.Finish()
+		r.e.rec.answered(r.e, r, r.e.clk.Now(), r.fail)
+		r.recycle()
+	default:
+		r.answer()
+	}
 }
 
 // leased is the acquisition's answer: the request goes to the instance,
@@ -171,6 +191,24 @@ func (r *request) leased(l pool.Lease, err error) {
 	e := r.e
 	now := e.clk.Now()
 	e.rec.waited(now.Sub(r.asked))
+	c, _ := r.a.Conn().(*memconn.Conn)
+	if c != nil && c.PeerGone() { // handed out unprobed, and the origin had closed it
+		r.next(r.a.Failed(forward.Stale))
+		return
+	}
+	switch r.in.dialer.Next() {
+	case memconn.Unavailable:
+		r.fail = true
+		r.a.Respond(503, false)
+		r.next(r.a.Settle())
+		return
+	case memconn.Reset:
+		c.ClosePeer()
+		r.next(r.a.Failed(forward.Broken))
+		return
+	case memconn.ServeThenClose:
+		r.closeAfter = true
+	}
 	if t := e.o.timeout; t > 0 {
 		if d := r.arrived.Add(t).Sub(now); r.deadline == nil {
 			r.deadline = e.clk.AfterFunc(d, r.timeout)
@@ -208,14 +246,12 @@ func (r *request) served() {
 	if e.o.scope == perRequest {
 		r.closeConn()
 	}
-	if r.a.Settle() == forward.Again { // an origin's 503 to retry past
-		r.started, r.fail = false, false
-		r.attempt()
-		return
+	c, _ := r.a.Conn().(*memconn.Conn)
+	step := r.a.Settle()
+	if r.closeAfter && c != nil {
+		c.ClosePeer() // after the stream went back: the connection sits idle, closed
 	}
-	r.a.Finish()
-	e.rec.answered(e, r, e.clk.Now(), r.fail)
-	r.recycle()
+	r.next(step)
 }
 
 // timeout is the gateway's request timeout: 504 to the client, a 5xx for

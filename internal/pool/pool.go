@@ -213,7 +213,16 @@ func (p *Pool) acquire(ctx context.Context, trust bool) (Lease, error) {
 // request; false means cb has run or will run: with a stream (release it)
 // or with an error.
 func (p *Pool) AcquireAsync(cb func(Lease, error)) (cancel func() bool) {
-	l, w, err := p.begin(cb, false)
+	return p.acquireAsync(cb, false)
+}
+
+// AcquireTrustingAsync is AcquireAsync with AcquireTrusting's hand-out.
+func (p *Pool) AcquireTrustingAsync(cb func(Lease, error)) (cancel func() bool) {
+	return p.acquireAsync(cb, true)
+}
+
+func (p *Pool) acquireAsync(cb func(Lease, error), trust bool) (cancel func() bool) {
+	l, w, err := p.begin(cb, trust)
 	if w == nil {
 		p.obs.AcquireWait(0, err)
 		cb(l, err)

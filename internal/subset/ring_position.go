@@ -24,15 +24,7 @@ func arcOf(i uint64, log2S int) int {
 // SplitMix64 mixer so that short, similar strings spread well). It is the
 // same on every machine and in every process, which the ring shuffle and the
 // comparators rely on.
-func hashString(s string) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= prime
-	}
-	return rng.Mix64(h)
-}
+func hashString(s string) uint64 { return rng.Mix64(rng.FNV(s)) }
 
 // shuffle permutes s in place with a Fisher–Yates shuffle drawn from src.
 func shuffle[T any](s []T, src *rng.Source) {

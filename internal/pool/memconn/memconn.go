@@ -17,6 +17,12 @@
 //
 // Per connection, ClosePeer and Blackhole do the same to one connection.
 //
+// What an origin does with an exchange can be scripted too (Script, Next):
+// answer 503 at once, reset the connection without answering, or serve and
+// then close the connection while it sits idle — so that a caller that
+// takes it unprobed (Config.Trusting) finds it stale. The lab reads the
+// script where its origin model would serve.
+//
 // Everything is safe for concurrent use and cheap (a few atomics per
 // connection; one clock timer per delayed dial or probe, none otherwise), so
 // a simulation can open ~10^6 connections. With zero latencies every
@@ -25,6 +31,7 @@ package memconn
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +55,22 @@ type Config struct {
 	DialLatency time.Duration // how long a dial takes; 0: done runs inside Dial
 	PingLatency time.Duration // probe round trip; 0: answered inside Ping
 	DialTimeout time.Duration // how long a dial to a blackholed origin hangs; default 1s
+	// Trusting makes idle connections pool.Trusting: the pool may hand
+	// them out without the Usable check (Pool.AcquireTrusting), as it does
+	// a real HTTP/1.1 connection that was used a moment ago.
+	Trusting bool
 }
+
+// Outcome is what the origin does with one exchange.
+type Outcome uint8
+
+// The outcomes.
+const (
+	Serve          Outcome = iota // the caller's model serves it
+	Unavailable                   // answered 503 at once
+	Reset                         // the connection is closed without an answer
+	ServeThenClose                // served, then the origin closes the idle connection
+)
 
 // Dialer opens in-memory connections to one origin. It implements
 // pool.Dialer.
@@ -59,6 +81,8 @@ type Dialer struct {
 	down      atomic.Bool
 	blackhole atomic.Bool
 	failNext  atomic.Int64
+	script    []Outcome // guarded by scriptMu
+	scriptMu  sync.Mutex
 
 	dials   atomic.Int64
 	created atomic.Int64
@@ -93,6 +117,26 @@ func (d *Dialer) SetBlackhole(on bool) { d.blackhole.Store(on) }
 
 // FailNext makes the next n dials fail with ErrInjected.
 func (d *Dialer) FailNext(n int) { d.failNext.Add(int64(n)) }
+
+// Script appends outcomes for the origin's next exchanges, in order;
+// exchanges past the script are Serve.
+func (d *Dialer) Script(outs ...Outcome) {
+	d.scriptMu.Lock()
+	d.script = append(d.script, outs...)
+	d.scriptMu.Unlock()
+}
+
+// Next takes the outcome of the next exchange.
+func (d *Dialer) Next() Outcome {
+	d.scriptMu.Lock()
+	defer d.scriptMu.Unlock()
+	if len(d.script) == 0 {
+		return Serve
+	}
+	o := d.script[0]
+	d.script = d.script[1:]
+	return o
+}
 
 // Last is the most recently created connection (nil before the first).
 func (d *Dialer) Last() *Conn { return d.last.Load() }
@@ -189,6 +233,14 @@ func (c *Conn) silent() bool { return c.deaf.Load() || c.d.blackhole.Load() }
 
 // ClosePeer makes the peer close this connection (a FIN or GOAWAY).
 func (c *Conn) ClosePeer() { c.peerClosed.Store(true) }
+
+// PeerGone reports whether the peer closed the connection or its origin
+// is down: an exchange on it fails at once.
+func (c *Conn) PeerGone() bool { return c.peerGone() }
+
+// Trusted implements pool.Trusting when the Dialer's Config says
+// Trusting.
+func (c *Conn) Trusted() bool { return c.d.cfg.Trusting }
 
 // Blackhole makes the peer of this connection stop answering.
 func (c *Conn) Blackhole() { c.deaf.Store(true) }
