@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/gateway"
 	"github.com/corput/corput/internal/origin"
@@ -263,8 +264,8 @@ func (f *fleet) close() {
 }
 
 // view is the gateway's admin view of the drill's origin.
-func (f *fleet) view() gateway.OriginView {
-	return f.gw.Origins().([]gateway.OriginView)[0]
+func (f *fleet) view() cluster.OriginView {
+	return f.gw.Origins().([]cluster.OriginView)[0]
 }
 
 // dialLog is the gateway's dialer for the drill: it times every

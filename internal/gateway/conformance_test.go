@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
@@ -222,7 +223,7 @@ func loopSubsets(t testing.TB, g *Gateway) []map[string]bool {
 	t.Helper()
 	var out []map[string]bool
 	seen := map[string]bool{}
-	for _, lv := range g.Origins().([]OriginView)[0].Loops {
+	for _, lv := range g.Origins().([]cluster.OriginView)[0].Loops {
 		s := map[string]bool{}
 		for _, a := range lv.Subset {
 			if seen[a] {
@@ -360,7 +361,7 @@ func TestUpstreamProtocols(t *testing.T) {
 					t.Fatalf("origin saw %s, want %s", p, c.wantProto)
 				}
 			}
-			pv := g.Origins().([]OriginView)[0].Loops[0].Pools[b.addr]
+			pv := g.Origins().([]cluster.OriginView)[0].Loops[0].Pools[b.addr]
 			wantPool := map[string]string{"HTTP/1.1": "h1", "HTTP/2.0": "h2"}[c.wantProto]
 			if pv.Protocol != wantPool || pv.Open != 1 {
 				t.Fatalf("pool %+v: want one %s connection", pv, wantPool)
@@ -851,7 +852,7 @@ func TestRetryOnlyIdempotentToAnotherEndpoint(t *testing.T) {
 	if gets.Load() != 6 {
 		t.Fatalf("live endpoint got %d GETs, want 6", gets.Load())
 	}
-	if f := g.Origins().([]OriginView)[0].Loops[0].Pools[dead].Failures; f == 0 {
+	if f := g.Origins().([]cluster.OriginView)[0].Loops[0].Pools[dead].Failures; f == 0 {
 		t.Fatal("no GET ever met the dead endpoint: the retry was not exercised")
 	}
 

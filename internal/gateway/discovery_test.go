@@ -28,6 +28,7 @@ import (
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
@@ -128,14 +129,14 @@ func getOK(t testing.TB, c *http.Client, g *Gateway, n int) {
 }
 
 // adminOrigin fetches /admin/origins over HTTP and returns origin "app".
-func adminOrigin(t testing.TB, g *Gateway) OriginView {
+func adminOrigin(t testing.TB, g *Gateway) cluster.OriginView {
 	t.Helper()
 	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/admin/origins")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var views []OriginView
+	var views []cluster.OriginView
 	if err := json.NewDecoder(resp.Body).Decode(&views); err != nil {
 		t.Fatalf("/admin/origins: %v", err)
 	}
@@ -145,11 +146,11 @@ func adminOrigin(t testing.TB, g *Gateway) OriginView {
 		}
 	}
 	t.Fatal("/admin/origins has no origin app")
-	return OriginView{}
+	return cluster.OriginView{}
 }
 
 // endpointAddrs returns the endpoint addresses of an admin view, sorted.
-func endpointAddrs(v OriginView) []string {
+func endpointAddrs(v cluster.OriginView) []string {
 	var out []string
 	for _, e := range v.Endpoints {
 		out = append(out, e.Address)
@@ -395,10 +396,7 @@ func (l *loopLoad) check(t testing.TB) {
 
 // snapshotOf is origin app's current placement snapshot.
 func snapshotOf(g *Gateway) *subset.Snapshot {
-	o := g.origins["app"]
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.placement.Snapshot()
+	return g.origins["app"].Snapshot()
 }
 
 // acceptedBy and openConns are each origin's ground truth about connections.
@@ -675,7 +673,7 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := g.origins["app"]
-	p, err := o.poolFor(o.loops[0], gone)
+	p, err := o.PoolFor(o.Loop(0), gone)
 	if err != nil {
 		t.Fatalf("poolFor: %v; want a closed pool, which makes the request retry", err)
 	}
@@ -685,7 +683,7 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 		}
 		t.Fatalf("Acquire on the removed endpoint's pool: %v; want pool.ErrClosed", err)
 	}
-	if _, kept := (*o.loops[0].pools.Load())[gone]; kept {
+	if _, kept := o.Loop(0).Pools()[gone]; kept {
 		t.Fatal("a pool for the removed endpoint was added to the loop")
 	}
 	if got := srvs[0].Stats().Connections.Accepted; got != 1 {
@@ -713,8 +711,8 @@ origins:
 // sortedSubsets is each loop's subset of origin app, each sorted.
 func sortedSubsets(g *Gateway) [][]string {
 	var out [][]string
-	for _, l := range g.Origins().([]OriginView)[0].Loops {
-		out = append(out, sortedCopy(l.Subset))
+	for _, l := range g.Origins().([]cluster.OriginView)[0].Loops {
+		out = append(out, slices.Sorted(slices.Values(l.Subset)))
 	}
 	return out
 }
@@ -735,7 +733,7 @@ func fakeAddrs(n int) []string {
 func TestFleetSizeChangeMovesSubsetsOnlyWhenItCapsTheSubsetCount(t *testing.T) {
 	addrs := fakeAddrs(200) // default sizing: S = 4 subsets of 50
 	ref := fleetGateway(t, 1, 2, 2, addrs)
-	if s := ref.Origins().([]OriginView)[0].Subsets; s != 4 {
+	if s := ref.Origins().([]cluster.OriginView)[0].Subsets; s != 4 {
 		t.Fatalf("%d subsets, want 4", s)
 	}
 	for _, size := range []int{3, 4, 8, 64} {
@@ -746,7 +744,7 @@ func TestFleetSizeChangeMovesSubsetsOnlyWhenItCapsTheSubsetCount(t *testing.T) {
 	// One gateway of 2 loops: 2 frontends cap S at 2, so instance 0's
 	// subsets double in size and change.
 	small, big := fleetGateway(t, 0, 1, 2, addrs), fleetGateway(t, 0, 2, 2, addrs)
-	if s := small.Origins().([]OriginView)[0].Subsets; s != 2 {
+	if s := small.Origins().([]cluster.OriginView)[0].Subsets; s != 2 {
 		t.Fatalf("fleet of 1 × 2 loops: %d subsets, want 2 (capped by the frontends)", s)
 	}
 	if slices.EqualFunc(sortedSubsets(small), sortedSubsets(big), slices.Equal) || len(sortedSubsets(small)[0]) != 100 {
@@ -823,10 +821,10 @@ func TestApplyAfterShutdownOpensNothing(t *testing.T) {
 	if err == nil {
 		t.Error("Apply after shutdown succeeded; want an error saying the gateway is closed")
 	}
-	if pools := *g.origins["app"].loops[0].pools.Load(); len(pools) != 0 {
+	if pools := g.origins["app"].Loop(0).Pools(); len(pools) != 0 {
 		t.Fatalf("a closed gateway holds %d pools for endpoints added after shutdown", len(pools))
 	}
-	if p, err := g.origins["app"].poolFor(g.origins["app"].loops[0], srvs[0].Addr()); err == nil {
+	if p, err := g.origins["app"].PoolFor(g.origins["app"].Loop(0), srvs[0].Addr()); err == nil {
 		if _, err := p.Acquire(context.Background()); !errors.Is(err, pool.ErrClosed) {
 			t.Fatalf("a request outliving shutdown got a pool: Acquire = %v, want pool.ErrClosed", err)
 		}

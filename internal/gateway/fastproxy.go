@@ -11,8 +11,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -27,9 +29,9 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		return false, true
 	}
 	name, routed := g.router.Match(bstr(h.Host), bstr(h.Path))
-	var o *origin
+	var o *cluster.Origin
 	if routed {
-		if o = g.origins[name]; !o.fast {
+		if o = g.origins[name]; !o.Raw() {
 			return false, true
 		}
 	} else if body > 0 {
@@ -47,14 +49,14 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		status = c.writeError(forward.NoRoute)
 	} else {
 		replayable := body == 0 && isIdempotent(bstr(h.Method))
-		ol := o.loops[c.loop]
+		ol := o.Loop(c.loop)
 		a := &c.attempt
-		a.Start(&o.policy, ol.picker, replayable)
+		o.Begin(a, ol, replayable)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed
 		// is Stale, and the retry probes.
-		st, reason := o.forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
+		st, reason := o.Forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
 			return c.exchange(o, a, n)
 		})
 		a.Finish()
@@ -64,7 +66,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 			status = c.writeError(reason)
 		}
 	}
-	g.downstream[classIndex(status)].Inc()
+	g.downstream[telemetry.ClassIndex(status)].Inc()
 
 	c.r += n
 	switch {
@@ -92,15 +94,15 @@ var errClientBody = errors.New("client request body")
 // exchange makes one attempt's exchange on the fast path: the request
 // written on the raw connection, the response head parsed in place and
 // relayed byte for byte.
-func (c *fastConn) exchange(o *origin, a *forward.Attempt, n int) (int, forward.Step) {
+func (c *fastConn) exchange(o *cluster.Origin, a *forward.Attempt, n int) (int, forward.Step) {
 	raw, ok := a.Conn().(upstream.Raw)
-	if !ok { // o.fast promises HTTP/1.1 pools
+	if !ok { // o.Raw() promises HTTP/1.1 connections
 		return 0, a.Failed(forward.Refused)
 	}
 	now := time.Now()
 	var deadline time.Time
-	if o.reqTimeout > 0 {
-		deadline = now.Add(o.reqTimeout)
+	if t := o.RequestTimeout(); t > 0 {
+		deadline = now.Add(t)
 	}
 	ubr, ubw, err := raw.Begin(deadline, c.bodyLen > 0)
 	if err != nil {

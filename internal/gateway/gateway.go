@@ -35,6 +35,7 @@ import (
 	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
@@ -72,8 +73,8 @@ type Gateway struct {
 	loops   int
 	fleet   config.Fleet
 	router  *Router
-	origins map[string]*origin
-	list    []*origin // in config order
+	origins map[string]*cluster.Origin
+	list    []*cluster.Origin // in config order
 	fwd     Forwarding
 
 	nextLoop   atomic.Uint64
@@ -113,7 +114,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		metrics: opts.Metrics,
 		loops:   cfg.LoopCount(),
 		fleet:   cfg.Fleet,
-		origins: map[string]*origin{},
+		origins: map[string]*cluster.Origin{},
 		fwd:     Forwarding{Trusted: cfg.Downstream.TrustedProxies},
 	}
 	if g.fleet.Size < 1 {
@@ -124,16 +125,21 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
 	}
 	g.router = NewRouter(routes)
-	for i, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+	for i, c := range telemetry.CodeClasses {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
 	}
 	for i := range cfg.Origins {
-		o, err := newOrigin(g, &cfg.Origins[i])
+		env := &cluster.Env{
+			Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: g.fleet, Seed: opts.Seed,
+			Dialer: opts.Dialers[cfg.Origins[i].Name], FastPath: cfg.Downstream.FastPath,
+			SameJitter: opts.SameJitter, Trace: opts.Trace,
+		}
+		o, err := cluster.New(&cfg.Origins[i], env)
 		if err != nil {
 			g.closeOrigins()
 			return nil, err
 		}
-		g.origins[o.name] = o
+		g.origins[o.Name()] = o
 		g.list = append(g.list, o)
 	}
 	g.metrics.OnScrape(g.refreshGauges)
@@ -144,7 +150,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 // cleartext HTTP/1.1 requests (otherwise net/http's server does).
 func (g *Gateway) FastPath(originName string) bool {
 	o, ok := g.origins[originName]
-	return ok && o.fast && g.cfg.TLS == nil
+	return ok && o.Raw() && g.cfg.TLS == nil
 }
 
 // Loops returns the number of loops.
@@ -156,14 +162,14 @@ func (g *Gateway) Apply(originName string, members []balance.Member) error {
 	if !ok {
 		return fmt.Errorf("apply membership: unknown origin %q", originName)
 	}
-	return o.apply(members)
+	return o.Apply(members)
 }
 
 // SetSourceError records a membership source's error (nil when it
 // recovered) for /admin/origins.
 func (g *Gateway) SetSourceError(originName string, err error) {
 	if o, ok := g.origins[originName]; ok {
-		o.setSourceError(err)
+		o.SetSourceError(err)
 	}
 }
 
@@ -366,7 +372,7 @@ func (g *Gateway) Close() error {
 
 func (g *Gateway) closeOrigins() {
 	for _, o := range g.list {
-		o.close()
+		o.Close()
 	}
 }
 
@@ -380,7 +386,7 @@ func (g *Gateway) Ready() bool {
 		return false
 	}
 	for _, o := range g.list {
-		if !o.ready() {
+		if !o.Ready() {
 			return false
 		}
 	}

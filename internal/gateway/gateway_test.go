@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/testbin"
 
 	"github.com/corput/corput/internal/clock"
@@ -240,7 +241,7 @@ func TestOutlierEjectedAfterThird500UntilEjectionTimePasses(t *testing.T) {
 func TestLoopsReachOnlyTheirSubsetAndTheGatewayReachesAll(t *testing.T) {
 	os := startOrigins(t, 64, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
 	g := startGateway(t, cfgText(4, "    subset: {size: 16}\n    balancer: {policy: round_robin}\n    pool: {prewarm: 0}\n"), os, Options{})
-	view := g.Origins().([]OriginView)[0]
+	view := g.Origins().([]cluster.OriginView)[0]
 	if len(view.Loops) != 4 {
 		t.Fatalf("%d loops", len(view.Loops))
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/rng"
@@ -28,20 +29,21 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 
 	var sources []discovery.Source
 	xdsByServer := map[string]*discovery.XDSConfig{}
-	var xdsOrigins = map[string][]*origin{}
+	var xdsOrigins = map[string][]*cluster.Origin{}
 	for _, o := range g.list {
-		dc := o.cfg.Discovery
+		oc := o.Config()
+		dc := oc.Discovery
 		if dc.Type != config.DiscoveryFile && dc.Type != config.DiscoveryXDS {
 			continue
 		}
-		deb.SetWindow(o.name, o.cfg.Debounce, 0)
+		deb.SetWindow(oc.Name, oc.Debounce, 0)
 		switch dc.Type {
 		case config.DiscoveryFile:
-			src, err := discovery.NewFile(discovery.FileConfig{Origin: o.name, Path: dc.Path, Clock: g.clk, Logger: g.log})
+			src, err := discovery.NewFile(discovery.FileConfig{Origin: oc.Name, Path: dc.Path, Clock: g.clk, Logger: g.log})
 			if err != nil {
-				return fmt.Errorf("origins[%s].discovery: %w", o.name, err)
+				return fmt.Errorf("origins[%s].discovery: %w", oc.Name, err)
 			}
-			o.setSource(src)
+			o.SetSource(src)
 			sources = append(sources, src)
 		case config.DiscoveryXDS:
 			xc, ok := xdsByServer[dc.Server]
@@ -51,16 +53,16 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 					host, _ := os.Hostname()
 					node = fmt.Sprintf("corput-%s-%d", host, g.fleet.Instance)
 				}
-				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: o.cfg.Zone.Local,
+				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: oc.Zone.Local,
 					Clusters: map[string]string{}, Clock: g.clk, Logger: g.log,
 					Rand: rng.New(g.opts.Seed ^ rng.FNV(dc.Server))}
 				xdsByServer[dc.Server] = xc
 			}
-			cluster := dc.Cluster
-			if cluster == "" {
-				cluster = o.name
+			name := dc.Cluster
+			if name == "" {
+				name = oc.Name
 			}
-			xc.Clusters[o.name] = cluster
+			xc.Clusters[oc.Name] = name
 			xdsOrigins[dc.Server] = append(xdsOrigins[dc.Server], o)
 		}
 	}
@@ -70,7 +72,7 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 			return fmt.Errorf("discovery.server %s: %w", server, err)
 		}
 		for _, o := range xdsOrigins[server] {
-			o.setSource(src)
+			o.SetSource(src)
 		}
 		sources = append(sources, src)
 	}

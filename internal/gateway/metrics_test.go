@@ -20,8 +20,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
@@ -270,7 +271,7 @@ origins:
 	first := scrapeFamilies(t, g) // while tight's holder is in flight
 	checkContract(t, first)
 	tightLoop := ""
-	for _, lv := range g.Origins().([]OriginView)[1].Loops {
+	for _, lv := range g.Origins().([]cluster.OriginView)[1].Loops {
 		if lv.Pools[tight.addr].Busy == 1 {
 			tightLoop = fmt.Sprint(lv.Loop)
 		}
@@ -312,7 +313,7 @@ origins:
 	if resp := <-answers; resp.StatusCode != 200 {
 		t.Fatalf("holder: %d", resp.StatusCode)
 	}
-	if err := g.Apply("app", membersOf(configEndpoints(good))); err != nil {
+	if err := g.Apply("app", serverMembers(good)); err != nil {
 		t.Fatal(err)
 	}
 	c := downstream(t, dsH1, nil)
@@ -344,10 +345,10 @@ origins:
 	}
 }
 
-func configEndpoints(os []*testorigin.Server) []config.Endpoint {
-	out := make([]config.Endpoint, len(os))
+func serverMembers(os []*testorigin.Server) []balance.Member {
+	out := make([]balance.Member, len(os))
 	for i, o := range os {
-		out[i] = config.Endpoint{Address: o.Addr(), Weight: 1}
+		out[i] = balance.Member{Address: o.Addr(), Weight: 1}
 	}
 	return out
 }
@@ -355,7 +356,7 @@ func configEndpoints(os []*testorigin.Server) []config.Endpoint {
 // poolPending is the number of requests waiting in the named origin's pools.
 func poolPending(g *Gateway, name string) int {
 	n := 0
-	for _, ov := range g.Origins().([]OriginView) {
+	for _, ov := range g.Origins().([]cluster.OriginView) {
 		if ov.Name != name {
 			continue
 		}

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
-	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -16,7 +17,7 @@ import (
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	loop, _ := r.Context().Value(loopKey{}).(int)
 	status := g.serve(w, r, loop)
-	g.downstream[classIndex(status)].Inc()
+	g.downstream[telemetry.ClassIndex(status)].Inc()
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
@@ -33,7 +34,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
 		return writeError(w, forward.NoRoute)
 	}
 	o := g.origins[name]
-	return o.proxy(w, r, o.loops[loop])
+	return g.proxy(w, r, o, o.Loop(loop))
 }
 
 // writeError writes the gateway's own answer for reason and returns its
@@ -116,13 +117,13 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 
 func (p *prefixedBody) Close() error { return p.rest.Close() }
 
-// proxy forwards r to an endpoint of the origin through loop ol, retrying
+// proxy forwards r to an endpoint of origin o through loop ol, retrying
 // idempotent requests on another endpoint (package forward).
-func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) int {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop) int {
 	ctx := r.Context()
-	if o.reqTimeout > 0 {
+	if t := o.RequestTimeout(); t > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.reqTimeout)
+		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
 	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
@@ -134,7 +135,7 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	}
 	up := upgradeType(r.Header)
 	removeHopHeaders(r.Header, up)
-	o.gw.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	g.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// Forward no User-Agent rather than the Go client's default.
 		r.Header["User-Agent"] = noUserAgent
@@ -142,7 +143,7 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	out := r.WithContext(ctx)
 	out.RequestURI = ""
 	out.Close = false
-	if r.TLS != nil || o.cfg.TLS != nil {
+	if r.TLS != nil || o.Config().TLS != nil {
 		out.URL.Scheme = "https"
 	} else {
 		out.URL.Scheme = "http"
@@ -150,10 +151,10 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
 	var a forward.Attempt
-	a.Start(&o.policy, ol.picker, replayable)
+	o.Begin(&a, ol, replayable)
 	defer a.Finish()
-	status, reason := o.forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
-		return o.exchange(w, r, out, a, up)
+	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
+		return exchangeHTTP(w, r, out, a, up)
 	})
 	if reason != forward.None {
 		return writeError(w, reason)
@@ -161,57 +162,12 @@ func (o *origin) proxy(w http.ResponseWriter, r *http.Request, ol *originLoop) i
 	return status
 }
 
-// forward runs a request's attempts through loop ol until one is delivered
-// or the request is answered: it acquires each attempt's stream (waiting
-// at most until ctx ends; trust lets an attempt take an idle connection
-// unprobed when the Attempt allows it) and hands it to exchange, which
-// makes the exchange and reports its step. It returns the status
-// delivered (499 when the client left), or the reason to answer with.
-// Both serving paths forward through it.
-func (o *origin) forward(ctx context.Context, a *forward.Attempt, ol *originLoop, trust bool, exchange func(*forward.Attempt) (int, forward.Step)) (int, forward.Reason) {
-	for {
-		step, status := o.acquire(ctx, a, ol, trust), 0
-		if step == forward.Send {
-			status, step = exchange(a)
-		}
-		switch step {
-		case forward.Delivered:
-			return status, forward.None
-		case forward.Gone:
-			return 499, forward.None
-		case forward.Answer:
-			return 0, a.Reason()
-		}
-	}
-}
-
-// acquire picks the attempt's endpoint and acquires a stream of loop ol's
-// pool for it, waiting at most until ctx ends.
-func (o *origin) acquire(ctx context.Context, a *forward.Attempt, ol *originLoop, mayTrust bool) forward.Step {
-	ep, trust, step := a.Pick()
-	trust = trust && mayTrust
-	if step != forward.Acquire {
-		return step
-	}
-	p, err := o.poolFor(ol, ep.Address())
-	if err != nil {
-		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
-	}
-	var lease pool.Lease
-	if trust {
-		lease, err = p.AcquireTrusting(ctx)
-	} else {
-		lease, err = p.Acquire(ctx)
-	}
-	return a.Acquired(lease, err)
-}
-
 // noUserAgent is a present-but-empty User-Agent: both wires then send none.
 var noUserAgent = []string{""}
 
-// exchange makes one attempt's exchange through net/http's request and
+// exchangeHTTP makes one attempt's exchange through net/http's request and
 // response.
-func (o *origin) exchange(w http.ResponseWriter, r, out *http.Request, a *forward.Attempt, up string) (int, forward.Step) {
+func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attempt, up string) (int, forward.Step) {
 	conn, ok := a.Conn().(upstream.Conn)
 	if !ok {
 		return 0, a.Failed(forward.Refused)
@@ -237,17 +193,17 @@ func (o *origin) exchange(w http.ResponseWriter, r, out *http.Request, a *forwar
 	// headers went out: the exchange is settled either way, or the
 	// stream would stay busy for good.
 	defer a.Settle()
-	return o.respond(w, r, resp, up), forward.Delivered
+	return respond(w, r, resp, up), forward.Delivered
 }
 
 // respond streams resp to the client: headers minus hop-by-hop, body with
 // flushes for streaming responses, then trailers. A body that breaks after
 // the headers were sent aborts the downstream stream, so the client sees a
 // truncated response rather than a silently short one.
-func (o *origin) respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up string) int {
+func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up string) int {
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return o.upgrade(w, resp, up)
+		return upgrade(w, resp, up)
 	}
 	removeHopHeaders(resp.Header, "")
 	h := w.Header()
@@ -321,7 +277,7 @@ func copyThrough(dst io.Writer, src io.Reader, flush func() error) (int64, error
 
 // upgrade completes a 101 Switching Protocols: the downstream connection is
 // hijacked and bytes are copied both ways until either side closes.
-func (o *origin) upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
+func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || up == "" || !httpEqualFold(resp.Header.Get("Upgrade"), up) {
 		return writeError(w, forward.UpstreamReset)
@@ -376,19 +332,4 @@ func isIdempotent(method string) bool {
 		return true
 	}
 	return false
-}
-
-// classIndex maps a status to 0..4 for 1xx..5xx (499 counts as 4xx).
-func classIndex(status int) int {
-	switch {
-	case status >= 500:
-		return 4
-	case status >= 400:
-		return 3
-	case status >= 300:
-		return 2
-	case status >= 200:
-		return 1
-	}
-	return 0
 }

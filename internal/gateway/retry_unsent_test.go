@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
 )
 
@@ -63,7 +64,7 @@ func retryAvoidsEveryTriedEndpoint(t *testing.T, top string) {
 			t.Fatalf("GET %d: %d %s, want 200 from the live endpoint", i, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
 		}
 	}
-	pools := g.Origins().([]OriginView)[0].Loops[0].Pools
+	pools := g.Origins().([]cluster.OriginView)[0].Loops[0].Pools
 	if pools[dead1].Failures == 0 || pools[dead2].Failures == 0 {
 		t.Fatalf("dial failures %d and %d: a dead endpoint was never met, the test proves nothing",
 			pools[dead1].Failures, pools[dead2].Failures)
@@ -179,7 +180,7 @@ func retryOutsideTheBudget(t *testing.T, top string) {
 			t.Errorf("held GET %s answered %d %s", a.id, a.status, a.reason)
 		}
 	}
-	pools := g.Origins().([]OriginView)[0].Loops[0].Pools
+	pools := g.Origins().([]cluster.OriginView)[0].Loops[0].Pools
 	if pools[dead].Failures == 0 {
 		t.Fatal("the dead endpoint was never met: the test proves nothing")
 	}

@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
@@ -133,7 +134,7 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 			if err := <-shut; err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}
-			for _, ov := range g.Origins().([]OriginView) {
+			for _, ov := range g.Origins().([]cluster.OriginView) {
 				for _, lv := range ov.Loops {
 					for addr, pv := range lv.Pools {
 						if pv.Open != 0 || pv.Idle != 0 {

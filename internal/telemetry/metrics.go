@@ -159,20 +159,26 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
+// CodeClasses are the code_class label values, by ClassIndex.
+var CodeClasses = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
+
 // CodeClass maps a status code to its class label: "2xx" … "5xx".
-func CodeClass(status int) string {
+func CodeClass(status int) string { return CodeClasses[ClassIndex(status)] }
+
+// ClassIndex maps a status to 0..4 for 1xx..5xx (499 counts as 4xx): the
+// index of CodeClass's label, for children bound in arrays.
+func ClassIndex(status int) int {
 	switch {
 	case status >= 500:
-		return "5xx"
+		return 4
 	case status >= 400:
-		return "4xx"
+		return 3
 	case status >= 300:
-		return "3xx"
+		return 2
 	case status >= 200:
-		return "2xx"
-	default:
-		return "1xx"
+		return 1
 	}
+	return 0
 }
 
 // CloseReasons lists every close reason, for pre-creating series.

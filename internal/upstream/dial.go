@@ -110,6 +110,25 @@ func NewDialer(o Options) (*Dialer, error) {
 	return d, nil
 }
 
+// RawDialer is a pool.Dialer that can say whether every connection it
+// opens is a Raw one (HTTP/1.1), which the fast path serves. A dialer
+// that wraps another (to watch its dials) passes the question on.
+type RawDialer interface {
+	DialsRaw() bool
+}
+
+// DialsRaw implements RawDialer: an h1 origin, or auto without TLS (no
+// ALPN, so HTTP/1.1), gets only Raw connections.
+func (d *Dialer) DialsRaw() bool { return d.proto == H1 || d.proto == Auto && d.tls == nil }
+
+// DialsRaw reports whether d says every connection it opens is Raw. A
+// dialer that does not tell gets false: the path that serves any
+// connection (RoundTrip) is taken.
+func DialsRaw(d pool.Dialer) bool {
+	r, ok := d.(RawDialer)
+	return ok && r.DialsRaw()
+}
+
 // Dial implements pool.Dialer: it dials on a goroutine of its own, bounded
 // by the connect timeout and never cancelled by a request, and calls done
 // once with the connection or the *DialError.

@@ -1,16 +1,30 @@
-package gateway
+// Package cluster is an origin at run time: a named cluster of endpoints
+// with its balancer, its subset placement and, per loop, a picker and the
+// pools of that loop's subset; its metrics; its membership changes; and
+// the way a request's attempts are forwarded through one of its loops
+// (Forward, with package forward's Attempt).
+//
+// Invariants:
+//   - Everything keyed by (endpoint, loop) belongs to that loop: a request
+//     placed on loop l reaches only loop l's picker and pools.
+//   - The request path takes no lock: a loop's pool map is replaced whole
+//     (copy on write) under the origin's mutex and read with one atomic
+//     load; pickers are immutable snapshots; metric children are bound once.
+//   - Membership changes (Apply) are serialised per origin and applied as
+//     deltas: only loops whose subset changed touch their pools; departed
+//     endpoints drain, new ones are pre-warmed and ramp up.
+package cluster
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/forward"
@@ -21,19 +35,39 @@ import (
 	"github.com/corput/corput/internal/upstream"
 )
 
-// origin is one named cluster of endpoints: its balancer, its subset
+// Env is what an Origin takes from the gateway that runs it.
+type Env struct {
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *telemetry.Metrics
+	Loops   int
+	Fleet   config.Fleet // this gateway's place among its peers (Size ≥ 1)
+	Seed    uint64       // seeds the balancer and the pools' jitter
+	// Dialer replaces the origin's own upstream dialer (nil: dial as the
+	// config says).
+	Dialer pool.Dialer
+	// FastPath is downstream.fast_path.
+	FastPath bool
+	// SameJitter gives every pool the same random stream (the deploy
+	// drill's no-jitter baseline). Never set it to serve.
+	SameJitter bool
+	// Trace hears every attempt as it ends (forward.Policy.Trace).
+	Trace func(origin, endpoint string, s forward.Step, r forward.Reason)
+}
+
+// Origin is one named cluster of endpoints: its balancer, its subset
 // placement, and per loop a picker and the pools of that loop's subset.
-type origin struct {
+type Origin struct {
 	name       string
 	cfg        *config.Origin
-	gw         *Gateway
+	env        *Env
 	bal        *balance.Origin
 	dialer     pool.Dialer
 	poolCfg    pool.Config
 	policy     forward.Policy // retries, the budget, the metrics of every request's attempts
 	reqTimeout time.Duration
-	fast       bool // the fast path serves it: HTTP/1.1 pools of this package's dialer
-	loops      []*originLoop
+	raw        bool // its connections are upstream.Raw: the fast path can serve it
+	loops      []*Loop
 	m          originMetrics
 
 	mu        sync.Mutex // guards following: membership changes are serialised
@@ -46,14 +80,46 @@ type origin struct {
 	closed    bool             // close has begun: no pool may be opened any more
 }
 
-func (o *origin) setSource(src discovery.Source) {
+// Name is the origin's name.
+func (o *Origin) Name() string { return o.name }
+
+// Config is the origin's configuration.
+func (o *Origin) Config() *config.Origin { return o.cfg }
+
+// Loop is the origin as loop l sees it.
+func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
+
+// RequestTimeout is timeouts.request (0: none).
+func (o *Origin) RequestTimeout() time.Duration { return o.reqTimeout }
+
+// Raw reports whether the fast path serves the origin: the fast path is on
+// and every connection its dialer opens is an upstream.Raw (HTTP/1.1).
+func (o *Origin) Raw() bool { return o.raw }
+
+// Snapshot is the origin's current subset placement.
+func (o *Origin) Snapshot() *subset.Snapshot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.placement.Snapshot()
+}
+
+// Pools is the loop's current pools by endpoint address; the map is
+// shared and must not be changed.
+func (ol *Loop) Pools() map[string]*pool.Pool { return *ol.pools.Load() }
+
+// PoolFor is the pool of loop ol for addr, as a request's acquisition finds
+// it (see poolFor).
+func (o *Origin) PoolFor(ol *Loop, addr string) (*pool.Pool, error) { return o.poolFor(ol, addr) }
+
+// SetSource records the origin's membership source, for its errors.
+func (o *Origin) SetSource(src discovery.Source) {
 	o.mu.Lock()
 	o.source = src
 	o.mu.Unlock()
 }
 
 // sourceError is the membership source's or the last apply's error.
-func (o *origin) sourceErrorLocked() string {
+func (o *Origin) sourceErrorLocked() string {
 	if o.source != nil {
 		if err := o.source.Err(); err != nil {
 			return err.Error()
@@ -62,10 +128,10 @@ func (o *origin) sourceErrorLocked() string {
 	return o.lastErr
 }
 
-// originLoop is an origin as one loop sees it. Its pools map is replaced
-// whole (copy on write) under origin.mu, so the request path reads it with
+// Loop is an origin as one loop sees it. Its pools map is replaced
+// whole (copy on write) under Origin.mu, so the request path reads it with
 // one atomic load and no lock.
-type originLoop struct {
+type Loop struct {
 	idx    int
 	picker *balance.Picker
 	pools  atomic.Pointer[map[string]*pool.Pool]
@@ -73,16 +139,17 @@ type originLoop struct {
 	obs    *poolObserver
 }
 
-func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
-	o := &origin{
+// New builds the origin oc describes and starts pre-warming its pools.
+func New(oc *config.Origin, env *Env) (*Origin, error) {
+	o := &Origin{
 		name:       oc.Name,
 		cfg:        oc,
-		gw:         gw,
+		env:        env,
 		reqTimeout: oc.Timeouts.Request,
 	}
-	o.m = newOriginMetrics(gw.metrics, oc.Name, gw.loops)
-	o.policy = forward.NewPolicy(oc.Retry, gw.clk, &o.m)
-	if trace := gw.opts.Trace; trace != nil {
+	o.m = newOriginMetrics(env.Metrics, oc.Name, env.Loops)
+	o.policy = forward.NewPolicy(oc.Retry, env.Clock, &o.m)
+	if trace := env.Trace; trace != nil {
 		o.policy.Trace = func(ep string, s forward.Step, r forward.Reason) { trace(oc.Name, ep, s, r) }
 	}
 
@@ -91,23 +158,21 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := gw.opts.Dialers[oc.Name]; ok {
-		o.dialer = d
-	} else if o.dialer, err = newDialer(oc); err != nil {
-		return nil, err
-	} else {
-		o.fast = gw.cfg.Downstream.FastPath &&
-			(oc.Protocol == config.ProtocolH1 || oc.Protocol == config.ProtocolAuto && oc.TLS == nil)
+	if o.dialer = env.Dialer; o.dialer == nil {
+		if o.dialer, err = newDialer(oc); err != nil {
+			return nil, err
+		}
 	}
+	o.raw = env.FastPath && upstream.DialsRaw(o.dialer)
 	if oc.TLS != nil && oc.TLS.InsecureSkipVerify {
-		gw.log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",
+		env.Log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",
 			"origin", oc.Name)
 	}
 
 	members := membersOf(oc.Endpoints)
 	o.bal, err = balance.NewOrigin(oc.Name, balance.FromConfig(oc), members, balance.Options{
-		Clock:    gw.clk,
-		Rand:     rng.New(gw.opts.Seed ^ rng.Mix64(rng.FNV(oc.Name))),
+		Clock:    env.Clock,
+		Rand:     rng.New(env.Seed ^ rng.Mix64(rng.FNV(oc.Name))),
 		Observer: &balanceObserver{m: &o.m},
 	})
 	if err != nil {
@@ -118,8 +183,8 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 	}
 	o.members = members
 	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
-	for l := 0; l < gw.loops; l++ {
-		ol := &originLoop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
+	for l := 0; l < env.Loops; l++ {
+		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
 		ol.subset = o.subsetOf(l)
 		ol.picker = o.bal.NewPicker(ol.subset)
 		pools := make(map[string]*pool.Pool, len(ol.subset))
@@ -139,7 +204,7 @@ func newOrigin(gw *Gateway, oc *config.Origin) (*origin, error) {
 // newPlacement builds the subset placement of the configured algorithm
 // (ringsteady by default; "none" gives every loop every endpoint) for this
 // gateway's fleet.
-func (o *origin) newPlacement(addrs []string) error {
+func (o *Origin) newPlacement(addrs []string) error {
 	name := string(o.cfg.Subset.Algorithm)
 	if name == "" {
 		name = subset.NameRingsteady
@@ -152,7 +217,7 @@ func (o *origin) newPlacement(addrs []string) error {
 	if err != nil {
 		return fmt.Errorf("origins[%s]: %w", o.name, err)
 	}
-	fleet := subset.Fleet{Gateways: o.gw.fleet.Size, Loops: o.gw.loops}
+	fleet := subset.Fleet{Gateways: o.env.Fleet.Size, Loops: o.env.Loops}
 	o.placement, err = alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
 	if err != nil {
 		return fmt.Errorf("origin %s: subset: %w", o.name, err)
@@ -162,22 +227,22 @@ func (o *origin) newPlacement(addrs []string) error {
 
 // subsetOf returns loop l's members under the current placement. Called
 // with o.mu held (or before the origin is shared).
-func (o *origin) subsetOf(l int) []string {
-	return slices.Clone(o.placement.Snapshot().Members(o.gw.fleet.Instance, l))
+func (o *Origin) subsetOf(l int) []string {
+	return slices.Clone(o.placement.Snapshot().Members(o.env.Fleet.Instance, l))
 }
 
 // poolRand is the random source of loop ol's pool for addr: its reconnect
 // jitter and lifetime jitter. Each pool has its own stream, so pools that
 // lose an origin together do not retry together (unless SameJitter).
-func (o *origin) poolRand(addr string, ol *originLoop) *rng.Source {
-	if o.gw.opts.SameJitter {
-		return rng.New(o.gw.opts.Seed)
+func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
+	if o.env.SameJitter {
+		return rng.New(o.env.Seed)
 	}
-	return rng.New(o.gw.opts.Seed ^ rng.Mix64(rng.FNV(addr)+uint64(ol.idx)))
+	return rng.New(o.env.Seed ^ rng.Mix64(rng.FNV(addr)+uint64(ol.idx)))
 }
 
-func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
-	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.gw.clk, o.poolRand(addr, ol), ol.obs)
+func (o *Origin) newPool(addr string, ol *Loop) (*pool.Pool, error) {
+	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.env.Clock, o.poolRand(addr, ol), ol.obs)
 	if err != nil {
 		return nil, fmt.Errorf("origin %s: pool %s: %w", o.name, addr, err)
 	}
@@ -188,7 +253,7 @@ func (o *origin) newPool(addr string, ol *originLoop) (*pool.Pool, error) {
 // subset (the balancer's fallback when the whole subset is ejected) gets a
 // pool on demand, without pre-warming, that idles out like any other; an
 // endpoint no longer in the origin gets a closed pool.
-func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
+func (o *Origin) poolFor(ol *Loop, addr string) (*pool.Pool, error) {
 	if p, ok := (*ol.pools.Load())[addr]; ok {
 		return p, nil
 	}
@@ -200,7 +265,7 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 	}
 	cfg := o.poolCfg
 	cfg.Prewarm = 0
-	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.gw.clk, o.poolRand(addr, ol), ol.obs)
+	p, err := pool.New(addr, ol.idx, cfg, o.dialer, o.env.Clock, o.poolRand(addr, ol), ol.obs)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +289,7 @@ func (o *origin) poolFor(ol *originLoop, addr string) (*pool.Pool, error) {
 // the balancer keeps survivors' state and ramps newcomers up, and only loops
 // whose subset changed touch their pools — new members get pre-warmed pools,
 // departed ones drain (in-flight requests finish) and close.
-func (o *origin) apply(members []balance.Member) error {
+func (o *Origin) Apply(members []balance.Member) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -294,8 +359,8 @@ func (o *origin) apply(members []balance.Member) error {
 	return nil
 }
 
-// setSourceError records the membership source's health for the admin API.
-func (o *origin) setSourceError(err error) {
+// SetSourceError records the membership source's health for the admin API.
+func (o *Origin) SetSourceError(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err == nil {
@@ -305,9 +370,9 @@ func (o *origin) setSourceError(err error) {
 	}
 }
 
-// ready reports whether every pool of every loop holds its pre-warmed
+// Ready reports whether every pool of every loop holds its pre-warmed
 // connections.
-func (o *origin) ready() bool {
+func (o *Origin) Ready() bool {
 	o.mu.Lock()
 	seeded := o.seeded
 	o.mu.Unlock()
@@ -324,7 +389,7 @@ func (o *origin) ready() bool {
 	return true
 }
 
-func (o *origin) close() {
+func (o *Origin) Close() {
 	o.mu.Lock() // waits for an apply in progress, whose pools are closed below
 	o.closed = true
 	o.mu.Unlock()
@@ -430,111 +495,4 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// originMetrics are an origin's Prometheus children, bound once so the
-// request path does no label lookups.
-type originMetrics struct {
-	created     [][2]prometheus.Counter // [loop][h1, h2]
-	closed      []prometheus.Counter    // by pool.CloseReason
-	acquireWait prometheus.Observer
-	duration    [5]prometheus.Observer // by code class 1xx..5xx
-	shed        map[forward.Reason]prometheus.Counter
-	zoneLocal   prometheus.Counter
-	zoneRemote  prometheus.Counter
-	ejections   prometheus.Counter
-	membership  prometheus.Counter
-	stale       prometheus.Counter // requests sent again after a stale connection (forward.Stale)
-	ejected     prometheus.Gauge
-	panic       prometheus.Gauge
-}
-
-func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetrics {
-	m.InitOrigin(name, loops, []string{upstream.ProtoH1, upstream.ProtoH2})
-	om := originMetrics{
-		acquireWait: m.AcquireWait.WithLabelValues(name),
-		shed:        map[forward.Reason]prometheus.Counter{},
-		zoneLocal:   m.ZoneRequests.WithLabelValues(name, "local"),
-		zoneRemote:  m.ZoneRequests.WithLabelValues(name, "remote"),
-		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
-		membership:  m.MembershipChanges.WithLabelValues(name),
-		stale:       m.StaleRetries.WithLabelValues(name),
-		ejected:     m.OutlierEjected.WithLabelValues(name),
-		panic:       m.PanicMode.WithLabelValues(name),
-	}
-	for l := 0; l < loops; l++ {
-		ls := strconv.Itoa(l)
-		om.created = append(om.created, [2]prometheus.Counter{
-			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH1),
-			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH2),
-		})
-	}
-	for _, r := range pool.CloseReasons() {
-		for int(r) >= len(om.closed) {
-			om.closed = append(om.closed, nil)
-		}
-		om.closed[r] = m.ConnectionsClosed.WithLabelValues(name, r.String())
-	}
-	for i, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
-		om.duration[i] = m.RequestDuration.WithLabelValues(name, c)
-	}
-	for _, r := range forward.ShedReasons() {
-		om.shed[r] = m.RequestsShed.WithLabelValues(name, r.String())
-	}
-	return om
-}
-
-// Answered implements forward.Observer: it counts a shed request.
-func (m *originMetrics) Answered(r forward.Reason) {
-	if c, ok := m.shed[r]; ok {
-		c.Inc()
-	}
-}
-
-// Resent implements forward.Observer.
-func (m *originMetrics) Resent() { m.stale.Inc() }
-
-// Settled implements forward.Observer: the request's duration by class.
-func (m *originMetrics) Settled(status int, d time.Duration) {
-	m.duration[classIndex(status)].Observe(d.Seconds())
-}
-
-// poolObserver feeds one (origin, loop)'s pool events into the metrics.
-type poolObserver struct {
-	m    *originMetrics
-	loop int
-}
-
-func protoIndex(p string) int {
-	if p == upstream.ProtoH2 {
-		return 1
-	}
-	return 0
-}
-
-func (p *poolObserver) ConnCreated(protocol string, _ bool) {
-	p.m.created[p.loop][protoIndex(protocol)].Inc()
-}
-func (p *poolObserver) ConnClosed(_ string, r pool.CloseReason, _ bool) { p.m.closed[r].Inc() }
-func (p *poolObserver) DialFailed(error, time.Duration)                 {}
-func (p *poolObserver) AcquireWait(d time.Duration, _ error)            { p.m.acquireWait.Observe(d.Seconds()) }
-
-// balanceObserver feeds an origin's balancing events into the metrics.
-type balanceObserver struct{ m *originMetrics }
-
-func (b *balanceObserver) Ejected(string, string, time.Duration) { b.m.ejections.Inc() }
-func (b *balanceObserver) EjectedCount(n int)                    { b.m.ejected.Set(float64(n)) }
-func (b *balanceObserver) PanicMode(on bool) {
-	if on {
-		b.m.panic.Set(1)
-	} else {
-		b.m.panic.Set(0)
-	}
-}
-func (b *balanceObserver) ZonePick(local bool) {
-	if local {
-		b.m.zoneLocal.Inc()
-	} else {
-		b.m.zoneRemote.Inc()
-	}
 }
