@@ -46,9 +46,16 @@ func runShort(t *testing.T, name string, o Options) *Result {
 }
 
 func TestCrash(t *testing.T) {
-	r := runShort(t, "crash", Options{Duration: 2 * time.Second})
-	if len(r.Faults) != 1 || r.Load.Sent == 0 {
-		t.Fatalf("the crash did not happen under load: faults %v, %d sent", r.Faults, r.Load.Sent)
+	for _, netHTTP := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast path", true: "net/http path"}[netHTTP], func(t *testing.T) {
+			r := runShort(t, "crash", Options{Duration: 2 * time.Second, NetHTTP: netHTTP})
+			if len(r.Faults) != 1 || r.Load.Sent == 0 {
+				t.Fatalf("the crash did not happen under load: faults %v, %d sent", r.Faults, r.Load.Sent)
+			}
+			if want := servingPath(Options{NetHTTP: netHTTP}); r.Setup.Path != want {
+				t.Fatalf("served on the %s, want the %s", r.Setup.Path, want)
+			}
+		})
 	}
 }
 

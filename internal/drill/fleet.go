@@ -269,7 +269,9 @@ func (f *fleet) view() cluster.OriginView {
 }
 
 // dialLog is the gateway's dialer for the drill: it times every
-// connection the pools open.
+// connection the pools open, and hands them on as they are, so the path
+// that serves them is the one production takes (DialsRaw passes the
+// upstream dialer's answer on: the fast path serves an HTTP/1.1 origin).
 type dialLog struct {
 	next pool.Dialer
 
@@ -282,6 +284,9 @@ type dialEvent struct {
 	at   time.Time
 	addr string
 }
+
+// DialsRaw implements upstream.RawDialer.
+func (d *dialLog) DialsRaw() bool { return upstream.DialsRaw(d.next) }
 
 func (d *dialLog) Dial(addr string, done func(pool.Conn, error)) {
 	d.next.Dial(addr, func(c pool.Conn, err error) {
