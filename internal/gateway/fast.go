@@ -229,7 +229,8 @@ type fastConn struct {
 	bw    *bufio.Writer
 	head  h1.Head
 	resp  h1.Head
-	fwd   fwdPeer
+	fwd   forward.Peer
+	xff   []byte // X-Forwarded-For's value, reused
 	watch *clientWatch
 	rdl   time.Time // the read deadline set on conn
 
@@ -265,7 +266,7 @@ func (c *fastConn) serve() {
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
-	c.fwd = newFwdPeer(c.s.g.fwd, c.conn.RemoteAddr().String())
+	c.fwd = c.s.g.fwd.Peer(c.conn.RemoteAddr().String(), false)
 	c.watch = newClientWatch(c)
 	for first := true; ; first = false {
 		n, ok := c.readHead(first)

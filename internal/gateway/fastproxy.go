@@ -48,7 +48,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if !routed {
 		status = c.writeError(forward.NoRoute)
 	} else {
-		replayable := body == 0 && isIdempotent(bstr(h.Method))
+		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
 		ol := o.Loop(c.loop)
 		a := &c.attempt
 		o.Begin(a, ol, replayable)
@@ -170,7 +170,12 @@ func (c *fastConn) writeRequest(w *bufio.Writer, n int, deadline time.Time) erro
 	if h.TETrailers {
 		w.WriteString("Te: trailers\r\n")
 	}
-	c.fwd.write(w, h)
+	c.xff = c.fwd.Write(h.Host, h, c.xff, func(name string, value []byte) {
+		w.WriteString(name)
+		w.WriteString(": ")
+		w.Write(value)
+		w.WriteString("\r\n")
+	})
 	if c.bodyLen > 0 || wantsLength(h.Method) {
 		// What net/http's client sends: many origins want a length on
 		// POST, PUT and PATCH even when it is 0.
@@ -208,8 +213,8 @@ func (c *fastConn) copyBody(w *bufio.Writer, left int64, deadline time.Time) err
 		deadline = time.Now().Add(c.s.hdrWait)
 	}
 	c.setReadDeadline(deadline, false)
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	bp := forward.Buffer()
+	defer forward.PutBuffer(bp)
 	for left > 0 {
 		k, err := c.sock.Read((*bp)[:min(int64(len(*bp)), left)])
 		left -= int64(k)
@@ -472,7 +477,7 @@ func (c *fastConn) exchangeSlow(a *forward.Attempt, raw upstream.Raw) (int, forw
 func (c *fastConn) relaySlow(resp *http.Response) bool {
 	w := c.bw
 	bodyless := h1.BodyLess(c.head.Method, resp.StatusCode)
-	removeHopHeaders(resp.Header, "")
+	forward.RemoveHop(resp.Header, "")
 	for k := range resp.Trailer {
 		resp.Header.Add("Trailer", k)
 	}
@@ -498,7 +503,7 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 		}
 		// Flushed after each read: a response the fast parser declined
 		// may be a stream.
-		if _, err := copyThrough(dst, resp.Body, c.bw.Flush); err != nil {
+		if _, err := forward.Copy(dst, resp.Body, c.bw.Flush); err != nil {
 			c.broken = true
 			resp.Body.Close()
 			return false
@@ -592,62 +597,3 @@ type cachedDate struct {
 }
 
 var dateCache atomic.Pointer[cachedDate]
-
-// fwdPeer is what a downstream connection's X-Forwarded-* fields need,
-// found once per connection (Forwarding.Apply's rules).
-type fwdPeer struct {
-	ip      string
-	trusted bool
-}
-
-func newFwdPeer(f Forwarding, remoteAddr string) fwdPeer {
-	ip, trusted := f.peer(remoteAddr)
-	return fwdPeer{ip: ip, trusted: trusted}
-}
-
-// write writes X-Forwarded-For, -Proto and -Host for head h: a trusted
-// peer's values are kept (For is appended to), anyone else's replaced.
-func (p fwdPeer) write(w *bufio.Writer, h *h1.Head) {
-	w.WriteString("X-Forwarded-For: ")
-	if p.trusted && h.XFF >= 0 {
-		sep := false
-		for _, f := range h.Fields[h.XFF:] {
-			if len(f.Value) > 0 && h1.EqFold(f.Name, "x-forwarded-for") {
-				if sep {
-					w.WriteString(", ")
-				}
-				w.Write(f.Value)
-				sep = true
-			}
-		}
-		if sep {
-			w.WriteString(", ")
-		}
-	}
-	w.WriteString(p.ip)
-	w.WriteString("\r\n")
-	p.keepOr(w, h, h.XFP, "x-forwarded-proto", "X-Forwarded-Proto: ", nil, "http")
-	p.keepOr(w, h, h.XFH, "x-forwarded-host", "X-Forwarded-Host: ", h.Host, "")
-}
-
-// keepOr writes a trusted peer's fields named name when the first of them
-// (at first) has a value, else one field with value (or the literal).
-func (p fwdPeer) keepOr(w *bufio.Writer, h *h1.Head, first int, name, prefix string, value []byte, literal string) {
-	if p.trusted && first >= 0 && len(h.Fields[first].Value) > 0 {
-		for _, f := range h.Fields[first:] {
-			if h1.EqFold(f.Name, name) {
-				w.WriteString(prefix)
-				w.Write(f.Value)
-				w.WriteString("\r\n")
-			}
-		}
-		return
-	}
-	w.WriteString(prefix)
-	if value != nil {
-		w.Write(value)
-	} else {
-		w.WriteString(literal)
-	}
-	w.WriteString("\r\n")
-}

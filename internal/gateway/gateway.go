@@ -75,7 +75,7 @@ type Gateway struct {
 	router  *Router
 	origins map[string]*cluster.Origin
 	list    []*cluster.Origin // in config order
-	fwd     Forwarding
+	fwd     forward.Forwarding
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
@@ -115,7 +115,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		loops:   cfg.LoopCount(),
 		fleet:   cfg.Fleet,
 		origins: map[string]*cluster.Origin{},
-		fwd:     Forwarding{Trusted: cfg.Downstream.TrustedProxies},
+		fwd:     forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies},
 	}
 	if g.fleet.Size < 1 {
 		g.fleet.Size = 1

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/corput/corput/internal/cluster"
@@ -133,8 +132,8 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 		// body itself (a chunked body then reaches the origin with a hole).
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	up := upgradeType(r.Header)
-	removeHopHeaders(r.Header, up)
+	up := forward.UpgradeType(r.Header)
+	forward.RemoveHop(r.Header, up)
 	g.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// Forward no User-Agent rather than the Go client's default.
@@ -148,7 +147,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	} else {
 		out.URL.Scheme = "http"
 	}
-	replayable := isIdempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
+	replayable := forward.Idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
 	var a forward.Attempt
 	o.Begin(&a, ol, replayable)
@@ -205,7 +204,7 @@ func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up str
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return upgrade(w, resp, up)
 	}
-	removeHopHeaders(resp.Header, "")
+	forward.RemoveHop(resp.Header, "")
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
@@ -234,8 +233,6 @@ func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up str
 	return resp.StatusCode
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
 // copyBody copies src to w, flushing after each write when flush is set
 // (streaming responses: SSE, gRPC, chunked).
 func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
@@ -243,36 +240,7 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
 	if f, ok := w.(http.Flusher); ok && flush {
 		fl = func() error { f.Flush(); return nil }
 	}
-	return copyThrough(w, src, fl)
-}
-
-// copyThrough copies src to dst through a pooled buffer, calling flush (when
-// not nil) after every write.
-func copyThrough(dst io.Writer, src io.Reader, flush func() error) (int64, error) {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	var n int64
-	for {
-		nr, rerr := src.Read(*bp)
-		if nr > 0 {
-			nw, werr := dst.Write((*bp)[:nr])
-			n += int64(nw)
-			if werr != nil {
-				return n, werr
-			}
-			if flush != nil {
-				if ferr := flush(); ferr != nil {
-					return n, ferr
-				}
-			}
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
+	return forward.Copy(w, src, fl)
 }
 
 // upgrade completes a 101 Switching Protocols: the downstream connection is
@@ -287,7 +255,7 @@ func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 		return writeError(w, forward.UpgradeUnsupported)
 	}
 	defer conn.Close()
-	removeHopHeaders(resp.Header, up)
+	forward.RemoveHop(resp.Header, up)
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n"); err != nil {
 		return http.StatusSwitchingProtocols
 	}
@@ -324,12 +292,4 @@ func httpEqualFold(a, b string) bool {
 		}
 	}
 	return true
-}
-
-func isIdempotent(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
 }

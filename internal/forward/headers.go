@@ -1,0 +1,220 @@
+package forward
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Header hygiene, for both serving paths: the hop-by-hop fields that never
+// cross the gateway, and the X-Forwarded-* fields it adds.
+
+// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, removed before
+// a request or response crosses the gateway. (The fast path's parser marks
+// the same fields, h1.Field.Hop, on the raw bytes.)
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// RemoveHop deletes hop-by-hop headers and every header named in
+// Connection. "TE: trailers" survives (gRPC needs it end to end), and so do
+// Connection/Upgrade when upgrade names the protocol being switched to.
+func RemoveHop(h http.Header, upgrade string) {
+	// Before Connection's names go: a compliant client sends "Connection:
+	// TE" with its TE (RFC 9110 §10.1.4), and "trailers" must survive it.
+	teTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	for _, v := range h["Connection"] {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Upgrade") {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	if teTrailers {
+		h["Te"] = []string{"trailers"}
+	}
+	if upgrade != "" {
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
+	}
+}
+
+// UpgradeType returns the protocol a request or response asks to switch
+// to, or "". An "h2c" upgrade is about this hop only (RFC 7540 §3.2,
+// deprecated by RFC 9113 §3.1): it is never passed through, and the request
+// is served as plain HTTP/1.1 with the upgrade headers stripped.
+func UpgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				if up := h.Get("Upgrade"); !strings.EqualFold(strings.TrimSpace(up), "h2c") {
+					return up
+				}
+				return ""
+			}
+		}
+	}
+	return ""
+}
+
+// Idempotent reports whether a request of method may be sent twice
+// (RFC 9110 §9.2.2).
+func Idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// Forwarding sets the X-Forwarded-* headers. Incoming X-Forwarded-* values
+// are trusted only from peers inside a trusted proxy prefix; from anyone
+// else they are replaced, so a client cannot forge its address.
+type Forwarding struct {
+	Trusted []netip.Prefix
+}
+
+// Peer is what a downstream connection's X-Forwarded-* fields need, found
+// once per connection.
+type Peer struct {
+	IP      string // the address X-Forwarded-For names
+	Trusted bool   // a trusted proxy: its own X-Forwarded-* are kept
+	Proto   string // "http" or "https": the connection's scheme
+}
+
+// Peer describes a connection from remoteAddr, over TLS or not.
+func (f Forwarding) Peer(remoteAddr string, tls bool) Peer {
+	ip, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		ip = remoteAddr
+	}
+	p := Peer{IP: ip, Proto: "http"}
+	if tls {
+		p.Proto = "https"
+	}
+	if addr, err := netip.ParseAddr(ip); err == nil {
+		addr = addr.Unmap()
+		for _, pr := range f.Trusted {
+			if pr.Contains(addr) {
+				p.Trusted = true
+				break
+			}
+		}
+	}
+	return p
+}
+
+// Prior is a request's own X-Forwarded-* fields, which a trusted peer's
+// request keeps.
+type Prior interface {
+	// Value is the value of the i-th field (from 0) named name (lower
+	// case), and whether there is one.
+	Value(name string, i int) ([]byte, bool)
+}
+
+// Write emits the X-Forwarded-For, -Proto and -Host fields of a request
+// from p for host, calling set once per field line (value is valid only
+// during the call). A trusted peer's X-Forwarded-For is appended to (its
+// blank values skipped), and its -Proto and -Host are kept when the first
+// of them has a value; anyone else's are replaced. scratch holds
+// X-Forwarded-For's joined value; Write returns it for reuse. It is the
+// one writer of both serving paths, and allocates nothing once scratch is
+// large enough.
+func (p Peer) Write(host []byte, prior Prior, scratch []byte, set func(name string, value []byte)) []byte {
+	b := scratch[:0]
+	for i := 0; p.Trusted; i++ {
+		v, ok := prior.Value("x-forwarded-for", i)
+		if !ok {
+			break
+		}
+		if v = trimSpace(v); len(v) > 0 {
+			b = append(append(b, v...), ", "...)
+		}
+	}
+	b = append(b, p.IP...)
+	set("X-Forwarded-For", b)
+	p.keepOr(prior, "x-forwarded-proto", "X-Forwarded-Proto", bytesOf(p.Proto), set)
+	p.keepOr(prior, "x-forwarded-host", "X-Forwarded-Host", host, set)
+	return b
+}
+
+// keepOr sets a trusted peer's values of name when the first has one, or
+// value.
+func (p Peer) keepOr(prior Prior, name, canonical string, value []byte, set func(string, []byte)) {
+	if first, _ := prior.Value(name, 0); p.Trusted && len(first) > 0 {
+		for i := 0; ; i++ {
+			v, ok := prior.Value(name, i)
+			if !ok {
+				return
+			}
+			set(canonical, v)
+		}
+	}
+	set(canonical, value)
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// Apply rewrites h's X-Forwarded-For, -Proto and -Host for a request
+// received from remoteAddr for host over TLS or not (net/http's path; the
+// fast path calls Write with the raw head).
+func (f Forwarding) Apply(h http.Header, remoteAddr, host string, tls bool) {
+	// Write reads a field's prior values before it sets the field, and sets
+	// the fields one after the other: each is stored once the next begins.
+	var last string
+	var vals []string
+	f.Peer(remoteAddr, tls).Write(bytesOf(host), headerPrior(h), nil, func(name string, value []byte) {
+		if name != last {
+			if last != "" {
+				h[last] = vals
+			}
+			last, vals = name, nil
+		}
+		vals = append(vals, string(value))
+	})
+	h[last] = vals
+}
+
+// bytesOf views s as bytes, for reading only.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// headerPrior is an http.Header as a Prior.
+type headerPrior http.Header
+
+func (h headerPrior) Value(name string, i int) ([]byte, bool) {
+	vv := h[canonical(name)]
+	if i >= len(vv) {
+		return nil, false
+	}
+	return bytesOf(vv[i]), true
+}
+
+// canonical is http.CanonicalHeaderKey without an allocation for the
+// names Write asks for.
+func canonical(name string) string {
+	switch name {
+	case "x-forwarded-for":
+		return "X-Forwarded-For"
+	case "x-forwarded-proto":
+		return "X-Forwarded-Proto"
+	case "x-forwarded-host":
+		return "X-Forwarded-Host"
+	}
+	return http.CanonicalHeaderKey(name)
+}
