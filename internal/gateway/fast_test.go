@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
 )
 
@@ -175,8 +176,8 @@ func startFastGateway(t *testing.T, addr string, fast bool) *Gateway {
 func (g *Gateway) handoffs() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if fs, ok := g.srv.(*fastServer); ok {
-		return fs.handoffs.Load()
+	if fs, ok := g.srv.(*fastpath.Server); ok {
+		return fs.Handoffs()
 	}
 	return -1
 }
@@ -298,7 +299,7 @@ func TestFastPathPipelinesAndHandsOffMidConnection(t *testing.T) {
 	}
 }
 
-// TestFastPathLargeBodyAndNoRoute: a body above fastBodyLimit goes to
+// TestFastPathLargeBodyAndNoRoute: a body above fastpath.BodyLimit goes to
 // net/http; a request no route matches is answered 404 no_route on the
 // fast path and the connection carries on.
 func TestFastPathLargeBodyAndNoRoute(t *testing.T) {
@@ -310,7 +311,7 @@ func TestFastPathLargeBodyAndNoRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, g)
-	big := strings.Repeat("z", fastBodyLimit+1)
+	big := strings.Repeat("z", fastpath.BodyLimit+1)
 	got := sendAll(t, g.Addr(), []string{
 		"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n",
 		"GET /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
@@ -339,7 +340,7 @@ func TestFastPathLargeBodyAndNoRoute(t *testing.T) {
 // it forever.
 func TestFastServeAfterShutdown(t *testing.T) {
 	g := newGateway(t, fastYAML("127.0.0.1:1", true), Options{})
-	fs := newFastServer(g, g.newServer())
+	fs := fastpath.New(g.fastConfig(), g.newServer())
 	if err := fs.Shutdown(t.Context()); err != nil {
 		t.Fatalf("Shutdown before Serve: %v", err)
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/telemetry"
@@ -183,12 +184,11 @@ type framingKey struct{}
 func (g *Gateway) assignLoop(ctx context.Context, c net.Conn) context.Context {
 	if fc, ok := c.(*framingConn); ok {
 		ctx = context.WithValue(ctx, framingKey{}, fc)
-		if hc, ok := fc.Conn.(*handedConn); ok {
-			return context.WithValue(ctx, loopKey{}, hc.loop) // the fast path assigned it
+		if hc, ok := fc.Conn.(*fastpath.HandedConn); ok {
+			return context.WithValue(ctx, loopKey{}, hc.Loop()) // the fast path assigned it
 		}
 	}
-	l := int((g.nextLoop.Add(1) - 1) % uint64(g.loops))
-	return context.WithValue(ctx, loopKey{}, l)
+	return context.WithValue(ctx, loopKey{}, g.nextLoopIndex())
 }
 
 // Server returns the downstream *http.Server serving g: HTTP/1.1 and h2c
@@ -237,7 +237,7 @@ func (g *Gateway) Start() error {
 	serve := func() error { return hs.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key) }
 	switch {
 	case g.cfg.TLS == nil && g.cfg.Downstream.FastPath:
-		fs := newFastServer(g, hs) // it hands connections to hs under the guard
+		fs := fastpath.New(g.fastConfig(), hs) // it hands connections to hs under the guard
 		srv, serve = fs, func() error { return fs.Serve(ln) }
 	case g.cfg.TLS == nil:
 		ln = guardListener{ln} // under TLS it would see ciphertext: see framing.go
@@ -262,6 +262,27 @@ func (g *Gateway) Start() error {
 		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
 	return nil
 }
+
+// fastConfig is what the fast path serves this gateway with.
+func (g *Gateway) fastConfig() fastpath.Config {
+	return fastpath.Config{
+		Route: func(host, path string) (*cluster.Origin, bool) {
+			name, ok := g.router.Match(host, path)
+			return g.origins[name], ok
+		},
+		Served:     g.served,
+		Forwarding: g.fwd,
+		NextLoop:   g.nextLoopIndex,
+		Guard:      func(c net.Conn) net.Conn { return guard(c) },
+		Downstream: g.cfg.Downstream,
+	}
+}
+
+// nextLoopIndex is the loop of a new downstream connection: round robin.
+func (g *Gateway) nextLoopIndex() int { return int((g.nextLoop.Add(1) - 1) % uint64(g.loops)) }
+
+// served counts a downstream request answered with status.
+func (g *Gateway) served(status int) { g.downstream[telemetry.ClassIndex(status)].Inc() }
 
 // acceptor wraps a listener so that no transient accept error, running
 // out of descriptors included, ever ends its serve loop; errors are

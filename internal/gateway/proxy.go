@@ -8,15 +8,13 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
-	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/upstream"
 )
 
 // ServeHTTP forwards one downstream request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	loop, _ := r.Context().Value(loopKey{}).(int)
-	status := g.serve(w, r, loop)
-	g.downstream[telemetry.ClassIndex(status)].Inc()
+	g.served(g.serve(w, r, loop))
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {

@@ -1,4 +1,4 @@
-package gateway
+package fastpath
 
 import (
 	"bufio"
@@ -14,7 +14,6 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
-	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -23,15 +22,13 @@ import (
 // written for it and net/http takes the connection.
 func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	h := &c.head
-	g := c.s.g
 	body := max(h.ContentLength, 0)
-	if body > fastBodyLimit || string(h.Method) == http.MethodConnect {
+	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	name, routed := g.router.Match(bstr(h.Host), bstr(h.Path))
-	var o *cluster.Origin
+	o, routed := c.s.cfg.Route(bstr(h.Host), bstr(h.Path))
 	if routed {
-		if o = g.origins[name]; !o.Raw() {
+		if !o.Raw() {
 			return false, true
 		}
 	} else if body > 0 {
@@ -66,7 +63,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 			status = c.writeError(reason)
 		}
 	}
-	g.downstream[telemetry.ClassIndex(status)].Inc()
+	c.s.cfg.Served(status)
 
 	c.r += n
 	switch {

@@ -1,21 +1,5 @@
-package gateway
-
-import (
-	"bufio"
-	"context"
-	"errors"
-	"net"
-	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/corput/corput/internal/forward"
-	"github.com/corput/corput/internal/h1"
-	"github.com/corput/corput/internal/sockio"
-)
-
-// The fast path. On the cleartext listener corput reads HTTP/1.1 itself:
+// Package fastpath is corput's own HTTP/1.1 server loop. On the cleartext
+// listener corput reads HTTP/1.1 itself:
 // a connection's request heads are parsed on the raw bytes (package h1),
 // and a simple request to an HTTP/1.1 origin is forwarded byte for byte —
 // head rewritten, body and response streamed through fixed buffers —
@@ -27,26 +11,71 @@ import (
 // (downstream.fast_path: false): an h2c preface, a request h1.ParseRequest
 // calls not simple (Transfer-Encoding, Upgrade, Expect, HTTP/1.0, an
 // asterisk or absolute target, an escaped path, obs-fold, bare LF, an
-// oversized head, ...), a body above fastBodyLimit, CONNECT, or a route to
+// oversized head, ...), a body above BodyLimit, CONNECT, or a route to
 // an origin the fast path does not serve (HTTP/2 or TLS with ALPN). The
 // hand-off is for the rest of the connection; the loop it was assigned
 // stays. So every rule the hostile-input and conformance suites check is
 // applied either by the strict parser (which refuses to call anything
 // doubtful simple) or by net/http as before.
+//
+// Invariants:
+//   - A request's attempts are package forward's, through the origin's
+//     loop (cluster.Origin.Forward): the fast path does only the I/O of an
+//     exchange.
+//   - A request placed on a connection's loop touches only that loop's
+//     pools.
+//   - A proxied request allocates nothing (bench/hotpath).
+package fastpath
 
-// fastBodyLimit is the largest request body the fast path forwards. The
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/sockio"
+)
+
+// BodyLimit is the largest request body the fast path forwards. The
 // body is written before the response is read, so it must fit the sockets'
 // buffers even when an origin answers early without reading it.
-const fastBodyLimit = 64 << 10
+const BodyLimit = 64 << 10
 
 // fastReadBuf is a fast connection's read buffer: the largest request
 // head it parses (larger heads go to net/http, which applies
 // downstream.max_header_bytes).
 const fastReadBuf = 8 << 10
 
-// fastServer serves the cleartext listener.
-type fastServer struct {
-	g         *Gateway
+// Config is what the fast path serves with.
+type Config struct {
+	// Route returns the origin for a request's host and path; routed is
+	// false when no route matches.
+	Route func(host, path string) (o *cluster.Origin, routed bool)
+	// Served counts a request answered with status.
+	Served func(status int)
+	// Forwarding sets the X-Forwarded-* fields.
+	Forwarding forward.Forwarding
+	// NextLoop is the loop of a new connection.
+	NextLoop func() int
+	// Guard wraps a connection handed to net/http (the framing guard).
+	Guard func(net.Conn) net.Conn
+	// Downstream is the downstream listener's settings
+	// (max_header_bytes, read_header_timeout, idle_timeout).
+	Downstream config.Downstream
+}
+
+// Server serves a cleartext listener: fast connections here, the rest
+// handed to net/http's server.
+type Server struct {
+	cfg       Config
 	slow      *http.Server // takes what the fast path hands off
 	handoff   *handoffListener
 	headLimit int
@@ -64,10 +93,11 @@ type fastServer struct {
 	slowErr  error
 }
 
-func newFastServer(g *Gateway, slow *http.Server) *fastServer {
-	d := g.cfg.Downstream
-	return &fastServer{
-		g:         g,
+// New returns a Server that hands off to slow what it does not serve.
+func New(cfg Config, slow *http.Server) *Server {
+	d := cfg.Downstream
+	return &Server{
+		cfg:       cfg,
 		slow:      slow,
 		handoff:   newHandoffListener(),
 		headLimit: min(fastReadBuf, d.MaxHeaderBytes),
@@ -80,7 +110,7 @@ func newFastServer(g *Gateway, slow *http.Server) *fastServer {
 
 // Serve accepts connections until Shutdown or Close; it returns
 // http.ErrServerClosed then, like http.Server.Serve.
-func (s *fastServer) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
 		// Shutdown ran before Serve did (it found no listener to close).
@@ -104,7 +134,7 @@ func (s *fastServer) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		l := int((s.g.nextLoop.Add(1) - 1) % uint64(s.g.loops))
+		l := s.cfg.NextLoop()
 		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), loop: l}
 		if !s.track(fc) {
 			c.Close()
@@ -114,7 +144,7 @@ func (s *fastServer) Serve(ln net.Listener) error {
 	}
 }
 
-func (s *fastServer) track(fc *fastConn) bool {
+func (s *Server) track(fc *fastConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
@@ -124,7 +154,7 @@ func (s *fastServer) track(fc *fastConn) bool {
 	return true
 }
 
-func (s *fastServer) untrack(fc *fastConn) {
+func (s *Server) untrack(fc *fastConn) {
 	s.mu.Lock()
 	delete(s.conns, fc)
 	s.mu.Unlock()
@@ -133,7 +163,7 @@ func (s *fastServer) untrack(fc *fastConn) {
 // Shutdown stops accepting, closes idle connections, and waits for active
 // ones to finish their request (they then close) until ctx ends; net/http
 // shuts down the handed-off connections alongside.
-func (s *fastServer) Shutdown(ctx context.Context) error {
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopAccepting()
 	slowErr := make(chan error, 1)
 	go func() { slowErr <- s.slow.Shutdown(ctx) }() // it closes the hand-off listener
@@ -152,14 +182,14 @@ func (s *fastServer) Shutdown(ctx context.Context) error {
 }
 
 // Close closes every connection at once.
-func (s *fastServer) Close() error {
+func (s *Server) Close() error {
 	s.stopAccepting()
 	err := s.slow.Close()
 	s.closeAll()
 	return errors.Join(err, s.waitSlow())
 }
 
-func (s *fastServer) stopAccepting() {
+func (s *Server) stopAccepting() {
 	s.closing.Store(true)
 	s.mu.Lock()
 	if s.ln != nil {
@@ -170,7 +200,7 @@ func (s *fastServer) stopAccepting() {
 
 // waitSlow waits, once, for net/http's Serve of the handed-off
 // connections to return.
-func (s *fastServer) waitSlow() error {
+func (s *Server) waitSlow() error {
 	s.slowOnce.Do(func() {
 		s.mu.Lock()
 		started := s.started
@@ -186,7 +216,7 @@ func (s *fastServer) waitSlow() error {
 
 // closeIdle closes the connections waiting for a request and returns how
 // many are still busy.
-func (s *fastServer) closeIdle() int {
+func (s *Server) closeIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	busy := 0
@@ -200,7 +230,7 @@ func (s *fastServer) closeIdle() int {
 	return busy
 }
 
-func (s *fastServer) closeAll() {
+func (s *Server) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for fc := range s.conns {
@@ -218,7 +248,7 @@ const (
 
 // fastConn is one downstream connection on the fast path.
 type fastConn struct {
-	s     *fastServer
+	s     *Server
 	conn  net.Conn
 	sock  *sockio.Conn // conn's reads and writes (package sockio)
 	loop  int
@@ -266,7 +296,7 @@ func (c *fastConn) serve() {
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
-	c.fwd = c.s.g.fwd.Peer(c.conn.RemoteAddr().String(), false)
+	c.fwd = c.s.cfg.Forwarding.Peer(c.conn.RemoteAddr().String(), false)
 	c.watch = newClientWatch(c)
 	for first := true; ; first = false {
 		n, ok := c.readHead(first)
@@ -357,23 +387,23 @@ func (c *fastConn) handOff() bool {
 	}
 	c.setReadDeadline(time.Time{}, false)
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
-	hc := &handedConn{Conn: c.conn, pre: pre, loop: c.loop}
+	hc := &HandedConn{Conn: c.conn, pre: pre, loop: c.loop}
 	c.s.handoffs.Add(1)
-	return c.s.handoff.give(guard(hc))
+	return c.s.handoff.give(c.s.cfg.Guard(hc))
 }
 
 // fastWriters recycles the downstream write buffers.
 var fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 
-// handedConn is a connection the fast path handed to net/http: the bytes
+// HandedConn is a connection the fast path handed to net/http: the bytes
 // it had read come first.
-type handedConn struct {
+type HandedConn struct {
 	net.Conn
 	pre  []byte
 	loop int
 }
 
-func (h *handedConn) Read(p []byte) (int, error) {
+func (h *HandedConn) Read(p []byte) (int, error) {
 	if len(h.pre) > 0 {
 		n := copy(p, h.pre)
 		h.pre = h.pre[n:]
@@ -382,8 +412,14 @@ func (h *handedConn) Read(p []byte) (int, error) {
 	return h.Conn.Read(p)
 }
 
+// Loop is the loop the fast path assigned the connection.
+func (h *HandedConn) Loop() int { return h.loop }
+
+// Handoffs is how many connections were handed to net/http.
+func (s *Server) Handoffs() int64 { return s.handoffs.Load() }
+
 // CloseWrite keeps net/http's graceful half-close working.
-func (h *handedConn) CloseWrite() error {
+func (h *HandedConn) CloseWrite() error {
 	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
