@@ -89,6 +89,9 @@ func (o *Origin) Config() *config.Origin { return o.cfg }
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
+// MaxResponseHead is pool.max_response_header_bytes.
+func (o *Origin) MaxResponseHead() int { return o.cfg.Pool.MaxResponseHeaderBytes }
+
 // RequestTimeout is timeouts.request (0: none).
 func (o *Origin) RequestTimeout() time.Duration { return o.reqTimeout }
 
@@ -424,8 +427,9 @@ func poolConfig(oc *config.Origin) (pool.Config, error) {
 
 func newDialer(oc *config.Origin) (pool.Dialer, error) {
 	opts := upstream.Options{
-		Protocol:       upstream.Protocol(oc.Protocol),
-		ConnectTimeout: oc.Timeouts.Connect,
+		Protocol:               upstream.Protocol(oc.Protocol),
+		ConnectTimeout:         oc.Timeouts.Connect,
+		MaxResponseHeaderBytes: oc.Pool.MaxResponseHeaderBytes,
 	}
 	if oc.TLS != nil {
 		tc, err := upstream.TLSFiles{

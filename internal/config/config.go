@@ -219,7 +219,15 @@ type Pool struct {
 	MaxLifetime    time.Duration `yaml:"max_lifetime"` // recycled with ±10 % jitter; 0: never
 	Keepalive      time.Duration `yaml:"keepalive"`    // probe interval on idle connections; 0: off
 	Prewarm        int           `yaml:"prewarm"`      // connections opened per (endpoint, loop) before ready
+	// MaxResponseHeaderBytes bounds an origin's response head (status
+	// line and fields); a larger one gets the client a 502
+	// upstream_header_too_large and closes the connection (additive).
+	MaxResponseHeaderBytes int `yaml:"max_response_header_bytes"`
 }
+
+// DefaultMaxResponseHeaderBytes is pool.max_response_header_bytes' default,
+// 64 KiB (Envoy's limit is 60 KiB).
+const DefaultMaxResponseHeaderBytes = 64 << 10
 
 // PendingLimit is a bound on pending requests. It is its own type only so
 // that the decoder can turn "unlimited", "inf", "-1" or null into
@@ -333,6 +341,8 @@ func DefaultOrigin() Origin {
 			MaxLifetime:    10 * time.Minute,
 			Keepalive:      15 * time.Second,
 			Prewarm:        1,
+
+			MaxResponseHeaderBytes: DefaultMaxResponseHeaderBytes,
 		},
 		SlowStart: SlowStart{Window: 60 * time.Second, MinWeightPercent: 10, Aggression: 1.0},
 		Outlier: Outlier{

@@ -295,6 +295,7 @@ func (o *Origin) checkPool(r *reporter, p string) {
 	checkNonNegative(r, p+".idle_timeout", pl.IdleTimeout, "60s")
 	checkNonNegative(r, p+".max_lifetime", pl.MaxLifetime, "10m")
 	checkNonNegative(r, p+".keepalive", pl.Keepalive, "15s")
+	checkRange(r, p+".max_response_header_bytes", pl.MaxResponseHeaderBytes, 1<<10, 16<<20, "65536 (64 KiB) is the default")
 	if capOK {
 		checkRange(r, p+".prewarm", pl.Prewarm, 0, pl.MaxConnections, "at most max_connections; 1 is the default")
 	}

@@ -125,6 +125,9 @@ func (c *fastConn) exchange(o *cluster.Origin, a *forward.Attempt, n int) (int, 
 	if res != h1.Complete {
 		return c.exchangeSlow(a, raw)
 	}
+	if rn > o.MaxResponseHead() {
+		return 0, fail(a, raw, forward.HeadTooLarge)
+	}
 	if !a.Respond(c.resp.Status, c.resp.Has("x-corput-error")) {
 		raw.End(skipBuffered(ubr, rn, &c.resp, c.head.Method))
 		return 0, a.Settle()

@@ -56,13 +56,23 @@ type Options struct {
 	// H2WriteTimeout fails an HTTP/2 connection whose writes make no
 	// progress for this long (x/net/http2 WriteByteTimeout); 0 = none.
 	H2WriteTimeout time.Duration
+	// MaxResponseHeaderBytes bounds a response head: an HTTP/1.1 one
+	// larger fails its exchange with ErrHeadTooLarge (and the connection
+	// closes); an HTTP/2 origin is told the bound
+	// (SETTINGS_MAX_HEADER_LIST_SIZE) and a larger header list fails the
+	// stream with ErrHeadTooLarge. 0 is DefaultMaxResponseHeaderBytes.
+	MaxResponseHeaderBytes int
 }
+
+// DefaultMaxResponseHeaderBytes is Options.MaxResponseHeaderBytes' default.
+const DefaultMaxResponseHeaderBytes = 64 << 10
 
 // Dialer opens upstream connections. It implements pool.Dialer.
 type Dialer struct {
 	proto   Protocol
 	tls     *tls.Config // nil for cleartext; NextProtos set
 	timeout time.Duration
+	maxHead int // Options.MaxResponseHeaderBytes
 	net     net.Dialer
 	h2      *http2.Transport
 }
@@ -72,7 +82,10 @@ var _ pool.Dialer = (*Dialer)(nil)
 // NewDialer checks o and returns a Dialer. A protocol that contradicts the
 // TLS setting (h2 without TLS, h2c with TLS) is an error naming the key.
 func NewDialer(o Options) (*Dialer, error) {
-	d := &Dialer{proto: o.Protocol, timeout: o.ConnectTimeout}
+	if o.MaxResponseHeaderBytes <= 0 {
+		o.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	}
+	d := &Dialer{proto: o.Protocol, timeout: o.ConnectTimeout, maxHead: o.MaxResponseHeaderBytes}
 	if d.proto == "" {
 		d.proto = Auto
 	}
@@ -106,6 +119,7 @@ func NewDialer(o Options) (*Dialer, error) {
 		DisableCompression: true, // a proxy passes encodings through untouched
 		AllowHTTP:          true,
 		WriteByteTimeout:   o.H2WriteTimeout,
+		MaxHeaderListSize:  uint32(o.MaxResponseHeaderBytes),
 	}
 	return d, nil
 }
