@@ -14,6 +14,12 @@
 // ParseResponse does the same for an origin's response head; its
 // NotSimple sends the caller to http.ReadResponse.
 //
+// Guard (guard.go) is that framing guard's grammar: it follows the
+// requests on a connection's raw bytes before net/http parses them and
+// finds the first one a proxy must refuse (internal/gateway, framing.go).
+// Both read with one grammar (grammar.go) and one chunked-body scanner
+// (Chunks; the guard's is lax where net/http's server is, see Chunks).
+//
 // Nothing here allocates: parsed fields are slices of the caller's buffer,
 // valid until it is reused.
 package h1
