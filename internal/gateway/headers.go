@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/corput/corput/internal/h1"
 )
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, removed before
@@ -25,7 +27,7 @@ func removeHopHeaders(h http.Header, upgrade string) {
 	teTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Upgrade") {
+			if name = strings.TrimSpace(name); name != "" && !h1.EqualFold(name, "Upgrade") {
 				h.Del(name)
 			}
 		}
@@ -49,8 +51,8 @@ func removeHopHeaders(h http.Header, upgrade string) {
 func upgradeType(h http.Header) string {
 	for _, v := range h["Connection"] {
 		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				if up := h.Get("Upgrade"); !strings.EqualFold(strings.TrimSpace(up), "h2c") {
+			if h1.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				if up := h.Get("Upgrade"); !h1.EqualFold(strings.TrimSpace(up), "h2c") {
 					return up
 				}
 				return ""

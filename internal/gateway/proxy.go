@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/upstream"
 )
@@ -512,7 +513,7 @@ func copyThrough(dst io.Writer, src io.Reader, flush func() error) (int64, error
 // hijacked and bytes are copied both ways until either side closes.
 func (o *origin) upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok || up == "" || !httpEqualFold(resp.Header.Get("Upgrade"), up) {
+	if !ok || up == "" || !h1.EqualFold(resp.Header.Get("Upgrade"), up) {
 		return writeError(w, errUpstreamReset)
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
@@ -544,19 +545,6 @@ func (o *origin) upgrade(w http.ResponseWriter, resp *http.Response, up string) 
 	conn.Close()
 	<-errc
 	return http.StatusSwitchingProtocols
-}
-
-func httpEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i]|0x20, b[i]|0x20
-		if ca != cb {
-			return false
-		}
-	}
-	return true
 }
 
 func isIdempotent(method string) bool {
