@@ -24,6 +24,7 @@ type Chunks struct {
 	size   uint64 // the size being read
 	digits int
 	ext    bool // past the ';' of a chunk extension, or the ':' of a trailer field
+	ows    bool // lax: past OWS after the size, where only OWS and the CR may follow
 	trail  int  // trailer bytes so far
 }
 
@@ -36,7 +37,6 @@ const (
 	chTrailer
 	chTrailerLF
 	chDone
-	chLaxSizeOWS   // lax: OWS after the size
 	chLaxTrailer   // lax: a trailer line
 	chLaxTrailerCR // lax: after a CR in a trailer line
 
@@ -68,13 +68,17 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				if (x < ' ' && x != '\t' || x == 0x7f) && (!c.lax || x == '\n') {
 					return n, false, ErrChunked
 				}
+			case c.ows:
+				if !isOWS(x) {
+					return n, false, ErrChunked // net/http takes no ';' after OWS
+				}
 			case x == ';':
 				if c.digits == 0 {
 					return n, false, ErrChunked
 				}
 				c.ext = true
 			case c.lax && isOWS(x) && c.digits > 0:
-				c.state = chLaxSizeOWS
+				c.ows = true
 			default:
 				d, ok := unhex(x)
 				if !ok || c.digits == c.maxDigits() {
@@ -83,23 +87,12 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				c.size = c.size<<4 | uint64(d)
 				c.digits++
 			}
-		case chLaxSizeOWS:
-			n++
-			if c.line++; c.line > maxChunkLine {
-				return n, false, ErrChunked
-			}
-			switch {
-			case x == '\r':
-				c.state = chSizeLF
-			case !isOWS(x):
-				return n, false, ErrChunked // net/http takes no ';' after OWS
-			}
 		case chSizeLF:
 			n++
 			if x != '\n' {
 				return n, false, ErrChunked
 			}
-			c.remain, c.size, c.digits, c.ext, c.line = c.size, 0, 0, false, 0
+			c.remain, c.size, c.digits, c.ext, c.ows, c.line = c.size, 0, 0, false, false, 0
 			switch {
 			case c.remain > 0:
 				c.state = chData
@@ -126,10 +119,28 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				return n, false, ErrChunked
 			}
 			c.state = chSize
-		case chTrailer:
+		case chTrailer, chLaxTrailer:
 			n++
 			if c.trail++; c.trail > maxTrailers {
 				return n, false, ErrChunked
+			}
+			if c.state == chLaxTrailer {
+				// A line as net/http's reader takes it, but obs-fold.
+				switch {
+				case x == '\n':
+					if c.line == 0 {
+						c.state = chDone
+						return n, true, nil
+					}
+					c.line = 0
+				case x == '\r':
+					c.state = chLaxTrailerCR
+				case c.line == 0 && isOWS(x):
+					return n, false, ErrChunked // obs-fold
+				default:
+					c.line++
+				}
+				continue
 			}
 			// A trailer field is a field line, as net/http reads it:
 			// a token name, ':', a value without CTLs (nor obs-fold).
@@ -165,25 +176,6 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 			}
 			c.line, c.ext = 0, false
 			c.state = chTrailer
-		case chLaxTrailer:
-			n++
-			if c.trail++; c.trail > maxTrailers {
-				return n, false, ErrChunked
-			}
-			switch {
-			case x == '\n':
-				if c.line == 0 {
-					c.state = chDone
-					return n, true, nil
-				}
-				c.line = 0
-			case x == '\r':
-				c.state = chLaxTrailerCR
-			case c.line == 0 && isOWS(x):
-				return n, false, ErrChunked // obs-fold
-			default:
-				c.line++
-			}
 		case chLaxTrailerCR:
 			// x is read again as part of the line: a CR ends the line if
 			// an LF follows it, and is part of it otherwise.

@@ -8,29 +8,38 @@ import (
 	"testing"
 )
 
-func TestEqualFold(t *testing.T) {
+// TestFolds checks EqualFold in each form, and EqFold where b is lower
+// case.
+func TestFolds(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
 		want bool
 	}{
-		{"WebSocket", "websocket", true},
-		{"websocket", "WEBSOCKET", true},
-		{"h2c", "H2C", true},
+		{"Content-Length", "content-length", true},
+		{"CONTENT-LENGTH", "content-length", true},
+		{"WebSocket", "WEBSOCKET", true},
+		{"-", "-", true},
 		{"", "", true},
-		{"a-b", "a\rb", false}, // c|0x20 folds CR onto '-'
-		{"a0", "a\x10", false}, // and CTLs onto digits
-		{"@", "`", false},      // and '@' onto '`'
+		{"content\rlength", "content-length", false}, // c|0x20 folds CR onto '-'
+		{"\x10", "0", false},                         // and CTLs onto digits
+		{"@", "`", false},                            // and '@' onto '`'
+		{"content_length", "content-length", false},
+		{"H0st", "host", false},
+		{"\x08ost", "host", false},
+		{"Host", "hos", false},
 		{"k", "\u212a", false}, // strings.EqualFold folds the Kelvin sign onto 'k'
-		{"ab", "abc", false},
 	} {
 		if got := EqualFold(tc.a, tc.b); got != tc.want {
 			t.Errorf("EqualFold(%q, %q) = %v", tc.a, tc.b, got)
 		}
-		if got := EqualFold([]byte(tc.a), []byte(tc.b)); got != tc.want {
-			t.Errorf("EqualFold([]byte(%q), []byte(%q)) = %v", tc.a, tc.b, got)
+		if got := EqualFold([]byte(tc.b), []byte(tc.a)); got != tc.want {
+			t.Errorf("EqualFold([]byte(%q), []byte(%q)) = %v", tc.b, tc.a, got)
 		}
-		if got := EqualFold(tc.b, []byte(tc.a)); got != tc.want {
-			t.Errorf("EqualFold(%q, []byte(%q)) = %v", tc.b, tc.a, got)
+		if got := EqualFold([]byte(tc.a), tc.b); got != tc.want {
+			t.Errorf("EqualFold([]byte(%q), %q) = %v", tc.a, tc.b, got)
+		}
+		if got := EqFold([]byte(tc.a), tc.b); tc.b == strings.ToLower(tc.b) && got != tc.want {
+			t.Errorf("EqFold(%q, %q) = %v", tc.a, tc.b, got)
 		}
 	}
 }
