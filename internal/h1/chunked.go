@@ -24,7 +24,6 @@ type Chunks struct {
 	size   uint64 // the size being read
 	digits int
 	ext    bool // past the ';' of a chunk extension, or the ':' of a trailer field
-	ows    bool // lax: past OWS after the size, where only OWS and the CR may follow
 	trail  int  // trailer bytes so far
 }
 
@@ -37,6 +36,7 @@ const (
 	chTrailer
 	chTrailerLF
 	chDone
+	chLaxSizeOWS   // lax: OWS after the size, to the CR
 	chLaxTrailer   // lax: a trailer line
 	chLaxTrailerCR // lax: after a CR in a trailer line
 
@@ -53,10 +53,27 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 		switch c.state {
 		case chDone:
 			return n, true, nil
-		case chSize:
+		case chSize, chLaxSizeOWS:
 			n++
 			if c.line++; c.line > maxChunkLine {
 				return n, false, ErrChunked
+			}
+			if c.state == chLaxSizeOWS {
+				switch {
+				case x == '\r':
+					c.state = chSizeLF
+				case !isOWS(x):
+					return n, false, ErrChunked // net/http takes no ';' after OWS
+				}
+				continue
+			}
+			if d, ok := unhex(x); ok && !c.ext {
+				if c.digits >= 15 && (c.digits == 16 || !c.lax) {
+					return n, false, ErrChunked // strict: fifteen, so no size overflows int64; lax: net/http's sixteen
+				}
+				c.size = c.size<<4 | uint64(d)
+				c.digits++
+				continue
 			}
 			switch {
 			case x == '\r':
@@ -68,31 +85,22 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				if (x < ' ' && x != '\t' || x == 0x7f) && (!c.lax || x == '\n') {
 					return n, false, ErrChunked
 				}
-			case c.ows:
-				if !isOWS(x) {
-					return n, false, ErrChunked // net/http takes no ';' after OWS
-				}
 			case x == ';':
 				if c.digits == 0 {
 					return n, false, ErrChunked
 				}
 				c.ext = true
 			case c.lax && isOWS(x) && c.digits > 0:
-				c.ows = true
+				c.state = chLaxSizeOWS
 			default:
-				d, ok := unhex(x)
-				if !ok || c.digits == c.maxDigits() {
-					return n, false, ErrChunked
-				}
-				c.size = c.size<<4 | uint64(d)
-				c.digits++
+				return n, false, ErrChunked
 			}
 		case chSizeLF:
 			n++
 			if x != '\n' {
 				return n, false, ErrChunked
 			}
-			c.remain, c.size, c.digits, c.ext, c.ows, c.line = c.size, 0, 0, false, false, 0
+			c.remain, c.size, c.digits, c.ext, c.line = c.size, 0, 0, false, 0
 			switch {
 			case c.remain > 0:
 				c.state = chData
@@ -186,16 +194,6 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 		}
 	}
 	return n, c.state == chDone, nil
-}
-
-// maxDigits is the longest chunk size taken, leading zeros included:
-// net/http's sixteen when lax; strict, fifteen, so no size overflows
-// int64 either.
-func (c *Chunks) maxDigits() int {
-	if c.lax {
-		return 16
-	}
-	return 15
 }
 
 func unhex(c byte) (byte, bool) {
