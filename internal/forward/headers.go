@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/corput/corput/internal/h1"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -30,7 +31,7 @@ func RemoveHop(h http.Header, upgrade string) {
 	teTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Upgrade") {
+			if name = strings.TrimSpace(name); name != "" && !h1.EqualFold(name, "Upgrade") {
 				h.Del(name)
 			}
 		}
@@ -54,8 +55,8 @@ func RemoveHop(h http.Header, upgrade string) {
 func UpgradeType(h http.Header) string {
 	for _, v := range h["Connection"] {
 		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				if up := h.Get("Upgrade"); !strings.EqualFold(strings.TrimSpace(up), "h2c") {
+			if h1.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				if up := h.Get("Upgrade"); !h1.EqualFold(strings.TrimSpace(up), "h2c") {
 					return up
 				}
 				return ""

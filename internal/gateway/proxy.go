@@ -8,6 +8,7 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -245,7 +246,7 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
 // hijacked and bytes are copied both ways until either side closes.
 func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok || up == "" || !httpEqualFold(resp.Header.Get("Upgrade"), up) {
+	if !ok || up == "" || !h1.EqualFold(resp.Header.Get("Upgrade"), up) {
 		return writeError(w, forward.UpstreamReset)
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
@@ -277,17 +278,4 @@ func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 	conn.Close()
 	<-errc
 	return http.StatusSwitchingProtocols
-}
-
-func httpEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i]|0x20, b[i]|0x20
-		if ca != cb {
-			return false
-		}
-	}
-	return true
 }

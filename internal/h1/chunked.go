@@ -8,8 +8,17 @@ var ErrChunked = errors.New("h1: malformed chunked body")
 // Chunks follows a chunked body byte by byte (RFC 9112 §7.1) so the bytes
 // can be passed on unchanged: chunk sizes, extensions, data and trailer
 // fields. The zero value is ready at the first chunk-size line.
+//
+// It reads RFC 9112's grammar strictly, as the fast path needs to relay a
+// body byte for byte. Guard's chunks are lax instead: they take every body
+// net/http's server takes, so the guard refuses none that net/http serves
+// and ends each where net/http does. Lax adds OWS between the size and
+// the CR, a sixteenth size digit, any byte but CR and LF in an extension,
+// and trailer lines as net/http's reader takes them (ending at LF, a CR
+// before it dropped, anything in them but obs-fold, which stays refused).
 type Chunks struct {
 	state  uint8
+	lax    bool
 	remain uint64 // data bytes left in the current chunk
 	line   int    // length of the current size or trailer line
 	size   uint64 // the size being read
@@ -27,6 +36,9 @@ const (
 	chTrailer
 	chTrailerLF
 	chDone
+	chLaxSizeOWS   // lax: OWS after the size, to the CR
+	chLaxTrailer   // lax: a trailer line
+	chLaxTrailerCR // lax: after a CR in a trailer line
 
 	maxChunkLine = 4096
 	maxTrailers  = 64 << 10
@@ -41,10 +53,27 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 		switch c.state {
 		case chDone:
 			return n, true, nil
-		case chSize:
+		case chSize, chLaxSizeOWS:
 			n++
 			if c.line++; c.line > maxChunkLine {
 				return n, false, ErrChunked
+			}
+			if c.state == chLaxSizeOWS {
+				switch {
+				case x == '\r':
+					c.state = chSizeLF
+				case !isOWS(x):
+					return n, false, ErrChunked // net/http takes no ';' after OWS
+				}
+				continue
+			}
+			if d, ok := unhex(x); ok && !c.ext {
+				if c.digits >= 15 && (c.digits == 16 || !c.lax) {
+					return n, false, ErrChunked // strict: fifteen, so no size overflows int64; lax: net/http's sixteen
+				}
+				c.size = c.size<<4 | uint64(d)
+				c.digits++
+				continue
 			}
 			switch {
 			case x == '\r':
@@ -53,7 +82,7 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				}
 				c.state = chSizeLF
 			case c.ext:
-				if x < ' ' && x != '\t' || x == 0x7f {
+				if (x < ' ' && x != '\t' || x == 0x7f) && (!c.lax || x == '\n') {
 					return n, false, ErrChunked
 				}
 			case x == ';':
@@ -61,13 +90,10 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 					return n, false, ErrChunked
 				}
 				c.ext = true
+			case c.lax && isOWS(x) && c.digits > 0:
+				c.state = chLaxSizeOWS
 			default:
-				d, ok := unhex(x)
-				if !ok || c.digits == 15 {
-					return n, false, ErrChunked
-				}
-				c.size = c.size<<4 | uint64(d)
-				c.digits++
+				return n, false, ErrChunked
 			}
 		case chSizeLF:
 			n++
@@ -75,10 +101,13 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				return n, false, ErrChunked
 			}
 			c.remain, c.size, c.digits, c.ext, c.line = c.size, 0, 0, false, 0
-			if c.remain == 0 {
-				c.state = chTrailer
-			} else {
+			switch {
+			case c.remain > 0:
 				c.state = chData
+			case c.lax:
+				c.state = chLaxTrailer
+			default:
+				c.state = chTrailer
 			}
 		case chData:
 			k := min(uint64(len(b)-n), c.remain)
@@ -98,10 +127,28 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 				return n, false, ErrChunked
 			}
 			c.state = chSize
-		case chTrailer:
+		case chTrailer, chLaxTrailer:
 			n++
 			if c.trail++; c.trail > maxTrailers {
 				return n, false, ErrChunked
+			}
+			if c.state == chLaxTrailer {
+				// A line as net/http's reader takes it, but obs-fold.
+				switch {
+				case x == '\n':
+					if c.line == 0 {
+						c.state = chDone
+						return n, true, nil
+					}
+					c.line = 0
+				case x == '\r':
+					c.state = chLaxTrailerCR
+				case c.line == 0 && isOWS(x):
+					return n, false, ErrChunked // obs-fold
+				default:
+					c.line++
+				}
+				continue
 			}
 			// A trailer field is a field line, as net/http reads it:
 			// a token name, ':', a value without CTLs (nor obs-fold).
@@ -137,6 +184,13 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 			}
 			c.line, c.ext = 0, false
 			c.state = chTrailer
+		case chLaxTrailerCR:
+			// x is read again as part of the line: a CR ends the line if
+			// an LF follows it, and is part of it otherwise.
+			if x != '\n' {
+				c.line++
+			}
+			c.state = chLaxTrailer
 		}
 	}
 	return n, c.state == chDone, nil

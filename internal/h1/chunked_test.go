@@ -239,3 +239,54 @@ func BenchmarkChunksScan(b *testing.B) {
 		}
 	}
 }
+
+// TestChunksLax checks the guard's lax grammar on the bodies where it
+// differs from the strict one, and that it takes each net/http's server
+// takes, but the obs-fold trailer, which the guard refuses on purpose.
+func TestChunksLax(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		ok         bool
+	}{
+		{"OWS after size", "5 \t \r\nhello\r\n0 \r\n\r\n", true},
+		{"OWS after extension", "5;a \r\nhello\r\n0\r\n\r\n", true},
+		{"sixteen digits", "0000000000000005\r\nhello\r\n0\r\n\r\n", true},
+		{"CTL in extension", "5;a\x00\x7fb\x01\r\nhello\r\n0\r\n\r\n", true},
+		{"bare LF trailer lines", "0\r\nX: 1\nY: 2\r\n\n", true},
+		{"CR inside a trailer", "0\r\nX: a\rb\r\n\r\n", true},
+		{"OWS before extension", "5 ;a\r\nhello\r\n0\r\n\r\n", false},
+		{"OWS before size", " 5\r\nhello\r\n0\r\n\r\n", false},
+		{"OWS only", " \r\nhello\r\n0\r\n\r\n", false},
+		{"OWS then junk", "5 x\r\nhello\r\n0\r\n\r\n", false},
+		{"seventeen digits", "00000000000000005\r\nhello\r\n0\r\n\r\n", false},
+		{"bare LF in extension", "5;a\nb\r\nhello\r\n0\r\n\r\n", false},
+		{"bare LF after size", "5\nhello\r\n0\r\n\r\n", false},
+		{"CR inside the size line", "5;a\rb\r\nhello\r\n0\r\n\r\n", false},
+		{"size line too long", "1 " + strings.Repeat(" ", maxChunkLine) + "\r\nx\r\n0\r\n\r\n", false},
+		{"obs-fold trailer", "0\r\nX: 1\r\n folded\r\n\r\n", false},
+	} {
+		b := []byte(tc.body + after)
+		resp, err := http.ReadResponse(bufio.NewReaderSize(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+string(b)), 4096), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err == nil && !tc.ok && !strings.Contains(tc.name, "obs-fold") {
+			t.Errorf("%s: net/http takes it", tc.name)
+		}
+		for _, cut := range []int{0, 1, len(tc.body) / 2, len(tc.body) - 1} {
+			c := Chunks{lax: true}
+			n, done, err := c.Scan(b[:cut])
+			if err == nil {
+				var m int
+				m, done, err = c.Scan(b[cut:])
+				n += m
+			}
+			if tc.ok && (n != len(tc.body) || !done || err != nil) {
+				t.Errorf("%s, cut at %d: %d, %v, %v; want %d, done", tc.name, cut, n, done, err, len(tc.body))
+			}
+			if !tc.ok && err != ErrChunked {
+				t.Errorf("%s, cut at %d: %d, %v, %v; want ErrChunked", tc.name, cut, n, done, err)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -244,4 +245,192 @@ func keptFields(h *Head) map[string][]string {
 		}
 	}
 	return kept
+}
+
+// FuzzChunksLaxTakesWhatNetHTTPTakes checks Guard's lax Chunks: a chunked
+// body net/http's server reads (behind a 4 KiB reader, as it reads a
+// request) the lax scan ends at the same byte, unless an obs-fold trailer
+// line made it refuse; and a body the strict scan takes, the lax one takes
+// alike. It must also not depend on how the bytes arrive.
+func FuzzChunksLaxTakesWhatNetHTTPTakes(f *testing.F) {
+	for _, tc := range validChunked {
+		if len(tc.body) < 1024 {
+			f.Add([]byte(tc.body+after), uint16(len(tc.body)/2))
+		}
+	}
+	for _, tc := range malformedChunked {
+		if len(tc.body) < 1024 {
+			f.Add([]byte(tc.body+after), uint16(3))
+		}
+	}
+	f.Add([]byte("2 \t \r\nok\r\n0000000000000000\r\nX: 1\nY\r\n\n"+after), uint16(2))
+	f.Fuzz(func(t *testing.T, b []byte, split uint16) {
+		lax := func(cuts []int) (int, bool, error) {
+			c := Chunks{lax: true}
+			total, prev := 0, 0
+			for _, at := range append(cuts, len(b)) {
+				n, done, err := c.Scan(b[prev:at])
+				total += n
+				if err != nil || done {
+					return total, done, err
+				}
+				prev = at
+			}
+			return total, false, nil
+		}
+		n, done, err := lax(nil)
+		at := int(split) % (len(b) + 1)
+		if n2, done2, err2 := lax([]int{at}); n2 != n || done2 != done || err2 != err {
+			t.Fatalf("split at %d: %d, %v, %v; whole: %d, %v, %v", at, n2, done2, err2, n, done, err)
+		}
+		if sn, sdone, serr := scanSplit(b, nil); serr == nil && sdone && (!done || n != sn) {
+			t.Fatalf("strict takes %d bytes; lax: %d, %v, %v", sn, n, done, err)
+		}
+		src := bytes.NewReader(b)
+		br := bufio.NewReaderSize(io.MultiReader(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), src), 4096)
+		resp, rerr := http.ReadResponse(br, nil)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if _, rerr = io.Copy(io.Discard, resp.Body); rerr != nil {
+			return // net/http refuses it: the guard may do anything but panic
+		}
+		end := len(b) - src.Len() - br.Buffered()
+		if err != nil && (bytes.Contains(b[:end], []byte("\n ")) || bytes.Contains(b[:end], []byte("\n\t"))) {
+			return // an obs-fold trailer, perhaps: refused on purpose
+		}
+		if !done || n != end {
+			t.Fatalf("net/http reads %d bytes; lax: %d, %v, %v\n%q", end, n, done, err, b)
+		}
+	})
+}
+
+// feedGuard scans b through g in two reads split at split (mod len(b)+1),
+// the way bytes arrive from a socket, and returns the first refusal (-1:
+// none).
+func feedGuard(g *Guard, b []byte, split int) int64 {
+	at := split % (len(b) + 1)
+	for _, part := range [][]byte{b[:at], b[at:]} {
+		if bad, refused := g.Scan(part); refused {
+			return bad
+		}
+	}
+	return -1
+}
+
+// goBoundaries parses data as net/http's server does (a 4 KiB bufio
+// reader, bodies read to the end) and returns where each request ends,
+// whether the handler would see it (net/http answers OPTIONS * itself),
+// and whether the guard must step aside after it (HTTP/2 preface, Upgrade).
+func goBoundaries(data []byte) (ends []int, counted, aside []bool) {
+	src := bytes.NewReader(data)
+	br := bufio.NewReaderSize(src, 4096)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, err = io.Copy(io.Discard, req.Body)
+		if err != nil {
+			return
+		}
+		ends = append(ends, len(data)-src.Len()-br.Buffered())
+		counted = append(counted, !(req.Method == http.MethodOptions && req.RequestURI == "*"))
+		stop := req.Method == "PRI" || len(req.Header["Upgrade"]) > 0
+		aside = append(aside, stop)
+		if stop {
+			return
+		}
+	}
+}
+
+// FuzzGuardFollowsNetHTTP checks Guard's contract against net/http on
+// arbitrary bytes: wherever net/http finds a request's end, the guard is
+// at the start of the next head and has counted the same requests, unless
+// it refused one at or before that point (then the connection ends there).
+// It must never panic.
+func FuzzGuardFollowsNetHTTP(f *testing.F) {
+	for _, c := range guardRefused {
+		f.Add([]byte(c.raw), uint16(17))
+		f.Add([]byte(cleanGet+c.raw), uint16(40))
+	}
+	for _, c := range guardServed {
+		f.Add([]byte(c.raw), uint16(40))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
+		ends, counted, aside := goBoundaries(data)
+		var g Guard
+		bad := int64(-1)
+		pos := 0
+		var heads int64
+		for i, end := range ends {
+			if b := feedGuard(&g, data[pos:end], int(split)); bad < 0 {
+				bad = b
+			}
+			pos = end
+			if bad >= 0 && bad <= heads {
+				return // refused here: net/http never gets further on this connection
+			}
+			if counted[i] {
+				heads++
+			}
+			if aside[i] {
+				return
+			}
+			if g.state != gLine || g.n != 0 || g.lines != 0 || g.heads != heads {
+				t.Fatalf("net/http ends request %d at byte %d; the guard is in state %d, line %d (%d bytes), %d heads, want a fresh head after %d\n%q",
+					i, end, g.state, g.lines, g.n, g.heads, heads, data)
+			}
+		}
+		feedGuard(&g, data[pos:], int(split)) // the rest must not panic either
+	})
+}
+
+// FuzzGuardAcceptsWellFormedRequests writes requests with net/http's own
+// client (fuzzed method, target, one header, body, chunked or not),
+// pipelines a few, and checks the guard refuses none of them and counts
+// every one, however the bytes are split.
+func FuzzGuardAcceptsWellFormedRequests(f *testing.F) {
+	f.Add("POST", "/pay", "X-Id", "42", []byte("hello"), true, uint8(3), uint16(9))
+	f.Add("GET", "/a b?c=d", "Accept", "*/*", []byte(nil), false, uint8(2), uint16(0))
+	f.Add("PUT", "/", "X-Long", strings.Repeat("v", 300), bytes.Repeat([]byte("x"), 5000), true, uint8(2), uint16(4100))
+	f.Fuzz(func(t *testing.T, method, path, name, value string, body []byte, chunked bool, n uint8, split uint16) {
+		key := textproto.CanonicalMIMEHeaderKey(name)
+		switch key {
+		case "Content-Length", "Transfer-Encoding", "Upgrade", "Host", "Trailer":
+			return // framing headers are the other targets' business
+		}
+		req := &http.Request{
+			Method: method, URL: &url.URL{Path: path}, Host: "gw.test",
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{key: {value}},
+		}
+		if len(body) > 0 || chunked {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+			if chunked {
+				req.ContentLength = -1
+				req.TransferEncoding = []string{"chunked"}
+			}
+		}
+		var one bytes.Buffer
+		if err := req.Write(&one); err != nil {
+			return
+		}
+		if ends, _, aside := goBoundaries(one.Bytes()); len(ends) != 1 || ends[0] != one.Len() || aside[0] {
+			return // net/http itself would not serve it as one plain request
+		}
+		count := int(n%4) + 1
+		stream := bytes.Repeat(one.Bytes(), count)
+		var g Guard
+		if bad := feedGuard(&g, stream, int(split)); bad >= 0 {
+			t.Fatalf("refused request %d of a well-formed stream:\n%q", bad, stream)
+		}
+		if want := int64(count); g.heads != want || g.state != gLine || g.n != 0 {
+			if req.Method == http.MethodOptions && req.URL.RequestURI() == "*" {
+				return
+			}
+			t.Fatalf("after %d well-formed requests the guard counted %d, state %d:\n%q", count, g.heads, g.state, stream)
+		}
+	})
 }

@@ -14,6 +14,12 @@
 // ParseResponse does the same for an origin's response head; its
 // NotSimple sends the caller to http.ReadResponse.
 //
+// Guard (guard.go) is that framing guard's grammar: it follows the
+// requests on a connection's raw bytes before net/http parses them and
+// finds the first one a proxy must refuse (internal/gateway, framing.go).
+// Both read with one grammar (grammar.go) and one chunked-body scanner
+// (Chunks; the guard's is lax where net/http's server is, see Chunks).
+//
 // Nothing here allocates: parsed fields are slices of the caller's buffer,
 // valid until it is reused.
 package h1
@@ -23,6 +29,10 @@ import "bytes"
 // MaxFields bounds the header fields of a head this package parses; a
 // head with more is NotSimple.
 const MaxFields = 64
+
+// maxLengthDigits bounds the digits of a simple head's Content-Length
+// (net/http takes any number of leading zeros).
+const maxLengthDigits = 18
 
 // maxConnTokens bounds the extra hop-by-hop names a Connection header may
 // list in a simple message.
@@ -240,107 +250,87 @@ func (h *Head) special(f *Field, request bool) bool {
 	n := f.Name
 	switch len(n) {
 	case 2:
-		if eqFold(n, "te") {
+		if EqFold(n, "te") {
 			f.Hop = true
 			h.TETrailers = h.TETrailers || hasToken(f.Value, "trailers")
 		}
 	case 4:
-		if request && eqFold(n, "host") {
+		if request && EqFold(n, "host") {
 			if h.Host != nil || !validHost(f.Value) {
 				return false
 			}
 			h.Host = f.Value
 			f.Hop = true // the caller writes Host first, itself
-		} else if !request && eqFold(n, "date") {
+		} else if !request && EqFold(n, "date") {
 			h.HasDate = true
 		}
 	case 6:
-		if request && eqFold(n, "expect") {
+		if request && EqFold(n, "expect") {
 			return false
 		}
 	case 7:
-		if eqFold(n, "upgrade") {
+		if EqFold(n, "upgrade") {
 			if request {
 				return false
 			}
 			f.Hop = true
-		} else if eqFold(n, "trailer") {
+		} else if EqFold(n, "trailer") {
 			f.Hop = request // a response's Trailer declaration goes with its chunked body
 		}
 	case 10:
 		switch {
-		case eqFold(n, "connection"):
+		case EqFold(n, "connection"):
 			f.Hop = true
 			return h.connTokensOf(f.Value)
-		case eqFold(n, "keep-alive"):
+		case EqFold(n, "keep-alive"):
 			f.Hop = true
 		}
 	case 14:
-		if eqFold(n, "content-length") {
+		if EqFold(n, "content-length") {
 			if h.ContentLength >= 0 {
 				return false
 			}
 			v, ok := parseLength(f.Value)
-			if !ok {
+			if !ok || len(f.Value) > maxLengthDigits {
 				return false
 			}
 			h.ContentLength = v
 			f.Hop = true // the caller writes the framing itself
 		}
 	case 15:
-		if request && eqFold(n, "x-forwarded-for") {
+		if request && EqFold(n, "x-forwarded-for") {
 			h.XFF = h.firstOf(h.XFF)
 			f.Hop = true
 		}
 	case 16:
 		switch {
-		case request && eqFold(n, "x-forwarded-host"):
+		case request && EqFold(n, "x-forwarded-host"):
 			h.XFH = h.firstOf(h.XFH)
 			f.Hop = true
-		case eqFold(n, "proxy-connection"):
+		case EqFold(n, "proxy-connection"):
 			f.Hop = true
 		}
 	case 17:
-		if request && eqFold(n, "x-forwarded-proto") {
+		if request && EqFold(n, "x-forwarded-proto") {
 			h.XFP = h.firstOf(h.XFP)
 			f.Hop = true
-		} else if eqFold(n, "transfer-encoding") {
-			if request || h.Chunked || !eqFold(f.Value, "chunked") {
+		} else if EqFold(n, "transfer-encoding") {
+			if request || h.Chunked || !EqFold(f.Value, "chunked") {
 				return false
 			}
 			h.Chunked = true
 			f.Hop = true
 		}
 	case 18:
-		if eqFold(n, "proxy-authenticate") {
+		if EqFold(n, "proxy-authenticate") {
 			f.Hop = true
 		}
 	case 19:
-		if eqFold(n, "proxy-authorization") {
+		if EqFold(n, "proxy-authorization") {
 			f.Hop = true
 		}
 	}
 	return true
-}
-
-// hasToken reports whether the comma-separated list v holds tok (lower
-// case), ignoring case and parameters ("trailers, deflate;q=0.5").
-func hasToken(v []byte, tok string) bool {
-	for len(v) > 0 {
-		var item []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			item, v = v[:i], v[i+1:]
-		} else {
-			item, v = v, nil
-		}
-		if i := bytes.IndexByte(item, ';'); i >= 0 {
-			item = item[:i]
-		}
-		if eqFold(trimOWS(item), tok) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstOf returns the index the next field will have when prev is -1 (the
@@ -355,19 +345,12 @@ func (h *Head) firstOf(prev int) int {
 // connTokensOf reads a Connection value: close, keep-alive, and names of
 // further hop-by-hop fields. An upgrade token is not simple.
 func (h *Head) connTokensOf(v []byte) bool {
-	for len(v) > 0 {
-		var tok []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			tok, v = trimOWS(v[:i]), v[i+1:]
-		} else {
-			tok, v = trimOWS(v), nil
-		}
+	for tok := range ConnectionTokens(v) {
 		switch {
-		case len(tok) == 0:
-		case eqFold(tok, "close"):
+		case EqFold(tok, "close"):
 			h.Close = true
-		case eqFold(tok, "keep-alive"):
-		case eqFold(tok, "upgrade"):
+		case EqFold(tok, "keep-alive"):
+		case EqFold(tok, "upgrade"):
 			return false
 		default:
 			for _, c := range tok {
@@ -393,20 +376,20 @@ func (h *Head) connection(request bool) bool {
 		// passed on as it is; other bodies go without it (as net/http's
 		// path does).
 		for i := range h.Fields {
-			if eqFold(h.Fields[i].Name, "trailer") {
+			if EqFold(h.Fields[i].Name, "trailer") {
 				h.Fields[i].Hop = true
 			}
 		}
 	}
 	for i := range h.Fields {
-		if len(h.Fields[i].Value) == 0 && eqFold(h.Fields[i].Name, "trailer") {
+		if len(h.Fields[i].Value) == 0 && EqFold(h.Fields[i].Name, "trailer") {
 			h.Fields[i].Hop = true // declares nothing
 		}
 	}
 	for i := range h.Fields {
 		for _, tok := range h.connTokens[:h.nconn] {
-			if eqFoldBytes(h.Fields[i].Name, tok) {
-				if request && eqFold(tok, "host") {
+			if EqualFold(h.Fields[i].Name, tok) {
+				if request && EqFold(tok, "host") {
 					return false
 				}
 				h.Fields[i].Hop = true
@@ -482,71 +465,6 @@ func BodyLess(method []byte, status int) bool {
 	return status == 204 || status == 304 || (status >= 100 && status < 200) || string(method) == "HEAD"
 }
 
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// parseLength parses a Content-Length value: 1 to 18 digits.
-func parseLength(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-func eqFold(b []byte, s string) bool {
-	return EqFold(b, s)
-}
-
-// EqFold reports whether b equals the lower-case ASCII s, ignoring case.
-func EqFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A' // not c|0x20, which folds CR onto '-' and CTLs onto digits
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func eqFoldBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
-}
-
 // validHost accepts a reg-name or IPv4 host with an optional port, or a
 // bracketed IPv6 literal: a strict subset of what net/http accepts.
 func validHost(v []byte) bool {
@@ -563,27 +481,3 @@ func validHost(v []byte) bool {
 	}
 	return true
 }
-
-// tchar and path character tables.
-var tchars, pathChars [256]bool
-
-func init() {
-	for c := 'a'; c <= 'z'; c++ {
-		tchars[c], pathChars[c] = true, true
-		tchars[c-'a'+'A'], pathChars[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		tchars[c], pathChars[c] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		tchars[c] = true
-	}
-	// unreserved, sub-delims, ':', '@', '/': path bytes net/url keeps as
-	// they are, so forwarding them unchanged is what the general path does.
-	for _, c := range "-._~!$&'()*+,;=:@/" {
-		pathChars[c] = true
-	}
-}
-
-func isTchar(c byte) bool    { return tchars[c] }
-func isPathChar(c byte) bool { return pathChars[c] }

@@ -688,28 +688,6 @@ func TestBodyLess(t *testing.T) {
 	}
 }
 
-func TestEqFold(t *testing.T) {
-	for _, tc := range []struct {
-		b, s string
-		want bool
-	}{
-		{"Content-Length", "content-length", true},
-		{"CONTENT-LENGTH", "content-length", true},
-		{"content\rlength", "content-length", false},
-		{"content_length", "content-length", false},
-		{"Host", "hos", false},
-		{"H0st", "host", false},
-		{"\x08ost", "host", false},
-		{"\x0d", "-", false},
-		{"\x10", "0", false},
-		{"-", "-", true},
-	} {
-		if got := EqFold([]byte(tc.b), tc.s); got != tc.want {
-			t.Errorf("EqFold(%q, %q) = %v", tc.b, tc.s, got)
-		}
-	}
-}
-
 func TestParseAllocs(t *testing.T) {
 	req := []byte(simpleRequests[len(simpleRequests)-2].in)
 	resp := []byte(head("HTTP/1.1 200 OK", "Content-Length: 5", "Connection: x-a", "X-A: 1"))

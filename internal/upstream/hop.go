@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -44,7 +43,18 @@ func connectionNames(br *bufio.Reader) []string {
 	for {
 		b, _ := br.Peek(br.Buffered())
 		if end := h1.HeadEnd(b); end >= 0 {
-			return namesIn(b[:end])
+			var names []string
+			for name, value := range h1.HeadFields(b[:end]) {
+				if !h1.EqFold(name, "connection") {
+					continue
+				}
+				for tok := range h1.ConnectionTokens(value) {
+					if !h1.EqFold(tok, "close") && !h1.EqFold(tok, "keep-alive") {
+						names = append(names, string(tok))
+					}
+				}
+			}
+			return names
 		}
 		if len(b) == br.Size() {
 			return nil
@@ -54,34 +64,3 @@ func connectionNames(br *bufio.Reader) []string {
 		}
 	}
 }
-
-func namesIn(head []byte) []string {
-	var out []string
-	for len(head) > 0 {
-		line := head
-		if i := bytes.Index(head, crlf); i >= 0 {
-			line, head = head[:i], head[i+2:]
-		} else {
-			head = nil
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 || !h1.EqFold(bytes.TrimSpace(line[:colon]), "connection") {
-			continue
-		}
-		for v := line[colon+1:]; len(v) > 0; {
-			tok := v
-			if i := bytes.IndexByte(v, ','); i >= 0 {
-				tok, v = v[:i], v[i+1:]
-			} else {
-				v = nil
-			}
-			tok = bytes.TrimSpace(tok)
-			if len(tok) > 0 && !h1.EqFold(tok, "close") && !h1.EqFold(tok, "keep-alive") {
-				out = append(out, string(tok))
-			}
-		}
-	}
-	return out
-}
-
-var crlf = []byte("\r\n")
