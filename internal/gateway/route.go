@@ -4,6 +4,8 @@ import (
 	"net"
 	"sort"
 	"strings"
+
+	"github.com/corput/corput/internal/h1"
 )
 
 // Route maps requests for a host and path prefix to an origin.
@@ -87,7 +89,7 @@ func matchPrefix(rs []Route, path string) (string, bool) {
 }
 
 func hasSuffixFold(s, suffix string) bool {
-	return len(s) > len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+	return len(s) > len(suffix) && h1.EqualFold(s[len(s)-len(suffix):], suffix)
 }
 
 func stripPort(host string) string {
