@@ -148,6 +148,8 @@ func fail(a *forward.Attempt, raw upstream.Raw, f forward.Failure) forward.Step 
 // failureOf classifies an upstream I/O error before any response.
 func failureOf(raw upstream.Raw, err error) forward.Failure {
 	switch {
+	case errors.Is(err, upstream.ErrHeadTooLarge):
+		return forward.HeadTooLarge
 	case timedOut(err):
 		return forward.Timeout
 	case raw.Stale(err):

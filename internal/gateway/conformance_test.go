@@ -1099,3 +1099,45 @@ func TestSilentOriginBoundedByConnectTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseHeadIsBounded: an origin's response head above
+// pool.max_response_header_bytes (64 KiB) gets the client a 502
+// upstream_header_too_large, over every protocol pair (the fast path and
+// net/http's, HTTP/1.1 and HTTP/2 origins); a 10 KiB one (larger than the
+// fast path's parse buffer) is relayed, and the gateway serves on.
+func TestResponseHeadIsBounded(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size := map[string]int{"/big": 100 << 10, "/mid": 10 << 10}[r.URL.Path]
+		if size > 0 {
+			w.Header().Set("X-Pad", strings.Repeat("p", size))
+		}
+		io.WriteString(w, "ok")
+	})
+	eachPair(t, h, func(t *testing.T, g *Gateway, c *http.Client) {
+		for _, c2 := range []struct {
+			path   string
+			status int
+			reason string
+		}{
+			{"/big", 502, forward.UpstreamHeadTooLarge.String()},
+			{"/mid", 200, ""},
+			{"/small", 200, ""},
+			{"/big", 502, forward.UpstreamHeadTooLarge.String()},
+			{"/small", 200, ""},
+		} {
+			resp, err := c.Get("http://" + g.Addr() + c2.path)
+			if err != nil {
+				t.Fatalf("%s: %v", c2.path, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c2.status || resp.Header.Get("X-Corput-Error") != c2.reason {
+				t.Fatalf("%s: %d %q (%d body bytes), want %d %q", c2.path, resp.StatusCode,
+					resp.Header.Get("X-Corput-Error"), len(body), c2.status, c2.reason)
+			}
+			if c2.path == "/mid" && len(resp.Header.Get("X-Pad")) != 10<<10 {
+				t.Fatalf("/mid: the 10 KiB field arrived as %d bytes", len(resp.Header.Get("X-Pad")))
+			}
+		}
+	})
+}

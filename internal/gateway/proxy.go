@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -180,6 +181,8 @@ func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attemp
 			return 0, a.Failed(forward.Timeout)
 		case upstream.IsRefusedStream(err):
 			return 0, a.Failed(forward.Refused)
+		case errors.Is(err, upstream.ErrHeadTooLarge):
+			return 0, a.Failed(forward.HeadTooLarge)
 		}
 		return 0, a.Failed(forward.Broken)
 	}

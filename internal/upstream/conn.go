@@ -39,6 +39,10 @@ var (
 	// still carries a request: the caller released its lease before the
 	// previous response body was done. Nothing was sent.
 	ErrConnBusy = errors.New("HTTP/1.1 connection still busy with the previous response; close its body before releasing the lease")
+	// ErrHeadTooLarge fails an exchange whose response head is above
+	// Options.MaxResponseHeaderBytes; an HTTP/1.1 connection is not
+	// reused after it.
+	ErrHeadTooLarge = errors.New("response head larger than pool.max_response_header_bytes")
 )
 
 // IsConnectFailure reports whether err is a failure to open the

@@ -175,7 +175,7 @@ func (d *Dialer) DialContext(ctx context.Context, addr string) (Conn, error) {
 			}
 			return c, nil
 		}
-		return newH1Conn(addr, sock, nil), nil
+		return newH1Conn(addr, sock, nil, d.maxHead), nil
 	}
 	tc := tls.Client(sock, d.tlsConfigFor(addr))
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -196,7 +196,7 @@ func (d *Dialer) DialContext(ctx context.Context, addr string) (Conn, error) {
 		tc.Close()
 		return nil, d.noH2(addr, fmt.Errorf("it selected %q", got))
 	}
-	return newH1Conn(addr, sock, tc), nil
+	return newH1Conn(addr, sock, tc, d.maxHead), nil
 }
 
 func (d *Dialer) noH2(addr string, why error) *DialError {

@@ -48,6 +48,8 @@ type h1Conn struct {
 	tlsState *tls.ConnectionState // Response.TLS; nil for cleartext
 	br       *bufio.Reader
 	bw       *bufio.Writer
+	bound    headBound // between the socket and br: bounds response heads
+	maxHead  int       // Options.MaxResponseHeaderBytes
 	state    atomic.Int32
 
 	closeOnce   sync.Once
@@ -65,15 +67,16 @@ type h1Conn struct {
 	wdl bool
 }
 
-func newH1Conn(addr string, sock *sockConn, tc *tls.Conn) *h1Conn {
-	c := &h1Conn{addr: addr, sock: sock, tls: tc}
+func newH1Conn(addr string, sock *sockConn, tc *tls.Conn, maxHead int) *h1Conn {
+	c := &h1Conn{addr: addr, sock: sock, tls: tc, maxHead: maxHead}
 	var rw io.ReadWriter = sock
 	if tc != nil {
 		rw = tc
 		st := tc.ConnectionState()
 		c.tlsState = &st
 	}
-	c.br = bufio.NewReaderSize(rw, h1BufSize)
+	c.bound.r = rw
+	c.br = bufio.NewReaderSize(&c.bound, h1BufSize)
 	c.bw = bufio.NewWriterSize(rw, h1BufSize)
 	return c
 }
@@ -279,7 +282,7 @@ func (ex *h1Exchange) write() error {
 func (ex *h1Exchange) readResponse() (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(ex.req.Context())
 	for i := 0; ; i++ {
-		resp, err := readResponse(ex.c.br, ex.req)
+		resp, err := readResponse(ex.c.br, &ex.c.bound, ex.c.maxHead, ex.req)
 		if err != nil {
 			return nil, err
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +101,13 @@ func (c *h2Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := c.cc.RoundTrip(req)
 	if err != nil {
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			c.w.dead.Store(true) // the connection is gone: the pool must not hand it out again
+		}
+		if headTooLarge(err) {
+			err = ErrHeadTooLarge
+		}
 		return nil, fmt.Errorf("upstream %s: %s %s: %w", c.addr, req.Method, req.URL.Path, err)
 	}
 	return resp, nil
@@ -219,3 +228,15 @@ type watchedTLSConn struct {
 }
 
 func (c *watchedTLSConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
+
+// headTooLarge reports whether an HTTP/2 round trip failed on a response
+// header block above MaxHeaderListSize. x/net/http2 says so in two ways:
+// a block whose fields add up to more is truncated (errResponseHeaderListSize,
+// unexported), and a single field longer than the bound stops HPACK
+// decoding, a connection error COMPRESSION_ERROR — which a corrupt HPACK
+// stream gives too; both are reported as a head too large.
+func headTooLarge(err error) bool {
+	var ce http2.ConnectionError
+	return strings.Contains(err.Error(), "response header list larger than advertised limit") ||
+		errors.As(err, &ce) && http2.ErrCode(ce) == http2.ErrCodeCompression
+}

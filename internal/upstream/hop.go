@@ -2,7 +2,9 @@ package upstream
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/textproto"
 
@@ -16,11 +18,24 @@ import (
 // which the gateway must then not forward. So the head is looked at first,
 // while it is still in br, and the fields the Connection header named are
 // removed from the response.
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+//
+// bound limits the head to limit bytes (headBound): a larger one fails with
+// ErrHeadTooLarge having read at most limit + br.Size() bytes of it.
+func readResponse(br *bufio.Reader, bound *headBound, limit int, req *http.Request) (*http.Response, error) {
+	before := br.Buffered()
+	bound.arm(int64(limit + br.Size() - before))
 	names := connectionNames(br)
 	resp, err := http.ReadResponse(br, req)
+	read := bound.disarm()
 	if err != nil {
+		if errors.Is(err, ErrHeadTooLarge) || bound.exceeded {
+			return nil, ErrHeadTooLarge
+		}
 		return nil, err
+	}
+	if head := before + int(read) - br.Buffered(); head > limit {
+		resp.Body.Close()
+		return nil, ErrHeadTooLarge
 	}
 	if resp.StatusCode < 100 || resp.StatusCode > 999 {
 		// ReadResponse takes any three digits; net/http's server would
@@ -63,4 +78,43 @@ func connectionNames(br *bufio.Reader) []string {
 			return nil
 		}
 	}
+}
+
+// headBound sits between a connection and its bufio.Reader and bounds what
+// a response head may read: armed with a budget while the head is read, a
+// read past it fails with ErrHeadTooLarge. Disarmed (the body), it passes
+// reads through. Only the connection's read side uses it.
+type headBound struct {
+	r        io.Reader
+	armed    bool
+	left     int64
+	read     int64 // bytes read while armed
+	exceeded bool
+}
+
+func (b *headBound) arm(budget int64) {
+	b.armed, b.left, b.read, b.exceeded = true, budget, 0, false
+}
+
+// disarm ends the head and returns the bytes read while it was armed.
+func (b *headBound) disarm() int64 {
+	b.armed = false
+	return b.read
+}
+
+func (b *headBound) Read(p []byte) (int, error) {
+	if !b.armed {
+		return b.r.Read(p)
+	}
+	if b.left <= 0 {
+		b.exceeded = true
+		return 0, ErrHeadTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	b.read += int64(n)
+	return n, err
 }

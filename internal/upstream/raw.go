@@ -145,7 +145,7 @@ func (c *h1Conn) settleDeadline(always bool) {
 func (c *h1Conn) ReadResponse(method string) (*http.Response, error) {
 	req := &http.Request{Method: method}
 	for i := 0; ; i++ {
-		resp, err := readResponse(c.br, req)
+		resp, err := readResponse(c.br, &c.bound, c.maxHead, req)
 		if err != nil {
 			return nil, err
 		}
