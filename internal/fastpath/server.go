@@ -30,6 +30,7 @@ package fastpath
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -70,6 +71,15 @@ type Config struct {
 	// Downstream is the downstream listener's settings
 	// (max_header_bytes, read_header_timeout, idle_timeout).
 	Downstream config.Downstream
+	// TLS, when set, makes the listener HTTPS: each connection's TLS ends
+	// here (crypto/tls, the handshake bounded by read_header_timeout), then
+	// an HTTP/1.1 connection runs the same byte loop, and one that chose h2
+	// by ALPN goes to net/http as the *tls.Conn it needs.
+	TLS *tls.Config
+	// HandOffAll hands every connection to net/http (behind the guard,
+	// after the TLS handshake): downstream.fast_path: false on an HTTPS
+	// listener, which still needs the handshake and the guard here.
+	HandOffAll bool
 }
 
 // Server serves a cleartext listener: fast connections here, the rest
@@ -134,8 +144,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		l := s.cfg.NextLoop()
-		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), loop: l}
+		fc := &fastConn{s: s, conn: c, sock: sockio.New(c)}
 		if !s.track(fc) {
 			c.Close()
 			continue
@@ -249,8 +258,9 @@ const (
 // fastConn is one downstream connection on the fast path.
 type fastConn struct {
 	s     *Server
-	conn  net.Conn
-	sock  *sockio.Conn // conn's reads and writes (package sockio)
+	conn  net.Conn     // the accepted socket: its deadlines and Close
+	tls   *tls.Conn    // over conn, on an HTTPS listener; nil in cleartext
+	sock  *sockio.Conn // the reads and writes: of conn (package sockio), or of tls
 	loop  int
 	state atomic.Int32
 
@@ -293,11 +303,29 @@ func (c *fastConn) serve() {
 			fastWriters.Put(c.bw)
 		}
 	}()
+	if c.s.cfg.TLS != nil {
+		if !c.handshake() {
+			return
+		}
+		if c.tls.ConnectionState().NegotiatedProtocol == "h2" {
+			// net/http's HTTP/2 server needs the *tls.Conn itself.
+			c.setReadDeadline(time.Time{}, false)
+			if handedOff = c.state.CompareAndSwap(connIdle, connActive) && c.s.handoff.give(c.tls); handedOff {
+				c.s.handoffs.Add(1)
+			}
+			return
+		}
+	}
+	c.loop = c.s.cfg.NextLoop() // an h2 connection gets its loop from net/http's ConnContext
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
-	c.fwd = c.s.cfg.Forwarding.Peer(c.conn.RemoteAddr().String(), false)
+	c.fwd = c.s.cfg.Forwarding.Peer(c.conn.RemoteAddr().String(), c.tls != nil)
 	c.watch = newClientWatch(c)
+	if c.s.cfg.HandOffAll {
+		handedOff = c.handOff()
+		return
+	}
 	for first := true; ; first = false {
 		n, ok := c.readHead(first)
 		if !ok {
@@ -339,6 +367,9 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 			case h1.NotSimple:
 				return 0, true
 			}
+			if h1.NotHTTP(c.buf[c.r:c.w]) {
+				return 0, true // not a request: the guard answers it 400 at once
+			}
 			if c.w-c.r >= c.s.headLimit {
 				return 0, true // net/http decides: 431 or a long head it accepts
 			}
@@ -377,6 +408,23 @@ func (c *fastConn) setReadDeadline(t time.Time, lazy bool) bool {
 	return c.conn.SetReadDeadline(t) == nil
 }
 
+// handshake ends TLS on the connection within read_header_timeout (as
+// net/http's server bounds it); false closes the connection.
+func (c *fastConn) handshake() bool {
+	tc := tls.Server(c.conn, c.s.cfg.TLS)
+	if c.conn.SetDeadline(time.Now().Add(c.s.hdrWait)) != nil {
+		return false
+	}
+	if err := tc.Handshake(); err != nil {
+		return false
+	}
+	if c.conn.SetDeadline(time.Time{}) != nil {
+		return false
+	}
+	c.tls, c.sock = tc, sockio.New(tc)
+	return true
+}
+
 // handOff gives the connection, with its unread bytes, to net/http.
 func (c *fastConn) handOff() bool {
 	if !c.state.CompareAndSwap(connIdle, connActive) && c.state.Load() != connActive {
@@ -388,6 +436,10 @@ func (c *fastConn) handOff() bool {
 	c.setReadDeadline(time.Time{}, false)
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
 	hc := &HandedConn{Conn: c.conn, pre: pre, loop: c.loop}
+	if c.tls != nil {
+		st := c.tls.ConnectionState()
+		hc.Conn, hc.tlsState = c.tls, &st
+	}
 	c.s.handoffs.Add(1)
 	return c.s.handoff.give(c.s.cfg.Guard(hc))
 }
@@ -396,8 +448,10 @@ func (c *fastConn) handOff() bool {
 var fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 
 // HandedConn is a connection the fast path handed to net/http: the bytes
-// it had read come first.
+// it had read come first. Over TLS it reads and writes the plaintext, and
+// keeps the handshake's state (net/http sees no *tls.Conn).
 type HandedConn struct {
+	tlsState *tls.ConnectionState
 	net.Conn
 	pre  []byte
 	loop int
@@ -414,6 +468,9 @@ func (h *HandedConn) Read(p []byte) (int, error) {
 
 // Loop is the loop the fast path assigned the connection.
 func (h *HandedConn) Loop() int { return h.loop }
+
+// TLS is the connection's TLS state, nil in cleartext.
+func (h *HandedConn) TLS() *tls.ConnectionState { return h.tlsState }
 
 // Handoffs is how many connections were handed to net/http.
 func (s *Server) Handoffs() int64 { return s.handoffs.Load() }

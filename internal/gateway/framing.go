@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"math"
 	"net"
 	"sync/atomic"
 
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 )
 
@@ -31,6 +33,11 @@ import (
 // and refuses that one and every later one with 400 and Connection: close.
 // A guarded connection keeps one fixed-size h1.Guard and allocates nothing
 // per request.
+//
+// A connection whose first line cannot be a request (h1.NotHTTP: not an
+// HTTP/1.x request line, nor the start of the HTTP/2 preface) is answered
+// 400 bad_request and closed as soon as the line is complete, however
+// short it is.
 //
 // After an HTTP/2 preface (h2c) or a request naming Upgrade the guard steps
 // aside: the connection then carries frames or a tunnel, and a declined
@@ -63,6 +70,12 @@ type framingConn struct {
 	g       h1.Guard     // touched only by Read: net/http never reads a connection concurrently
 	badFrom atomic.Int64 // index of the first request to refuse; MaxInt64 while none
 	served  int64        // requests handed to the handler; touched only by its (sequential) calls
+
+	// The connection's first bytes, until they are judged (h1.NotHTTP).
+	// Touched only by Read.
+	start   [16]byte
+	startN  int
+	started bool
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
@@ -71,8 +84,29 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if bad, refused := c.g.Scan(p[:n]); refused {
 			c.badFrom.CompareAndSwap(math.MaxInt64, bad)
 		}
+		if !c.started {
+			c.judge(p[:n])
+		}
 	}
 	return n, err
+}
+
+// judge looks at the connection's first bytes. A first line that cannot
+// be a request (h1.NotHTTP) is answered 400 and the connection closed at
+// once: net/http's server, which also speaks h2c, would wait for the
+// HTTP/2 preface's 14 bytes before it judged a shorter line. net/http
+// then reads a closed connection and lets it go without a word.
+func (c *framingConn) judge(b []byte) {
+	c.startN += copy(c.start[c.startN:], b)
+	first := c.start[:c.startN]
+	switch {
+	case h1.NotHTTP(first):
+		c.started = true
+		_, _ = c.Conn.Write(forward.BadRequest.Raw())
+		c.Conn.Close()
+	case c.startN == len(c.start) || bytes.IndexByte(first, '\n') >= 0:
+		c.started = true // a line net/http judges at once, or a request
+	}
 }
 
 // CloseWrite keeps net/http's graceful half-close working.

@@ -176,7 +176,11 @@ func (g *Gateway) SetSourceError(originName string, err error) {
 
 type loopKey struct{}
 
-// framingKey holds a cleartext connection's *framingConn.
+// tlsKey holds the TLS state of an HTTPS/1.1 connection the fast path
+// handed to net/http.
+type tlsKey struct{}
+
+// framingKey holds a guarded connection's *framingConn.
 type framingKey struct{}
 
 // assignLoop is the downstream server's ConnContext: connections go to
@@ -185,6 +189,9 @@ func (g *Gateway) assignLoop(ctx context.Context, c net.Conn) context.Context {
 	if fc, ok := c.(*framingConn); ok {
 		ctx = context.WithValue(ctx, framingKey{}, fc)
 		if hc, ok := fc.Conn.(*fastpath.HandedConn); ok {
+			if st := hc.TLS(); st != nil {
+				ctx = context.WithValue(ctx, tlsKey{}, st) // net/http sees no *tls.Conn
+			}
 			return context.WithValue(ctx, loopKey{}, hc.Loop()) // the fast path assigned it
 		}
 	}
@@ -226,27 +233,34 @@ func (g *Gateway) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	shed := forward.FDLimit.Raw()
+	fc := g.fastConfig()
 	if g.cfg.TLS != nil {
+		if fc.TLS, err = serverTLS(g.cfg.TLS); err != nil {
+			ln.Close()
+			aln.Close()
+			return err
+		}
+	}
+	shed := forward.FDLimit.Raw()
+	if fc.TLS != nil {
 		shed = []byte{} // plaintext would be garbage to a TLS client: close at once
 	}
 	ln = g.acceptor("listen", ln, shed)
 	aln = g.acceptor("admin", aln, nil)
 	hs := g.newServer()
+	hs.TLSConfig = fc.TLS
 	var srv server = hs
-	serve := func() error { return hs.ServeTLS(ln, g.cfg.TLS.Cert, g.cfg.TLS.Key) }
-	switch {
-	case g.cfg.TLS == nil && g.cfg.Downstream.FastPath:
-		fs := fastpath.New(g.fastConfig(), hs) // it hands connections to hs under the guard
-		srv, serve = fs, func() error { return fs.Serve(ln) }
-	case g.cfg.TLS == nil:
-		ln = guardListener{ln} // under TLS it would see ciphertext: see framing.go
+	var serve func() error
+	if fc.TLS == nil && !g.cfg.Downstream.FastPath {
+		ln = guardListener{ln}
 		serve = func() error { return hs.Serve(ln) }
-	}
-	if err := requireClientCerts(hs, g.cfg.TLS); err != nil {
-		ln.Close()
-		aln.Close()
-		return err
+	} else {
+		// The fast path serves the listener, or (fast_path: false over
+		// TLS) ends TLS and hands every connection on: either way every
+		// HTTP/1.1 connection net/http gets is under the framing guard.
+		fc.HandOffAll = !g.cfg.Downstream.FastPath
+		fs := fastpath.New(fc, hs)
+		srv, serve = fs, func() error { return fs.Serve(ln) }
 	}
 	admin := &http.Server{
 		Handler:           telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard),
@@ -313,22 +327,28 @@ type server interface {
 	Close() error
 }
 
-// requireClientCerts makes srv demand a client certificate signed by a CA
-// of tls.client_ca when that key is set (downstream mTLS).
-func requireClientCerts(srv *http.Server, t *config.ServerTLS) error {
-	if t == nil || t.ClientCA == "" {
-		return nil
+// serverTLS is the HTTPS listener's TLS: the certificate, h2 and
+// http/1.1 by ALPN, and a client certificate signed by a CA of
+// tls.client_ca required when that key is set (downstream mTLS).
+func serverTLS(t *config.ServerTLS) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls.cert, tls.key: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
+	if t.ClientCA == "" {
+		return tc, nil
 	}
 	pem, err := os.ReadFile(t.ClientCA)
 	if err != nil {
-		return fmt.Errorf("tls.client_ca: %w", err)
+		return nil, fmt.Errorf("tls.client_ca: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("tls.client_ca: %s holds no PEM certificate", t.ClientCA)
+		return nil, fmt.Errorf("tls.client_ca: %s holds no PEM certificate", t.ClientCA)
 	}
-	srv.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
-	return nil
+	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return tc, nil
 }
 
 // Addr is the downstream listener's address.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
@@ -16,6 +17,9 @@ import (
 // ServeHTTP forwards one downstream request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	loop, _ := r.Context().Value(loopKey{}).(int)
+	if r.TLS == nil {
+		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
+	}
 	g.served(g.serve(w, r, loop))
 }
 

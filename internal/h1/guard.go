@@ -151,17 +151,17 @@ func (g *Guard) endLine() (int64, bool) {
 }
 
 var (
-	h2Preface = []byte("PRI * HTTP/2.0")
-	optionsAt = []byte("OPTIONS * ")
-	http11    = []byte(" HTTP/1.1")
-	http10    = []byte(" HTTP/1.0")
+	h2PrefaceLine = []byte(h2Preface[:14]) // "PRI * HTTP/2.0"
+	optionsAt     = []byte("OPTIONS * ")
+	http11        = []byte(" HTTP/1.1")
+	http10        = []byte(" HTTP/1.0")
 )
 
 func (g *Guard) requestLine() (int64, bool) {
 	g.v11, g.options, g.upgrade = false, false, false
 	g.cl, g.te, g.chunked = 0, 0, false
 	l, whole := g.line()
-	if whole && !g.started && bytes.Equal(l, h2Preface) {
+	if whole && !g.started && bytes.Equal(l, h2PrefaceLine) {
 		g.state = gOff // h2c prior knowledge: net/http serves HTTP/2
 		return 0, false
 	}
