@@ -89,7 +89,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
 	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
-	// about 50 s a round of the default run's 6 minutes.
+	// about 45 s a round of the default run's 7 minutes.
 	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")

@@ -164,6 +164,14 @@ DONE
 	if aes256 := (TLSInfo{Protocol: "TLSv1.3", Cipher: "TLS_AES_256_GCM_SHA384"}); aes256.expected() {
 		t.Error("TLS_AES_256_GCM_SHA384 taken for the scenario's suite")
 	}
+	for in, want := range map[string]string{
+		"OpenSSL 3.0.19 27 Jan 2026 (Library: OpenSSL 3.0.18 1 Oct 2025)\n": "OpenSSL 3.0.18 1 Oct 2025",
+		"OpenSSL 3.0.19 27 Jan 2026\n":                                      "OpenSSL 3.0.19 27 Jan 2026",
+	} {
+		if got := opensslLibrary(in); got != want {
+			t.Errorf("opensslLibrary(%q) = %q, want %q", in, got, want)
+		}
+	}
 	if _, err := parseSClient("40378B3AAE7F0000:error:0A000438:SSL routines:ssl3_read_bytes:tlsv1 alert internal error\n"); err == nil {
 		t.Error("a failed handshake was read as a negotiation")
 	}

@@ -99,9 +99,20 @@ func probeTLS(ctx context.Context, addr string) (TLSInfo, error) {
 	}
 	t.Probe = "openssl s_client -brief, OpenSSL's defaults"
 	if v, err := exec.CommandContext(ctx, "openssl", "version").Output(); err == nil {
-		t.Library = strings.TrimSpace(string(v))
+		t.Library = opensslLibrary(string(v))
 	}
 	return t, nil
+}
+
+// opensslLibrary is the library version of `openssl version`'s "OpenSSL
+// 3.0.19 27 Jan 2026 (Library: OpenSSL 3.0.19 27 Jan 2026)": the library
+// is what wrk links.
+func opensslLibrary(v string) string {
+	v = strings.TrimSpace(v)
+	if _, lib, ok := strings.Cut(v, "(Library: "); ok {
+		return strings.TrimSuffix(lib, ")")
+	}
+	return v
 }
 
 // parseSClient reads `openssl s_client -brief`'s report of a handshake:
