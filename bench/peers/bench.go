@@ -25,6 +25,8 @@ type bench struct {
 	log     io.Writer
 	// conns[proxy][scenario] sums the connections the origins accepted
 	conns map[string]map[string]int64
+	// tls is the run's throwaway certificate, made by the first raw_tls run
+	tls *tlsFiles
 }
 
 // slowOrigin is the id of the 5×-slow origin.
@@ -62,13 +64,18 @@ func (b *bench) totalRuns() int {
 	n := 0
 	for _, s := range b.o.scenarios {
 		per := len(b.proxies)
-		if s == scRaw || s == scOverhead {
-			per++ // direct
+		if hasDirect(s) {
+			per++
 		}
 		n += per * b.o.rounds
 	}
 	return n
 }
+
+// hasDirect reports whether scenario sc has a direct-to-origin row: raw
+// and overhead. raw_tls has none: the origins speak cleartext HTTP/1.1, so
+// wrk straight to one is raw's direct row.
+func hasDirect(sc string) bool { return sc == scRaw || sc == scOverhead }
 
 // order rotates the proxies by round, so no proxy always goes first.
 func (b *bench) order(round int) []proxy {
@@ -83,7 +90,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		rounds := map[string][]Result{}
 		var names []string
 		for r := 0; r < b.o.rounds; r++ {
-			if sc == scRaw || sc == scOverhead {
+			if hasDirect(sc) {
 				res, err := b.runOne(ctx, sc, nil, r, rounds)
 				if err != nil {
 					return err
@@ -98,7 +105,7 @@ func (b *bench) runAll(ctx context.Context) error {
 				rounds[p.name()] = append(rounds[p.name()], res)
 			}
 		}
-		if sc == scRaw || sc == scOverhead {
+		if hasDirect(sc) {
 			names = append(names, nameDirect)
 		}
 		for _, p := range b.proxies {
@@ -128,6 +135,8 @@ func (b *bench) runOne(ctx context.Context, sc string, p proxy, round int, sofar
 	switch sc {
 	case scRaw:
 		res, err = b.raw(ctx, p, dir)
+	case scRawTLS:
+		res, err = b.rawTLS(ctx, p, dir)
 	case scSkewed:
 		res, err = b.skewed(ctx, p, dir, t0)
 	case scCold:
@@ -143,13 +152,13 @@ func (b *bench) runOne(ctx context.Context, sc string, p proxy, round int, sofar
 	if err != nil {
 		return Result{}, err
 	}
-	if p != nil && sc != scOverhead && round == 0 {
+	if p != nil && countsConnections(sc) && round == 0 {
 		if b.conns[name] == nil {
 			b.conns[name] = map[string]int64{}
 		}
 		b.conns[name][sc] += t1.since(t0).accepted + extra
 	}
-	fmt.Fprintf(b.log, "peers: %-9s round %d %-8s rps %.0f p50 %.2f p99 %.2f max %.1f ms\n", sc, round+1, name, res.RPS, res.P50MS, res.P99MS, res.MaxMS)
+	fmt.Fprintf(b.log, "peers: %-9s round %d %-8s rps %.0f p50 %.2f p99 %.2f max %.1f ms%s\n", sc, round+1, name, res.RPS, res.P50MS, res.P99MS, res.MaxMS, tlsLog(res.TLS))
 	b.bar.Add(1)
 	select {
 	case <-ctx.Done():
@@ -159,26 +168,65 @@ func (b *bench) runOne(ctx context.Context, sc string, p proxy, round int, sofar
 	return res, nil
 }
 
-// withProxy starts p (nil: no proxy, target the first origin directly),
-// calls f with the base URL and stops p.
-func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, f func(base string) error) error {
-	if p == nil {
-		return f("http://" + b.origins[0].addr)
+// countsConnections reports whether the connections scenario counts what
+// the origins accepted during sc: raw, skewed and cold_join (raw_tls's
+// upstream side is raw's; overhead runs at another rate).
+func countsConnections(sc string) bool { return sc == scRaw || sc == scSkewed || sc == scCold }
+
+func tlsLog(t *TLSInfo) string {
+	if t == nil {
+		return ""
 	}
-	c, addr, err := startProxy(ctx, b.ps, p, dir, b.members(), joining)
+	return ", " + t.String()
+}
+
+// withProxy starts p (nil: no proxy, target the first origin directly),
+// calls f with the base URL and the proxy's address and stops p; with tc
+// the proxy serves HTTPS with tc's certificate and the URL is https.
+func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, tc *tlsFiles, f func(base, addr string) error) error {
+	if p == nil {
+		return f("http://"+b.origins[0].addr, b.origins[0].addr)
+	}
+	c, addr, err := startProxy(ctx, b.ps, p, dir, b.members(), joining, tc)
 	if err != nil {
 		return err
 	}
 	defer c.stop(10 * time.Second)
-	return f("http://" + addr)
+	return f(scheme(tc)+"://"+addr, addr)
 }
 
 // raw is wrk -t2 -c64 -d10s on a tiny response.
 func (b *bench) raw(ctx context.Context, p proxy, dir string) (Result, error) {
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
 		w, _, err := runWrk(ctx, base+"/", b.o.rawConns, b.o.rawDuration)
 		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors}
+		return err
+	})
+	return res, err
+}
+
+// rawTLS is raw with wrk speaking HTTPS/1.1 to the proxy, which ends TLS
+// and forwards to the same cleartext origins: every proxy has the run's
+// certificate and TLS 1.3 with TLS_AES_128_GCM_SHA256 where it lets that
+// be set (tls.go). Before wrk, one handshake as wrk does it (probeTLS)
+// records what the proxy negotiated.
+func (b *bench) rawTLS(ctx context.Context, p proxy, dir string) (Result, error) {
+	if b.tls == nil {
+		tc, err := writeTLSFiles(filepath.Join(b.dir, "tls"))
+		if err != nil {
+			return Result{}, fmt.Errorf("throwaway certificate: %w", err)
+		}
+		b.tls = tc
+	}
+	var res Result
+	err := b.withProxy(ctx, p, dir, "", b.tls, func(base, addr string) error {
+		t, err := probeTLS(ctx, addr)
+		if err != nil {
+			return err
+		}
+		w, _, err := runWrk(ctx, base+"/", b.o.rawConns, b.o.rawDuration)
+		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors, TLS: &t}
 		return err
 	})
 	return res, err
@@ -187,7 +235,7 @@ func (b *bench) raw(ctx context.Context, p proxy, dir string) (Result, error) {
 // skewed is the 70/30 open-loop load with one 5×-slow origin.
 func (b *bench) skewed(ctx context.Context, p proxy, dir string, t0 tally) (Result, error) {
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
 		rep, err := loadgen.Run(ctx, loadgen.Options{Target: base, Rate: b.o.rate, Duration: b.o.skewDuration, Seed: b.o.seed})
 		if err != nil {
 			return err
@@ -230,7 +278,7 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 	if err != nil {
 		return res, 0, err
 	}
-	err = b.withProxy(ctx, p, dir, joinAddr, func(base string) error {
+	err = b.withProxy(ctx, p, dir, joinAddr, nil, func(base, _ string) error {
 		type outcome struct {
 			rep loadgen.Report
 			err error
@@ -301,7 +349,7 @@ func (b *bench) overhead(ctx context.Context, p proxy, dir string, sofar map[str
 		rate = c.RPS / 2
 	}
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", func(base string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
 		var err error
 		res, err = openLoopRaw(ctx, base+"/", rate, b.o.ovDuration, b.o.seed)
 		return err
@@ -326,17 +374,21 @@ func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 func (b *bench) fold(sc string, names []string, rounds map[string][]Result) {
 	key := func(r Result) float64 { return r.P99MS }
 	desc := map[string]string{
-		scRaw: fmt.Sprintf("GET a tiny response, wrk -t2 -c%d -d%v; direct = wrk straight to one origin", b.o.rawConns, b.o.rawDuration),
+		scRaw:    fmt.Sprintf("GET a tiny response, wrk -t2 -c%d -d%v; direct = wrk straight to one origin", b.o.rawConns, b.o.rawDuration),
+		scRawTLS: fmt.Sprintf("raw over HTTPS/1.1: wrk -t2 -c%d -d%v, keep-alive, to each proxy over TLS; the proxy ends TLS and forwards to the same cleartext origins", b.o.rawConns, b.o.rawDuration),
 		scSkewed: fmt.Sprintf("4 origins × 8 workers, 70 %% 15 ms / 30 %% 140 ms, one origin 5× slower, %g req/s open-loop Poisson for %v",
 			b.o.rate, b.o.skewDuration),
 		scCold: fmt.Sprintf("the skewed load for %v; a fifth origin, cold (10× slow decaying to 1× over 40 s, 8 workers), starts after %v and joins; its first %v",
 			b.o.joinAfter+b.o.joinWindow, b.o.joinAfter, b.o.joinWindow),
 		scOverhead: fmt.Sprintf("open-loop Poisson GETs of a tiny response at half of corput's raw req/s for %v, paced on a thread of their own with nanosleep; each request is timed from its scheduled arrival; added p99 = p99 through the proxy − p99 direct", b.o.ovDuration),
 	}
-	if sc == scRaw {
+	if sc == scRaw || sc == scRawTLS {
 		key = func(r Result) float64 { return -r.RPS }
 	}
 	s := b.res.scenario(sc, desc[sc])
+	if sc == scRawTLS {
+		s.Note = rawTLSNote
+	}
 	for _, n := range names {
 		if rs := rounds[n]; len(rs) > 0 {
 			s.Results = append(s.Results, median(rs, key))

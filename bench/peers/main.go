@@ -2,24 +2,28 @@
 // machine, in one run, on the same origins (issue 8):
 //
 //  1. raw: GET a tiny response with wrk -t2 -c64 for 10 s — req/s and p99;
-//  2. skewed: 4 origins × 8 workers, 70 % 15 ms / 30 % 140 ms, one origin
+//  2. raw_tls: the same with wrk speaking HTTPS/1.1 to each proxy, which
+//     ends TLS (1.3, one throwaway P-256 certificate, TLS_AES_128_GCM_SHA256
+//     where the proxy lets it be set; see tls.go) and forwards to the same
+//     cleartext origins — req/s, p99 and what each proxy negotiated;
+//  3. skewed: 4 origins × 8 workers, 70 % 15 ms / 30 % 140 ms, one origin
 //     5× slower, 300 req/s open-loop Poisson for 20 s (internal/loadgen) —
 //     p50/p90/p99/max and success ratio;
-//  3. cold join: under the same load a fifth, cold origin (10× slow
+//  4. cold join: under the same load a fifth, cold origin (10× slow
 //     decaying over 40 s) joins — the requests it got and its concurrency
 //     in its first 30 s, from its own counters;
-//  4. connections: TCP connections the origins accepted during 1–3, per
-//     proxy (ground truth from the origin side);
-//  5. overhead: open-loop raw GETs at half of corput's raw req/s, direct to
+//  5. connections: TCP connections the origins accepted during raw, skewed
+//     and cold join, per proxy (ground truth from the origin side);
+//  6. overhead: open-loop raw GETs at half of corput's raw req/s, direct to
 //     an origin and through each proxy — the p99 each proxy adds.
 //
 // It installs what is missing with apt-get (haproxy, nginx-light, caddy,
-// wrk), starts the origins (`corput origin`) once for every proxy, starts
-// each proxy fresh for each run with an equivalent generated config,
-// alternates the proxies within every scenario, and stops every process it
-// started (each leads its own process group; Ctrl-C and errors included).
-// It writes bench-out/peers.json and bench-out/peers.md and prints the
-// tables with corput/peer ratios.
+// wrk, and openssl for raw_tls's probe), starts the origins (`corput
+// origin`) once for every proxy, starts each proxy fresh for each run with
+// an equivalent generated config, alternates the proxies within every
+// scenario, and stops every process it started (each leads its own process
+// group; Ctrl-C and errors included). It writes bench-out/peers.json and
+// bench-out/peers.md and prints the tables with corput/peer ratios.
 //
 // Not a CI test: it installs servers and runs for minutes. wrk, the proxy
 // and the origins share the machine's cores; that is the same for every
@@ -38,6 +42,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -83,11 +88,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.downstream, "corput-downstream", "", "corput's downstream `YAML` flow mapping, e.g. '{fast_path: false}' (default: none, corput's defaults)")
 	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
-	scenarios := fs.String("scenarios", "raw,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
+	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
+	// about 45 s a round of the default run's 7 minutes.
+	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
-	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk when missing")
+	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk (and openssl for raw_tls) when missing")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run on stderr")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the load's arrivals and classes")
 	fs.DurationVar(&o.rawDuration, "raw-duration", 10*time.Second, "raw test duration (wrk -d)")
@@ -108,9 +115,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.scenarios = splitList(*scenarios)
 	for _, s := range o.scenarios {
 		switch s {
-		case scRaw, scSkewed, scCold, scOverhead:
+		case scRaw, scRawTLS, scSkewed, scCold, scOverhead:
 		default:
-			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, skewed, cold_join or overhead", s)
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join or overhead", s)
 		}
 	}
 	if o.rounds < 1 {
@@ -187,6 +194,9 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	}
 	var proxies []proxy
 	need := []string{"wrk"}
+	if slices.Contains(o.scenarios, scRawTLS) {
+		need = append(need, "openssl") // probeTLS
+	}
 	for _, n := range o.proxies {
 		p, err := proxyByName(n, corputProxy{bin_: bin, balancer: o.balancer, downstream: o.downstream}, o.forwarded)
 		if err != nil {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +29,7 @@ import (
 	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/testbin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -72,60 +78,166 @@ func TestParseWrkDuration(t *testing.T) {
 }
 
 // TestCorputConfigIsValid: the generated gateway configs pass corput's
-// own validation, static and with a discovery file.
+// own validation, static and with a discovery file, in cleartext and with
+// raw_tls's certificate (and otherwise the same settings).
 func TestCorputConfigIsValid(t *testing.T) {
 	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
-	for _, joining := range []bool{false, true} {
-		text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", "", members, joining)
-		cfg, err := config.Parse([]byte(text), "bench.yaml")
-		if err != nil {
-			t.Fatalf("joining=%v: %v\n%s", joining, err, text)
-		}
-		o := cfg.Origins[0]
-		if o.Balancer.Policy != "peak_ewma" || o.Pool.MaxPending != 50 || o.SlowStart.Window != 60*time.Second {
-			t.Errorf("joining=%v: policy %q, max_pending %d, slow start %v; want peak_ewma, 50, 60s", joining, o.Balancer.Policy, o.Pool.MaxPending, o.SlowStart.Window)
-		}
-		if joining != (o.Discovery.Type == config.DiscoveryFile) {
-			t.Errorf("joining=%v: discovery %q", joining, o.Discovery.Type)
+	tc, err := writeTLSFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cert := range []*tlsFiles{nil, tc} {
+		for _, joining := range []bool{false, true} {
+			text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", "", members, joining, cert)
+			cfg, err := config.Parse([]byte(text), "bench.yaml")
+			if err != nil {
+				t.Fatalf("joining=%v tls=%v: %v\n%s", joining, cert != nil, err, text)
+			}
+			o := cfg.Origins[0]
+			if o.Balancer.Policy != "peak_ewma" || o.Pool.MaxPending != 50 || o.SlowStart.Window != 60*time.Second {
+				t.Errorf("joining=%v: policy %q, max_pending %d, slow start %v; want peak_ewma, 50, 60s", joining, o.Balancer.Policy, o.Pool.MaxPending, o.SlowStart.Window)
+			}
+			if joining != (o.Discovery.Type == config.DiscoveryFile) {
+				t.Errorf("joining=%v: discovery %q", joining, o.Discovery.Type)
+			}
+			if !cfg.Downstream.FastPath {
+				t.Errorf("tls=%v: fast_path off; want corput's default (on; it serves cleartext only)", cert != nil)
+			}
+			switch {
+			case cert == nil && cfg.TLS != nil:
+				t.Errorf("cleartext config has tls %+v", *cfg.TLS)
+			case cert != nil && (cfg.TLS == nil || cfg.TLS.Cert != tc.cert || cfg.TLS.Key != tc.key || cfg.TLS.ClientCA != ""):
+				t.Errorf("tls = %+v; want cert %s and key %s, no client_ca", cfg.TLS, tc.cert, tc.key)
+			}
 		}
 	}
 }
 
+// TestTLSFiles: the run's certificate is a P-256 ECDSA one for 127.0.0.1,
+// and HAProxy's file holds the same certificate with its key.
+func TestTLSFiles(t *testing.T) {
+	tc, err := writeTLSFiles(filepath.Join(t.TempDir(), "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(tc.cert, tc.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := tls.LoadX509KeyPair(tc.both, tc.both)
+	if err != nil {
+		t.Fatalf("%s (certificate and key in one file): %v", tc.both, err)
+	}
+	if !bytes.Equal(pair.Certificate[0], both.Certificate[0]) {
+		t.Error("HAProxy's file holds another certificate")
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok || key.Curve != elliptic.P256() {
+		t.Fatalf("key %T; want ECDSA P-256", pair.PrivateKey)
+	}
+	if err := pair.Leaf.VerifyHostname("127.0.0.1"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestParseSClient(t *testing.T) {
+	const out = `depth=0 CN = corput bench
+verify error:num=18:self-signed certificate
+CONNECTION ESTABLISHED
+Protocol version: TLSv1.3
+Ciphersuite: TLS_AES_128_GCM_SHA256
+Peer certificate: CN = corput bench
+Hash used: SHA256
+Signature type: ECDSA
+Verification error: self-signed certificate
+Server Temp Key: X25519, 253 bits
+DONE
+`
+	got, err := parseSClient(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TLSInfo{Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", Group: "X25519, 253 bits"}
+	if got != want || !got.expected() || got.String() != "TLSv1.3 TLS_AES_128_GCM_SHA256 (X25519)" {
+		t.Fatalf("parseSClient = %+v (%s, expected %v); want %+v", got, got, got.expected(), want)
+	}
+	if aes256 := (TLSInfo{Protocol: "TLSv1.3", Cipher: "TLS_AES_256_GCM_SHA384"}); aes256.expected() {
+		t.Error("TLS_AES_256_GCM_SHA384 taken for the scenario's suite")
+	}
+	for in, want := range map[string]string{
+		"OpenSSL 3.0.19 27 Jan 2026 (Library: OpenSSL 3.0.18 1 Oct 2025)\n": "OpenSSL 3.0.18 1 Oct 2025",
+		"OpenSSL 3.0.19 27 Jan 2026\n":                                      "OpenSSL 3.0.19 27 Jan 2026",
+	} {
+		if got := opensslLibrary(in); got != want {
+			t.Errorf("opensslLibrary(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := parseSClient("40378B3AAE7F0000:error:0A000438:SSL routines:ssl3_read_bytes:tlsv1 alert internal error\n"); err == nil {
+		t.Error("a failed handshake was read as a negotiation")
+	}
+}
+
 // TestPeerConfigsAreValid asks each installed peer to check its generated
-// config (skipped for a peer that is not installed).
+// config, cleartext and raw_tls's (skipped for a peer that is not
+// installed); the TLS configs name the certificate, TLS 1.3 and the
+// suite.
 func TestPeerConfigsAreValid(t *testing.T) {
 	members := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	tc, err := writeTLSFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTLS := map[string][]string{
+		nameNginx:   {"listen 127.0.0.1:18080 ssl;", "ssl_certificate " + tc.cert + ";", "ssl_certificate_key " + tc.key + ";", "ssl_protocols TLSv1.3;", "ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;"},
+		nameHAProxy: {"bind 127.0.0.1:18080 ssl crt " + tc.both + " ssl-min-ver TLSv1.3 ciphersuites TLS_AES_128_GCM_SHA256\n"},
+		nameCaddy:   {"https://127.0.0.1:18080 {", "tls " + tc.cert + " " + tc.key + " {", "protocols tls1.3\n", "ciphers TLS_AES_128_GCM_SHA256", "protocols h1 h2\n"},
+	}
 	for _, p := range []proxy{nginxProxy{}, haproxyProxy{}, nginxProxy{fwd: true}, haproxyProxy{fwd: true}, caddyProxy{}} {
-		t.Run(p.name(), func(t *testing.T) {
-			if _, err := exec.LookPath(p.bin()); err != nil {
-				t.Skipf("%s not installed", p.bin())
+		for _, cert := range []*tlsFiles{nil, tc} {
+			name := p.name()
+			if cert != nil {
+				name += "/tls"
 			}
-			dir := t.TempDir()
-			argv, err := p.files(dir, "127.0.0.1:18080", members, "127.0.0.1:9005")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var check []string
-			switch p.name() {
-			case nameNginx:
-				check = append(argv, "-t")
-			case nameHAProxy:
-				check = []string{"haproxy", "-c", "-f", argv[len(argv)-1]}
-			case nameCaddy:
-				check = []string{"caddy", "validate", "--config", argv[3], "--adapter", "caddyfile"}
-			}
-			cmd := exec.Command(check[0], check[1:]...)
-			cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(check, " "), err, out)
-			}
-			b, _ := os.ReadFile(filepath.Join(dir, map[string]string{nameNginx: "nginx.conf", nameHAProxy: "haproxy.cfg", nameCaddy: "Caddyfile"}[p.name()]))
-			for _, m := range append(members, "127.0.0.1:9005") {
-				if !strings.Contains(string(b), m) {
-					t.Errorf("config lacks member %s", m)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				testPeerConfig(t, p, members, cert, wantTLS[p.name()])
+			})
+		}
+	}
+}
+
+func testPeerConfig(t *testing.T, p proxy, members []string, tc *tlsFiles, wantTLS []string) {
+	if _, err := exec.LookPath(p.bin()); err != nil {
+		t.Skipf("%s not installed", p.bin())
+	}
+	dir := t.TempDir()
+	argv, err := p.files(dir, "127.0.0.1:18080", members, "127.0.0.1:9005", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check []string
+	switch p.name() {
+	case nameNginx:
+		check = append(argv, "-t")
+	case nameHAProxy:
+		check = []string{"haproxy", "-c", "-f", argv[len(argv)-1]}
+	case nameCaddy:
+		check = []string{"caddy", "validate", "--config", argv[3], "--adapter", "caddyfile"}
+	}
+	cmd := exec.Command(check[0], check[1:]...)
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(check, " "), err, out)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, map[string]string{nameNginx: "nginx.conf", nameHAProxy: "haproxy.cfg", nameCaddy: "Caddyfile"}[p.name()]))
+	for _, m := range append(members, "127.0.0.1:9005") {
+		if !strings.Contains(string(b), m) {
+			t.Errorf("config lacks member %s", m)
+		}
+	}
+	for _, w := range wantTLS {
+		if has := strings.Contains(string(b), w); has != (tc != nil) {
+			t.Errorf("tls=%v: config has %q: %v\n%s", tc != nil, w, has, b)
+		}
 	}
 }
 
@@ -258,9 +370,69 @@ func TestJSONShape(t *testing.T) {
 	}
 }
 
+// TestRawTLSShape: raw_tls has raw's fields under its own name, what each
+// proxy negotiated, its note, and a table with raw's columns and the
+// negotiated TLS (flagged when it is not the scenario's).
+func TestRawTLSShape(t *testing.T) {
+	r := &Results{}
+	want := TLSInfo{Protocol: tlsVersion, Cipher: tlsSuite, Group: "X25519, 253 bits"}
+	other := TLSInfo{Protocol: tlsVersion, Cipher: "TLS_AES_256_GCM_SHA384"}
+	r.scenario(scRaw, "raw").Results = []Result{{Proxy: nameCorput, RPS: 30000, P99MS: 5}}
+	s := r.scenario(scRawTLS, "raw over HTTPS")
+	s.Note = rawTLSNote
+	s.Results = []Result{
+		{Proxy: nameCorput, RPS: 9000, P50MS: 3, P99MS: 12, TLS: &want,
+			Rounds: []Result{{Proxy: nameCorput, RPS: 9000, P99MS: 12, TLS: &want}, {Proxy: nameCorput, RPS: 8000, P99MS: 13, TLS: &want}}},
+		{Proxy: nameNginx, RPS: 18000, P50MS: 1.5, P99MS: 6, TLS: &other},
+	}
+	dir := t.TempDir()
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "peers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Scenarios []struct {
+			Name    string           `json:"name"`
+			Note    string           `json:"note"`
+			Results []map[string]any `json:"results"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Scenarios) != 2 || v.Scenarios[1].Name != "raw_tls" || !strings.Contains(v.Scenarios[1].Note, "crypto/tls") {
+		t.Fatalf("peers.json = %s", b)
+	}
+	c := v.Scenarios[1].Results[0]
+	tlsField, _ := c["tls"].(map[string]any)
+	rounds, _ := c["rounds"].([]any)
+	if c["proxy"] != "corput" || c["rps"] != 9000.0 || c["p50_ms"] != 3.0 || c["p99_ms"] != 12.0 || len(rounds) != 2 ||
+		tlsField["protocol"] != "TLSv1.3" || tlsField["cipher"] != "TLS_AES_128_GCM_SHA256" {
+		t.Fatalf("raw_tls corput result = %v", c)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
+	for _, w := range []string{
+		"raw_tls: raw over HTTPS",
+		"| proxy | req/s | p50 ms | p99 ms | errors | corput/peer req/s | corput/peer p99 | TLS negotiated |",
+		"| corput | 9000 | 3.00 | 12.0 | 0 | — | — | TLSv1.3 TLS_AES_128_GCM_SHA256 (X25519) |",
+		"| nginx | 18000 | 1.50 | 6.00 | 0 | 0.50× | 2.00× | TLSv1.3 TLS_AES_256_GCM_SHA384 (not TLSv1.3 TLS_AES_128_GCM_SHA256) |",
+		"Go's crypto/tls",
+	} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("peers.md lacks %q:\n%s", w, md)
+		}
+	}
+}
+
 func TestOptions(t *testing.T) {
 	if _, err := parseOptions([]string{"--scenarios", "raw,bogus"}, os.Stderr); err == nil || !strings.Contains(err.Error(), "--scenarios") {
 		t.Errorf("unknown scenario: err = %v", err)
+	}
+	if o, err := parseOptions([]string{"--scenarios", "raw,raw_tls"}, os.Stderr); err != nil || !slices.Equal(o.scenarios, []string{scRaw, scRawTLS}) {
+		t.Errorf("--scenarios raw,raw_tls: %v, %v", o.scenarios, err)
 	}
 	if _, err := proxyByName("envoy", corputProxy{}, true); err == nil || !strings.Contains(err.Error(), "--proxies") {
 		t.Errorf("unknown proxy: err = %v", err)
@@ -271,6 +443,9 @@ func TestOptions(t *testing.T) {
 	o, err := parseOptions(nil, os.Stderr)
 	if err != nil || o.rawConns != 64 || o.rawDuration != 10*time.Second || o.skewDuration != 20*time.Second || o.rate != 300 || o.originProcs != 1 {
 		t.Errorf("defaults = %+v, %v; want the issue's wrk -c64 -d10s and 300 req/s for 20 s, one processor per origin", o, err)
+	}
+	if want := []string{scRaw, scRawTLS, scSkewed, scCold, scOverhead}; !slices.Equal(o.scenarios, want) {
+		t.Errorf("default scenarios %v, want %v", o.scenarios, want)
 	}
 	if v := firstVersion("nginx version: nginx/1.22.1\n"); v != "1.22.1" {
 		t.Errorf("nginx version %q", v)
@@ -314,7 +489,7 @@ func TestPeersForwardLikeCorput(t *testing.T) {
 				defer ps.stopAll()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				_, listen, err := startProxy(ctx, ps, p, filepath.Join(dir, name), members, "")
+				_, listen, err := startProxy(ctx, ps, p, filepath.Join(dir, name), members, "", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -337,6 +512,113 @@ func TestPeersForwardLikeCorput(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestProxiesServeTLS runs corput and each installed peer with raw_tls's
+// settings in front of a recording origin: each answers HTTPS/1.1 and
+// forwards in cleartext with X-Forwarded-Proto https; the peers refuse a
+// TLS 1.2 client (corput's tls block cannot: Go's default minimum, TLS
+// 1.2, stays); and a handshake as wrk makes it (probeTLS, when openssl is
+// installed) gets TLS 1.3 everywhere and TLS_AES_128_GCM_SHA256 from
+// nginx and HAProxy, which are configured to it. The suite Go picks for
+// corput and Caddy depends on the CPU (AES-GCM instructions), so it is
+// logged. corput runs as a real child (internal/testbin; skipped under
+// -short).
+func TestProxiesServeTLS(t *testing.T) {
+	var mu sync.Mutex
+	var proto []string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			http.Error(w, "TLS at the origin", http.StatusInternalServerError)
+			return
+		}
+		if r.URL.Path == "/probe" {
+			mu.Lock()
+			proto = r.Header.Values("X-Forwarded-Proto")
+			mu.Unlock()
+		}
+	}))
+	defer origin.Close()
+	members := []string{origin.Listener.Addr().String()}
+	tc, err := writeTLSFiles(filepath.Join(t.TempDir(), "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{nameCorput, nameNginx, nameHAProxy, nameCaddy} {
+		t.Run(name, func(t *testing.T) {
+			var p proxy
+			if name == nameCorput {
+				p = corputProxy{bin_: testbin.Corput(t)}
+			} else {
+				var err error
+				if p, err = proxyByName(name, corputProxy{}, true); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := exec.LookPath(p.bin()); err != nil {
+					t.Skipf("%s not installed", p.bin())
+				}
+			}
+			dir := t.TempDir()
+			ps := newProcs(dir)
+			defer ps.stopAll()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, listen, err := startProxy(ctx, ps, p, filepath.Join(dir, name), members, "", tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			get := func(max uint16) (*http.Response, error) {
+				tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MaxVersion: max}, DisableKeepAlives: true}
+				defer tr.CloseIdleConnections()
+				c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+				resp, err := c.Get("https://" + listen + "/probe")
+				if err == nil {
+					resp.Body.Close()
+				}
+				return resp, err
+			}
+			resp, err := get(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK || resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 || resp.ProtoMajor != 1 {
+				t.Errorf("answer %s over %s, TLS %v; want 200 over HTTP/1.1 and TLS 1.3", resp.Status, resp.Proto, resp.TLS != nil)
+			}
+			mu.Lock()
+			if len(proto) != 1 || proto[0] != "https" {
+				t.Errorf("origin got X-Forwarded-Proto %q, want https", proto)
+			}
+			mu.Unlock()
+			if _, err := get(tls.VersionTLS12); name != nameCorput && err == nil {
+				t.Error("a TLS 1.2 client was served; want TLS 1.3 only")
+			} else if name == nameCorput {
+				t.Logf("corput and a TLS 1.2 client: %v (Go's default minimum; corput's tls block has no version setting)", err)
+			}
+			if _, err := exec.LookPath("openssl"); err != nil {
+				t.Skip("openssl not installed: what a client like wrk negotiates is not checked")
+			}
+			info, err := probeTLS(ctx, listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s (%s)", name, info, info.Library)
+			if info.Protocol != tlsVersion {
+				t.Errorf("negotiated %s; want %s", info, tlsVersion)
+			}
+			if (name == nameNginx || name == nameHAProxy) && !info.expected() {
+				t.Errorf("negotiated %s; want %s %s, as configured", info, tlsVersion, tlsSuite)
+			}
+			if name == nameNginx || name == nameHAProxy {
+				// A client that offers only another TLS 1.3 suite is refused.
+				cmd := exec.CommandContext(ctx, "openssl", "s_client", "-connect", listen, "-servername", "127.0.0.1", "-brief", "-ciphersuites", "TLS_AES_256_GCM_SHA384")
+				cmd.Stdin = strings.NewReader("")
+				out, _ := cmd.CombinedOutput()
+				if got, err := parseSClient(string(out)); err == nil {
+					t.Errorf("a client offering only TLS_AES_256_GCM_SHA384 negotiated %s; want a refusal", got)
+				}
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,8 +26,10 @@ type proxy interface {
 	bin() string
 	// files writes the proxy's configuration for members (and joining,
 	// an address that is not a member yet and joins later, "" when none)
-	// into dir, listening on listen, and returns the command line.
-	files(dir, listen string, members []string, joining string) ([]string, error)
+	// into dir, listening on listen (cleartext, or HTTPS with tc's
+	// certificate when tc is not nil: see tls.go), and returns the command
+	// line.
+	files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error)
 	// join makes joining a member once it is up, when the proxy needs
 	// telling (corput's discovery file); peers have it in their config
 	// from the start and find it up by passive (nginx, Caddy) or active
@@ -61,7 +64,7 @@ func proxyByName(name string, corput corputProxy, fwd bool) (proxy, error) {
 
 // aptPackage is the Debian package that installs a peer's executable.
 var aptPackage = map[string]string{
-	"nginx": "nginx-light", "haproxy": "haproxy", "caddy": "caddy", "wrk": "wrk",
+	"nginx": "nginx-light", "haproxy": "haproxy", "caddy": "caddy", "wrk": "wrk", "openssl": "openssl",
 }
 
 // ensureInstalled installs the missing executables with apt-get.
@@ -106,8 +109,8 @@ func lastLines(s string, n int) string {
 }
 
 // startProxy writes p's files, starts it and waits until a request
-// through it is answered 200.
-func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []string, joining string) (*child, string, error) {
+// through it (over HTTPS when tc is not nil) is answered 200.
+func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []string, joining string, tc *tlsFiles) (*child, string, error) {
 	listen, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -115,7 +118,7 @@ func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
-	argv, err := p.files(dir, listen, members, joining)
+	argv, err := p.files(dir, listen, members, joining, tc)
 	if err != nil {
 		return nil, "", err
 	}
@@ -128,17 +131,26 @@ func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []s
 		c.stop(time.Second)
 		return nil, "", err
 	}
-	if err := waitOK(ctx, c, "http://"+listen+"/"); err != nil {
+	if err := waitOK(ctx, c, scheme(tc)+"://"+listen+"/"); err != nil {
 		c.stop(time.Second)
 		return nil, "", err
 	}
 	return c, listen, nil
 }
 
-// waitOK polls url until it answers 200.
+// scheme is the proxies' URL scheme: https when tc is not nil.
+func scheme(tc *tlsFiles) string {
+	if tc != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// waitOK polls url until it answers 200; an https url's certificate is
+// not verified (it is the run's throwaway one).
 func waitOK(ctx context.Context, c *child, url string) error {
 	deadline := time.Now().Add(startTimeout)
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer client.CloseIdleConnections()
 	var last string
 	for {
@@ -175,10 +187,14 @@ func (corputProxy) bin() string  { return "" }
 // corputConfig is the gateway's config: defaults everywhere (peak_ewma
 // with two choices, 50 pending per endpoint, 60 s slow start, retries of
 // connect failures), members static, or from a watched file when a member
-// joins later.
-func corputConfig(listen, admin, balancer, downstream string, members []string, joining bool) string {
+// joins later; with tc, HTTPS on listen (the tls block has no version or
+// cipher setting: Go's defaults, TLS 1.2 and 1.3).
+func corputConfig(listen, admin, balancer, downstream string, members []string, joining bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
+	if tc != nil {
+		fmt.Fprintf(&b, "tls: {cert: %q, key: %q}\n", tc.cert, tc.key)
+	}
 	if downstream != "" {
 		b.WriteString("downstream: " + downstream + "\n")
 	}
@@ -210,7 +226,7 @@ func endpointsYAML(members []string, indent string) string {
 	return b.String()
 }
 
-func (p corputProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+func (p corputProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	admin, err := freePort()
 	if err != nil {
 		return nil, err
@@ -221,7 +237,7 @@ func (p corputProxy) files(dir, listen string, members []string, joining string)
 		}
 	}
 	path := filepath.Join(dir, "corput.yaml")
-	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, p.downstream, members, joining != "")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, p.downstream, members, joining != "", tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{p.bin_, "serve", "--config", path, "--log-level", "warn"}, nil
@@ -249,9 +265,10 @@ func (nginxProxy) join(string, []string) error { return nil }
 // nginxConfig: least_conn, 64 idle keep-alive connections per worker,
 // passive health (a refused connection takes a server out for 2 s and the
 // request goes to the next one), and with fwd the X-Forwarded-For, -Proto
-// and -Host fields corput sends. nginx OSS has neither slow start nor a
-// request queue.
-func nginxConfig(dir, listen string, members []string, joining string, fwd bool) string {
+// and -Host fields corput sends; with tc, HTTPS on listen, TLS 1.3 only
+// with TLS_AES_128_GCM_SHA256 only. nginx OSS has neither slow start nor
+// a request queue.
+func nginxConfig(dir, listen string, members []string, joining string, fwd bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `daemon off;
 master_process on;
@@ -279,7 +296,7 @@ http {
   }
   server {
     listen %s;
-    location / {
+%s    location / {
       proxy_pass http://origins;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
@@ -289,8 +306,27 @@ http {
     }
   }
 }
-`, listen, nginxForwarded(fwd))
+`, nginxListen(listen, tc), nginxTLS(tc), nginxForwarded(fwd))
 	return b.String()
+}
+
+// nginxListen is the listen directive's argument.
+func nginxListen(listen string, tc *tlsFiles) string {
+	if tc == nil {
+		return listen
+	}
+	return listen + " ssl"
+}
+
+// nginxTLS is the server's TLS lines: the certificate, TLS 1.3 only, and
+// the one TLS 1.3 suite (ssl_ciphers sets TLS 1.2's; OpenSSL takes TLS
+// 1.3's as Ciphersuites).
+func nginxTLS(tc *tlsFiles) string {
+	if tc == nil {
+		return ""
+	}
+	return fmt.Sprintf("    ssl_certificate %s;\n    ssl_certificate_key %s;\n    ssl_protocols TLSv1.3;\n    ssl_conf_command Ciphersuites %s;\n",
+		tc.cert, tc.key, tlsSuite)
 }
 
 // nginxForwarded is the proxy_set_header lines that send what corput's
@@ -312,9 +348,9 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-func (p nginxProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+func (p nginxProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining, p.fwd)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining, p.fwd, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"nginx", "-p", dir, "-c", path}, nil
@@ -332,8 +368,9 @@ func (haproxyProxy) join(string, []string) error { return nil }
 // haproxyConfig: leastconn, http-reuse always, at most 50 requests per
 // server with the rest queued up to 1 s (HAProxy's bounded queue),
 // slowstart 60s, a refused connection redispatched to another server, and
-// with fwd the X-Forwarded-For, -Proto and -Host fields corput sends.
-func haproxyConfig(dir, listen string, members []string, joining string, fwd bool) string {
+// with fwd the X-Forwarded-For, -Proto and -Host fields corput sends; with
+// tc, HTTPS on listen, TLS 1.3 only with TLS_AES_128_GCM_SHA256 only.
+func haproxyConfig(dir, listen string, members []string, joining string, fwd bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
   maxconn 4096
@@ -356,7 +393,7 @@ backend origins
   balance leastconn
   option httpchk GET /
   default-server maxconn 50 slowstart 60s
-`, dir, listen, haproxyForwarded(fwd))
+`, dir, listen+haproxyTLS(tc), haproxyForwarded(fwd, tc != nil))
 	for i, m := range members {
 		fmt.Fprintf(&b, "  server o%d %s\n", i+1, m)
 	}
@@ -368,20 +405,35 @@ backend origins
 	return b.String()
 }
 
+// haproxyTLS is the bind line's TLS options: the certificate with its key
+// (crt takes both in one file), TLS 1.3 only, and the one TLS 1.3 suite
+// (ciphers sets TLS 1.2's).
+func haproxyTLS(tc *tlsFiles) string {
+	if tc == nil {
+		return ""
+	}
+	return fmt.Sprintf(" ssl crt %s ssl-min-ver TLSv1.3 ciphersuites %s", tc.both, tlsSuite)
+}
+
 // haproxyForwarded is the frontend lines that send what corput's
-// Forwarding sends for a direct client.
-func haproxyForwarded(fwd bool) string {
+// Forwarding sends for a direct client (X-Forwarded-Proto https behind
+// TLS).
+func haproxyForwarded(fwd, https bool) string {
 	if !fwd {
 		return ""
 	}
+	proto := "http"
+	if https {
+		proto = "https"
+	}
 	return "  option forwardfor\n" +
-		"  http-request set-header X-Forwarded-Proto http\n" +
+		"  http-request set-header X-Forwarded-Proto " + proto + "\n" +
 		"  http-request set-header X-Forwarded-Host %[req.hdr(host)]\n"
 }
 
-func (p haproxyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+func (p haproxyProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining, p.fwd)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining, p.fwd, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"haproxy", "-db", "-f", path}, nil
@@ -397,15 +449,20 @@ func (caddyProxy) join(string, []string) error { return nil }
 
 // caddyConfig: least_conn, keep-alive with 64 idle connections per host,
 // passive health (a failed request takes the host out for 2 s) and retries
-// on another host for 1 s. Caddy has no slow start and no request queue.
-func caddyConfig(listen string, members []string, joining string) string {
+// on another host for 1 s; with tc, HTTPS on listen, TLS 1.3 only (see
+// caddyTLS). Caddy has no slow start and no request queue.
+func caddyConfig(listen string, members []string, joining string, tc *tlsFiles) string {
 	all := append(append([]string{}, members...), nonEmpty(joining)...)
+	global, site, tlsBlock := "", "http://"+listen, ""
+	if tc != nil {
+		global, site, tlsBlock = caddyTLS(listen, tc)
+	}
 	return fmt.Sprintf(`{
 	admin off
 	auto_https off
-}
-http://%s {
-	reverse_proxy %s {
+%s}
+%s {
+%s	reverse_proxy %s {
 		lb_policy least_conn
 		lb_try_duration 1s
 		fail_duration 2s
@@ -416,12 +473,26 @@ http://%s {
 		}
 	}
 }
-`, listen, strings.Join(all, " "))
+`, global, site, tlsBlock, strings.Join(all, " "))
 }
 
-func (caddyProxy) files(dir, listen string, members []string, joining string) ([]string, error) {
+// caddyTLS is the Caddyfile's TLS parts: HTTP/1.1 and HTTP/2 only (no
+// HTTP/3 listener, as nginx and HAProxy have none here); the certificate
+// for clients that send no server name (Go's client sends none for an IP
+// address; wrk sends 127.0.0.1); and the site's tls block, TLS 1.3 only.
+// Its ciphers line names the scenario's suite as the others are given it,
+// but Go's crypto/tls ignores cipher suites for TLS 1.3: Caddy takes the
+// line and negotiates what Go picks.
+func caddyTLS(listen string, tc *tlsFiles) (global, site, block string) {
+	global = "\tdefault_sni 127.0.0.1\n\tservers {\n\t\tprotocols h1 h2\n\t}\n"
+	block = fmt.Sprintf("\ttls %s %s {\n\t\tprotocols tls1.3\n\t\tciphers %s # no effect: crypto/tls has no TLS 1.3 suite setting\n\t}\n",
+		tc.cert, tc.key, tlsSuite)
+	return global, "https://" + listen, block
+}
+
+func (caddyProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyConfig(listen, members, joining)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(caddyConfig(listen, members, joining, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"caddy", "run", "--config", path, "--adapter", "caddyfile"}, nil

@@ -15,6 +15,7 @@ import (
 // Scenario names, as in peers.json.
 const (
 	scRaw         = "raw"
+	scRawTLS      = "raw_tls"
 	scSkewed      = "skewed"
 	scCold        = "cold_join"
 	scConnections = "connections"
@@ -41,8 +42,22 @@ type Machine struct {
 type Scenario struct {
 	Name        string   `json:"name"`
 	Description string   `json:"description"`
+	Note        string   `json:"note,omitempty"` // what the figures do and do not say
 	Results     []Result `json:"results"`
 }
+
+// rawTLSNote is the raw_tls scenario's note: its TLS settings, which each
+// proxy takes, and which it cannot.
+const rawTLSNote = "Every proxy serves the same throwaway self-signed ECDSA P-256 certificate and is set to TLS 1.3 only with " + tlsSuite +
+	" as the only cipher suite where it lets that be set: nginx (ssl_protocols TLSv1.3; ssl_conf_command Ciphersuites) and HAProxy " +
+	"(ssl-min-ver TLSv1.3; ciphersuites) take both. Caddy takes protocols tls1.3, and is given ciphers " + tlsSuite + ", which has no effect: " +
+	"Go's crypto/tls (Caddy's and corput's) does not let TLS 1.3 cipher suites be configured. corput's tls block has only cert and key " +
+	"(and client_ca), so corput offers TLS 1.2 and 1.3 with Go's defaults. Go's server picks " + tlsSuite + " itself when the CPU has " +
+	"AES-GCM instructions and the client prefers an AES-GCM suite, as wrk (OpenSSL's defaults, AES-256-GCM first) does. The TLS column is " +
+	"what one handshake made as wrk makes it (openssl s_client with OpenSSL's defaults, server name 127.0.0.1, no ALPN) negotiated with " +
+	"each proxy before its wrk run. Keep-alive everywhere, as in raw: 64 handshakes a run, the rest is record encryption and decryption, " +
+	"in wrk as in the proxy, on the same cores (the same for every proxy). " +
+	"corput serves HTTPS through Go's net/http server: its hand-written HTTP/1.1 path is cleartext-only."
 
 // Result is one proxy in one scenario. With several rounds it is the
 // median round (by the scenario's key figure), all rounds under Rounds.
@@ -70,6 +85,9 @@ type Result struct {
 	// SlowShare is the share of requests the 5×-slow origin served
 	// (skewed scenario).
 	SlowShare *float64 `json:"slow_origin_share,omitempty"`
+	// TLS is what the proxy negotiated with a client like wrk (raw_tls
+	// scenario).
+	TLS *TLSInfo `json:"tls,omitempty"`
 
 	// cold join: the joining origin's first 30 s, from its own counters
 	Join *JoinResult `json:"join,omitempty"`
@@ -205,13 +223,20 @@ func (r *Results) tables() []report.Table {
 	var ts []report.Table
 	for _, s := range r.Scenarios {
 		c, _ := r.find(s.Name, nameCorput)
-		t := report.Table{Title: s.Name + ": " + s.Description}
+		t := report.Table{Title: s.Name + ": " + s.Description, Note: s.Note}
 		switch s.Name {
-		case scRaw:
+		case scRaw, scRawTLS:
 			t.Header = []string{"proxy", "req/s", "p50 ms", "p99 ms", "errors", "corput/peer req/s", "corput/peer p99"}
+			if s.Name == scRawTLS {
+				t.Header = append(t.Header, "TLS negotiated")
+			}
 			for _, x := range s.Results {
-				t.Rows = append(t.Rows, []string{x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P50MS), ms(x.P99MS), strconv.FormatInt(x.Errors, 10),
-					ratio(c.RPS, x.RPS, x.Proxy), ratio(c.P99MS, x.P99MS, x.Proxy)})
+				row := []string{x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P50MS), ms(x.P99MS), strconv.FormatInt(x.Errors, 10),
+					ratio(c.RPS, x.RPS, x.Proxy), ratio(c.P99MS, x.P99MS, x.Proxy)}
+				if s.Name == scRawTLS {
+					row = append(row, tlsCell(x.TLS))
+				}
+				t.Rows = append(t.Rows, row)
 			}
 		case scSkewed:
 			t.Header = []string{"proxy", "p50 ms", "p90 ms", "p99 ms", "max ms", "success", "slow origin's share", "corput/peer p99"}
@@ -269,6 +294,18 @@ func (r *Results) tables() []report.Table {
 		ts = append(ts, t)
 	}
 	return ts
+}
+
+// tlsCell is a raw_tls row's negotiated TLS, flagged when it is not the
+// scenario's TLS 1.3 with its suite.
+func tlsCell(t *TLSInfo) string {
+	if t == nil {
+		return "—"
+	}
+	if !t.expected() {
+		return t.String() + " (not " + tlsVersion + " " + tlsSuite + ")"
+	}
+	return t.String()
 }
 
 // markdown is the whole comparison as markdown.
