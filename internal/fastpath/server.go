@@ -411,7 +411,9 @@ func (c *fastConn) setReadDeadline(t time.Time, lazy bool) bool {
 // handshake ends TLS on the connection within read_header_timeout (as
 // net/http's server bounds it); false closes the connection.
 func (c *fastConn) handshake() bool {
-	tc := tls.Server(c.conn, c.s.cfg.TLS)
+	// TLS reads and writes the socket through sockio's raw syscalls, as
+	// the cleartext loop does.
+	tc := tls.Server(c.sock, c.s.cfg.TLS)
 	if c.conn.SetDeadline(time.Now().Add(c.s.hdrWait)) != nil {
 		return false
 	}
