@@ -14,14 +14,6 @@ import (
 // Header hygiene, for both serving paths: the hop-by-hop fields that never
 // cross the gateway, and the X-Forwarded-* fields it adds.
 
-// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, removed before
-// a request or response crosses the gateway. (The fast path's parser marks
-// the same fields, h1.Field.Hop, on the raw bytes.)
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // RemoveHop deletes hop-by-hop headers and every header named in
 // Connection. "TE: trailers" survives (gRPC needs it end to end), and so do
 // Connection/Upgrade when upgrade names the protocol being switched to.
@@ -36,7 +28,7 @@ func RemoveHop(h http.Header, upgrade string) {
 			}
 		}
 	}
-	for _, name := range hopHeaders {
+	for _, name := range h1.HopFields {
 		h.Del(name)
 	}
 	if teTrailers {

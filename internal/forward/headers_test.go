@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"github.com/corput/corput/internal/h1"
 )
 
 func TestRemoveHopHeaders(t *testing.T) {
@@ -76,7 +78,7 @@ func FuzzHeaderHygiene(f *testing.F) {
 		up := UpgradeType(h)
 		named := strings.Split(connection, ",")
 		RemoveHop(h, up)
-		for _, k := range hopHeaders {
+		for _, k := range h1.HopFields {
 			v, ok := h[k]
 			switch {
 			case !ok:

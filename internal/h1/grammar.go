@@ -195,3 +195,12 @@ func HeadFields(head []byte) iter.Seq2[[]byte, []byte] {
 		}
 	}
 }
+
+// HopFields are the hop-by-hop fields of RFC 9110 §7.6.1, in canonical
+// form: never forwarded across the gateway. It is the one list: the
+// net/http path deletes these from a header map (forward.RemoveHop), and
+// the head parsers here mark them Hop (TestHopFieldsAreMarked).
+var HopFields = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}

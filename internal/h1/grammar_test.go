@@ -158,3 +158,36 @@ func TestGrammarAllocs(t *testing.T) {
 		t.Errorf("%v allocations", a)
 	}
 }
+
+// Every field of HopFields is marked Hop where the parsers accept it: in
+// a response without a chunked body (a chunked body's Trailer declaration
+// goes with it) and in a simple request (which may not have Upgrade or
+// Transfer-Encoding at all).
+func TestHopFieldsAreMarked(t *testing.T) {
+	for _, name := range HopFields {
+		value := "x"
+		switch name {
+		case "Transfer-Encoding":
+			value = "chunked"
+		case "Connection":
+			value = "keep-alive"
+		}
+		var h Head
+		resp := "HTTP/1.1 200 OK\r\n" + name + ": " + value + "\r\n\r\n"
+		if _, res := ParseResponse([]byte(resp), &h); res == Complete {
+			if f := h.Fields[len(h.Fields)-1]; !EqualFold(f.Name, name) || !f.Hop {
+				t.Errorf("response %s: Hop %v", name, f.Hop)
+			}
+		} else {
+			t.Errorf("response with %s: %v", name, res)
+		}
+		req := "GET / HTTP/1.1\r\nHost: x\r\n" + name + ": " + value + "\r\n\r\n"
+		if _, res := ParseRequest([]byte(req), &h); res == Complete {
+			if f := h.Fields[len(h.Fields)-1]; !EqualFold(f.Name, name) || !f.Hop {
+				t.Errorf("request %s: Hop %v", name, f.Hop)
+			}
+		} else if name != "Upgrade" && name != "Transfer-Encoding" {
+			t.Errorf("request with %s: %v", name, res)
+		}
+	}
+}
