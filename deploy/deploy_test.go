@@ -206,7 +206,7 @@ func TestDashboardMatchesTelemetry(t *testing.T) {
 		queries += len(p.Targets)
 	}
 	if queries < 15 {
-		t.Errorf("%d queries; the dashboard should cover every DESIGN.md §5 metric", queries)
+		t.Errorf("%d queries; the dashboard should cover every docs/contract.md metric", queries)
 	}
 	for _, p := range d.problems(series) {
 		t.Error(p)

@@ -1,8 +1,8 @@
 // Package deploy holds the files that run a corput fleet and watch it
-// (issue 10): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
+// (docs/deployment.md): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
 // gateway's fleet position is its pod ordinal; its ConfigMap, Services,
 // PodDisruptionBudget, PodMonitor and kustomization) and the Grafana
-// dashboard grafana/corput.json on the metrics of DESIGN.md §5.
+// dashboard grafana/corput.json on the metrics of docs/contract.md.
 //
 // The package has no code of its own beyond embedding the files. Its
 // tests are the point: they keep the files honest without anyone reading

@@ -1,5 +1,5 @@
 // Package hotpath holds the end-to-end benchmarks of corput's proxy path
-// that the peer comparison (bench/peers, issue 8) is optimised against: a
+// that the peer comparison (bench/peers, docs/performance.md) is optimised against: a
 // real gateway on loopback in front of minimal raw-TCP origins that
 // allocate nothing, driven by minimal raw-TCP keep-alive clients, so that
 // allocs/op is the gateway's own cost per proxied request and a CPU profile

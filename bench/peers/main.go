@@ -1,5 +1,5 @@
 // Command peers benchmarks corput beside HAProxy, nginx and Caddy on this
-// machine, in one run, on the same origins (issue 8):
+// machine, in one run, on the same origins (docs/performance.md):
 //
 //  1. raw: GET a tiny response with wrk -t2 -c64 for 10 s — req/s and p99;
 //  2. raw_tls: the same with wrk speaking HTTPS/1.1 to each proxy, which

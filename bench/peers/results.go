@@ -107,7 +107,7 @@ type JoinResult struct {
 	FirstSecond    int64   `json:"first_second"`    // requests in its first second of service
 }
 
-// Goal is one of issue 8's goals, judged on this run.
+// Goal is one of docs/performance.md's goals, judged on this run.
 type Goal struct {
 	Name   string  `json:"name"`
 	Target string  `json:"target"`
@@ -279,7 +279,7 @@ func (r *Results) tables() []report.Table {
 		ts = append(ts, t)
 	}
 	if len(r.Goals) > 0 {
-		t := report.Table{Title: "goals (issue 8)", Header: []string{"goal", "target", "this run", "met"}}
+		t := report.Table{Title: "goals (docs/performance.md)", Header: []string{"goal", "target", "this run", "met"}}
 		for _, g := range r.Goals {
 			met := "NOT met"
 			if g.Met {

@@ -109,7 +109,7 @@ const (
 	defaultMinOriginSize     = 6   // Envoy's zone-aware min_cluster_size
 )
 
-// DefaultConfig returns the seeds' defaults (LB-PAY-001 and REFERENCES.md):
+// DefaultConfig returns the seeds' defaults (LB-PAY-001 and docs/references.md):
 // those of config.DefaultOrigin, the one place they are written, plus the
 // keys the file does not have.
 func DefaultConfig() Config {

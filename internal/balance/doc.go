@@ -5,7 +5,7 @@
 // routing, zone-local routing and a bounded pending queue per endpoint. It
 // implements the second seed, LB-PAY-001 (Option C, MC-BN-01, INV-LB-01,
 // -02, -03, -05, ADV-UQ-01), with the formulas and defaults of Envoy,
-// Finagle and linkerd listed in REFERENCES.md. docs/balancing.md explains
+// Finagle and linkerd listed in docs/references.md. docs/balancing.md explains
 // every mechanism and its defaults.
 //
 // # Two levels of state

@@ -1,5 +1,5 @@
 // Package config owns corput's configuration file: the Go types for every
-// key of the contract in DESIGN.md §4, the seeds' defaults, a strict YAML
+// key of the contract in docs/contract.md, the seeds' defaults, a strict YAML
 // decoder and the validation that `corput check` and `corput serve` share.
 //
 // Invariants:
@@ -31,7 +31,7 @@ import (
 	"github.com/corput/corput/internal/workload"
 )
 
-// The diagnostic codes the contract fixes (DESIGN.md §4).
+// The diagnostic codes the contract fixes (docs/contract.md).
 const (
 	CodeUnboundedQueue = "ERR_UNBOUNDED_QUEUE_REJECTED"
 	CodeAverageOnly    = "ERR_AVERAGE_ONLY_TARGET_REJECTED"

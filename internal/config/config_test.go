@@ -73,7 +73,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", cfg, want)
 	}
 
-	// The numbers the seeds and DESIGN.md §4 fix, spelled out so that a
+	// The numbers the seeds and docs/contract.md fix, spelled out so that a
 	// change to DefaultOrigin cannot silently move them.
 	got := cfg.Origins[0]
 	checks := []struct {

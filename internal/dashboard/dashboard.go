@@ -1,6 +1,6 @@
-// Package dashboard is corput's live page for people (DESIGN.md §6, admin
+// Package dashboard is corput's live page for people (docs/contract.md, admin
 // GET /): open upstream connections and connections created per second over
-// the last minutes (the churn line of seed 000), per-endpoint active
+// the last minutes (gw-04's churn line, docs/spec.md), per-endpoint active
 // requests, EWMA latency, effective weight and ejection state, panic and zone
 // figures, and a picture of each origin's Ringsteady ring — endpoints at
 // their Van der Corput positions, coloured by subset, with the loops that

@@ -6,7 +6,7 @@
 // It implements the first seed's extension "control-plane-driven membership
 // (EDS) with debounced re-subsetting so rapid pod churn doesn't thrash the
 // ring", and the feed behind Zuul's ring that "manages it with incremental
-// deltas thereafter" (seed 003): a Source emits the FULL membership of an
+// deltas thereafter" (Zuul, docs/spec.md): a Source emits the FULL membership of an
 // origin every time it changes; the consumer (the gateway, through the
 // subset ring's Sync) turns consecutive full sets into deltas, so indices on
 // the ring stay stable and only the subsets that changed touch their pools.

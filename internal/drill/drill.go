@@ -1,4 +1,4 @@
-// Package drill runs corput's reliability drills (issue 9): a real gateway
+// Package drill runs corput's reliability drills (docs/reliability.md): a real gateway
 // (gateway.New) in front of real test origins (internal/origin) on
 // loopback, under open-loop Poisson load with the seed's 70/30 workload
 // (vegeta, paced by loadgen.NewPoisson), while a fault is injected:

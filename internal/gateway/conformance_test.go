@@ -3,7 +3,7 @@ package gateway
 // Conformance: the gateway end to end over 127.0.0.1 with real origins —
 // downstream and upstream protocols, loops per connection, trailers, gRPC,
 // upgrades, streaming, cancellation, timeouts, retries and header hygiene
-// (issue 5, DESIGN.md §1 and §7).
+// (docs/gateway.md, docs/contract.md).
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 package gateway
 
-// End-to-end membership tests (issue 6): a real go-control-plane xDS server
+// End-to-end membership tests (docs/discovery.md): a real go-control-plane xDS server
 // and a watched file drive a running gateway through RunDiscovery; the
 // evidence is what real origins saw, a real /metrics scrape
 // (scrapeFamilies, metrics_test.go) and /admin/origins over HTTP.

@@ -1,12 +1,12 @@
 // Package gateway is corput's request path: it accepts downstream
 // connections, assigns each to a loop, routes every request to an origin, and
 // forwards it through that loop's subset, balancer and connection pools
-// (DESIGN.md §1).
+// (docs/gateway.md).
 //
 // A loop is a shard of the gateway. Downstream connections are assigned to
 // loops round-robin at accept time; every request on a connection uses its
 // loop's picker and its loop's pools, so a request on loop A never touches
-// loop B's connections (the Zuul insight, seed 003). Per-origin state that
+// loop B's connections (the Zuul insight, docs/spec.md). Per-origin state that
 // must be shared — endpoint health, in-flight counts, Peak-EWMA latency — lives
 // in the balancer's per-origin objects and is updated atomically.
 //

@@ -1,6 +1,6 @@
 package gateway
 
-// The metrics and admin contract (DESIGN.md §5–6) scraped over real HTTP
+// The metrics and admin contract (docs/contract.md) scraped over real HTTP
 // from a gateway that served real traffic.
 
 import (
@@ -30,7 +30,7 @@ import (
 	"github.com/corput/corput/internal/upstream"
 )
 
-// contractMetrics is DESIGN.md §5: every metric with its type and labels.
+// contractMetrics is docs/contract.md: every metric with its type and labels.
 var contractMetrics = []struct {
 	name   string
 	typ    dto.MetricType
@@ -157,7 +157,7 @@ func (s families) monotonic() map[string]float64 {
 	return out
 }
 
-// checkContract fails unless every metric of DESIGN.md §5 is present with
+// checkContract fails unless every metric of docs/contract.md is present with
 // its type and exactly its labels.
 func checkContract(t testing.TB, s families) {
 	t.Helper()
@@ -195,7 +195,7 @@ func checkContract(t testing.TB, s families) {
 
 // TestMetricsContractAfterTraffic drives served, failed, ejected and shed
 // requests and a membership change through a gateway, then checks a real
-// scrape against DESIGN.md §5 and that no counter ever went down.
+// scrape against docs/contract.md and that no counter ever went down.
 func TestMetricsContractAfterTraffic(t *testing.T) {
 	good := startOrigins(t, 4, testorigin.Options{Classes: fastClass})
 	bad := startOrigins(t, 1, testorigin.Options{ErrorRate: 1, Classes: fastClass})
@@ -370,7 +370,7 @@ func poolPending(g *Gateway, name string) int {
 }
 
 // TestAdminJSONShapes reads /admin/origins and /admin/subsets as a script
-// would, by their JSON keys (DESIGN.md §6).
+// would, by their JSON keys (docs/contract.md).
 func TestAdminJSONShapes(t *testing.T) {
 	os := startOrigins(t, 4, testorigin.Options{Classes: fastClass})
 	g := startGateway(t, cfgText(2, "    subset: {size: 2}\n"), os, Options{})

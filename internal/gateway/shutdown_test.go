@@ -1,6 +1,6 @@
 package gateway
 
-// Graceful shutdown (issue 5): /readyz fails at once, the listener stops
+// Graceful shutdown (docs/gateway.md): /readyz fails at once, the listener stops
 // accepting, in-flight requests finish, pools close, nothing leaks; and
 // `corput serve` drains and exits 0 on SIGTERM.
 

@@ -1,7 +1,7 @@
 // Package lab is corput's laboratory: it measures, on virtual time, what
 // each upstream technique does to connections, churn and tail latency, and
-// writes the figures as tables, plots and a report (issue 7; seed 000
-// "Churn measured, not asserted"; seed 002 MC-WM-01 and MC-BN-01; seed 003's
+// writes the figures as tables, plots and a report (docs/lab.md; docs/spec.md: gw-04's
+// "Churn measured, not asserted"; LB-PAY-001's MC-WM-01 and MC-BN-01; Zuul's
 // results).
 //
 // # The simulator drives the real code

@@ -85,7 +85,7 @@ type EndpointShare struct {
 }
 
 // ColdStartResult is the cold endpoint's highest concurrency during its
-// first 30 s (seed 002, MC-BN-01: it must stay under 20).
+// first 30 s (LB-PAY-001's MC-BN-01 in docs/spec.md: it must stay under 20).
 type ColdStartResult struct {
 	Policy         string `json:"policy"`
 	SlowStart      bool   `json:"slow_start"`

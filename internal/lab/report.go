@@ -118,7 +118,7 @@ func (r *Results) stepsSection() report.Section {
 	}
 	return report.Section{
 		Title: "1. Steps: connections and churn",
-		Text: "Each step adds one technique to the previous one (seed 000). Open connections are counted from the pools' " +
+		Text: "Each step adds one technique to the previous one (gw-04, docs/spec.md). Open connections are counted from the pools' " +
 			"events and match the origins' own count; the churn plot is connections created per second.",
 		Tables: []report.Table{t}, Plots: plots,
 	}
@@ -234,7 +234,7 @@ func (r *Results) resilienceSection() report.Section {
 const checksTitle = "Checks"
 
 func (r *Results) checksSection() report.Section {
-	t := report.Table{Title: "Checks (issue 7, must show)", Header: []string{"result", "check", "measured"}}
+	t := report.Table{Title: "Checks (docs/lab.md, must show)", Header: []string{"result", "check", "measured"}}
 	for _, c := range r.Checks {
 		t.Rows = append(t.Rows, []string{c.Status(), c.Name, c.Detail})
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/corput/corput/internal/subset"
 )
 
-// ResilienceResult is seed 000's "subset size is a resilience knob" for one
+// ResilienceResult is gw-04's "subset size is a resilience knob" (docs/spec.md) for one
 // configured subset size: the share of its subset's capacity a loop keeps
 // when f endpoints of the origin fail, f = 0..max. Failed endpoints are
 // ejected by the real outlier detector (three connect failures each) and a

@@ -35,7 +35,7 @@ const (
 	// traffic per gateway, not on the gateway count, so it shows the shape
 	// of the full fleet in a tenth of the work.
 	ScaleSmall Scale = "small"
-	// ScaleFull is seed 003's fleet: 100 gateways × 16 loops × 800
+	// ScaleFull is Zuul's fleet (docs/spec.md): 100 gateways × 16 loops × 800
 	// endpoints (1.28 M per-loop pools in step 2).
 	ScaleFull Scale = "full"
 )

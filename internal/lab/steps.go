@@ -22,7 +22,7 @@ type step struct {
 	idle            func(sc *Scenario) time.Duration // nil: the default idle timeout
 }
 
-// steps are seed 000's steps 0–5; step 5 is two runs, aggressive eviction
+// steps are gw-04's steps 0–5 (docs/spec.md); step 5 is two runs, aggressive eviction
 // and an idle timeout tuned to the traffic.
 var steps = []step{
 	{id: "0", name: "conn_per_request", title: "a connection per request", scope: perRequest, algorithm: subset.NameNone},

@@ -1,7 +1,7 @@
 // Package latency summarises a latency distribution the one way every
 // corput report does: the count and the nearest-rank p50, p90, p99 and max in
 // milliseconds. There is no mean on purpose: an average alone hides the tail
-// (seed 002, ADV-AO-01 and INV-LB-04).
+// (LB-PAY-001's ADV-AO-01 and INV-LB-04, docs/spec.md).
 package latency
 
 import (

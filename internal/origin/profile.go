@@ -10,7 +10,7 @@ import (
 
 // profiles are the presets of `corput origin --profile`. Every class
 // profile has 8 workers, as the origins of the peer benchmarks
-// (REFERENCES.md: 4 origins × 8 workers).
+// (docs/references.md: 4 origins × 8 workers).
 var profiles = map[string]func(*Options){
 	// default: the 70/30 mix at its nominal latencies.
 	"default": func(*Options) {},

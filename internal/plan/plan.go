@@ -2,8 +2,8 @@
 // behind G gateways with K loops each, it chooses the subset size and
 // predicts what that size costs and buys — connections per gateway and
 // fleet-wide, the churn of one endpoint change and of a fleet deploy, the
-// share of a loop's capacity left when f endpoints of its subset fail (seed
-// 000, "Subset size is a resilience knob"), and the TLS handshake CPU saved
+// share of a loop's capacity left when f endpoints of its subset fail (gw-04,
+// "Subset size is a resilience knob", docs/spec.md), and the TLS handshake CPU saved
 // against no subsetting.
 //
 // Every figure comes from the subset engine that serves traffic

@@ -84,7 +84,7 @@ type Config struct {
 	BackoffMax  time.Duration
 }
 
-// DefaultConfig returns the seeds' defaults (DESIGN.md §4): 64 connections,
+// DefaultConfig returns the seeds' defaults (docs/contract.md): 64 connections,
 // 50 waiters, 100 ms acquire timeout, queue, 60 s idle, 10 min lifetime, 15 s
 // keepalive with a 5 s probe timeout, 1 pre-warmed connection, the peer's
 // stream limit, and a 100 ms – 5 s reconnect backoff.

@@ -5,11 +5,11 @@
 // for HTTP/1.1 and HTTP/2 and by package memconn in memory) is only a stream
 // capacity, a liveness flag and a probe.
 //
-// It implements seed 000 ("Required behaviors": reuse by default, a bounded
+// It implements docs/spec.md's gw-04 ("Required behaviors": reuse by default, a bounded
 // pool with an explicit over-cap policy, idle eviction and max-lifetime
 // recycling with keepalive so a dead origin is detected, not handed out; "h1
 // and h2 modes"; the cold-pool herd mitigations pre-warming and reconnect
-// jitter) and DESIGN.md §2's pool row. docs/pool.md explains the lifecycle
+// jitter) and docs/pool.md. docs/pool.md explains the lifecycle
 // and the trade-offs.
 //
 // # Using a pool

@@ -10,7 +10,7 @@ import (
 // corput_upstream_connections_closed_total.
 type CloseReason uint8
 
-// The close reasons, exactly those of DESIGN.md §5.
+// The close reasons, exactly those of docs/contract.md.
 const (
 	ReasonIdle      CloseReason = iota // carried no stream for IdleTimeout
 	ReasonLifetime                     // drained after MaxLifetime

@@ -1,7 +1,7 @@
 // Package subset decides which few endpoints of an origin each loop of each
 // gateway talks to, so that every loop keeps a small, balanced, stable set of
-// upstream connections (seed 000 "Balanced subset" and "Stable subset"; seed
-// 003 "Zuul's Event-Loop-Level Subsetting"; Ward, Wankadia, Guliani,
+// upstream connections (docs/spec.md: gw-04's "Balanced subset" and "Stable subset", and
+// Zuul's event-loop-level subsetting; Ward, Wankadia, Guliani,
 // "Reinventing Backend Subsetting at Google", ACM Queue 20(5), 2022).
 //
 // # Ringsteady

@@ -8,7 +8,7 @@ import (
 // DefaultSlack is the hysteresis margin of DefaultSizing and FixedSize.
 const DefaultSlack = 0.2
 
-// DefaultSizing is the ideal subset size of seed 003: 25–50 endpoints.
+// DefaultSizing is Zuul's ideal subset size (docs/spec.md): 25–50 endpoints.
 var DefaultSizing = Sizing{Min: 25, Max: 50, Slack: DefaultSlack}
 
 // Sizing chooses the subset count S, a power of two, from the number of

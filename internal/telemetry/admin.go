@@ -24,7 +24,7 @@ type AdminSource interface {
 	Live() bool
 }
 
-// AdminHandler serves the admin API of DESIGN.md §6: /metrics,
+// AdminHandler serves the admin API of docs/contract.md: /metrics,
 // /admin/origins, /admin/subsets?origin=NAME, /healthz, /readyz, and the
 // dashboard at / with its own assets and JSON under /dashboard/.
 func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Handler {

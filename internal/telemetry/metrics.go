@@ -1,7 +1,7 @@
 // Package telemetry owns corput's Prometheus metrics and the admin HTTP API.
 //
 // The metric names, types and labels are part of corput's external contract
-// (DESIGN.md §5); they are declared once, here, and nowhere else. Event
+// (docs/contract.md); they are declared once, here, and nowhere else. Event
 // counters and histograms are updated by the request path through children
 // bound once per (origin, loop) or (origin, endpoint), so the hot path does no
 // label hashing. Gauges that describe state (open connections, utilization,
@@ -42,7 +42,7 @@ const (
 	CloseShutdown  = "shutdown"
 )
 
-// Metrics holds every collector of DESIGN.md §5 on its own registry.
+// Metrics holds every collector of docs/contract.md on its own registry.
 type Metrics struct {
 	Registry *prometheus.Registry
 

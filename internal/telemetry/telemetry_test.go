@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// contract is DESIGN.md §5: every metric name with its type and labels.
+// contract is docs/contract.md: every metric name with its type and labels.
 var contract = map[string]struct {
 	typ    string
 	labels []string

@@ -35,7 +35,7 @@
 // HTTP/2 with prior knowledge. TLS verification is on unless
 // insecure_skip_verify is set; a client certificate makes it mTLS.
 //
-// Spec: seed 000 ("Required behaviors": reuse by default, keepalive so a dead
+// Spec: docs/spec.md, gw-04 ("Required behaviors": reuse by default, keepalive so a dead
 // origin is not handed out; "Per-origin protocol negotiation (ALPN)"),
-// DESIGN.md §2 (upstream row), issue 3 ("Wire").
+// docs/gateway.md ("Wire").
 package upstream

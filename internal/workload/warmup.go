@@ -24,7 +24,7 @@ type Warmup struct {
 	Window time.Duration `json:"window" yaml:"window"` // time to reach 1×
 }
 
-// Cold is the cold-start profile of the peer benchmarks (REFERENCES.md): 10×
+// Cold is the cold-start profile of the peer benchmarks (docs/references.md): 10×
 // slow at start, warm after 40 s, inside the seed's 30–45 s JIT window.
 func Cold() Warmup { return Warmup{Factor: 10, Window: 40 * time.Second} }
 

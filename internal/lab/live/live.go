@@ -1,4 +1,4 @@
-// Package live is the lab's live mode (`corput lab --live`): seed 000's
+// Package live is the lab's live mode (`corput lab --live`): gw-04 (docs/spec.md)
 // steps at small scale over real sockets, with real `corput origin` and
 // `corput serve` processes on loopback, counting upstream connections on
 // both sides — at the origins (ground truth: TCP connections accepted and

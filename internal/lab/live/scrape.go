@@ -17,7 +17,7 @@ import (
 	"github.com/corput/corput/internal/origin"
 )
 
-// The gateway metrics a sample reads (DESIGN.md §5).
+// The gateway metrics a sample reads (docs/contract.md).
 const (
 	metricCreated = "corput_upstream_connections_created_total"
 	metricOpen    = "corput_upstream_connections_open"

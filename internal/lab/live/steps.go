@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Step is one configuration of the fleet's upstream side: seed 000's
+// Step is one configuration of the fleet's upstream side: gw-04 (docs/spec.md)
 // techniques added one at a time.
 type Step struct {
 	ID    string `json:"id"`    // "0" … "5b"
@@ -29,7 +29,7 @@ type Step struct {
 	MaxLifetime time.Duration `json:"max_lifetime_ns"`
 }
 
-// Step IDs, in seed 000's order.
+// Step IDs, in gw-04's order (docs/spec.md).
 const (
 	StepPerRequest = "0"
 	StepShared     = "1"
