@@ -5,9 +5,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/corput/corput/internal/mdtable"
 )
 
 // contractDoc is the contract page, relative to this package's directory.
@@ -35,7 +36,7 @@ func TestEveryKeyIsInTheContract(t *testing.T) {
 		if !slices.Contains(keys, gone) {
 			t.Fatalf("%s is not among the keys found: %q", gone, keys)
 		}
-		cut := removeRows(string(doc), "`"+gone+"`")
+		cut := mdtable.Without(string(doc), "`"+gone+"`")
 		if cut == string(doc) {
 			t.Fatalf("removing %s changed nothing: the check has no row to lose", gone)
 		}
@@ -132,12 +133,7 @@ func isBlock(t reflect.Type) bool {
 // missingKeys returns the keys that no table row of doc names, in
 // backquotes, in its first cell.
 func missingKeys(doc string, keys []string) []string {
-	rows := map[string]bool{}
-	for line := range strings.Lines(doc) {
-		if cells := rowCells(line); len(cells) > 0 {
-			rows[cells[0]] = true
-		}
-	}
+	rows := mdtable.FirstCells(doc)
 	var out []string
 	for _, k := range keys {
 		if !rows["`"+k+"`"] {
@@ -145,38 +141,4 @@ func missingKeys(doc string, keys []string) []string {
 		}
 	}
 	return out
-}
-
-// removeRows returns doc without the table rows whose first cell is first.
-func removeRows(doc, first string) string {
-	var b strings.Builder
-	for line := range strings.Lines(doc) {
-		if cells := rowCells(line); len(cells) > 0 && cells[0] == first {
-			continue
-		}
-		b.WriteString(line)
-	}
-	return b.String()
-}
-
-// rowCells splits a markdown table row into its trimmed cells (an escaped
-// \| stays inside its cell); a line that is not a row has none.
-func rowCells(line string) []string {
-	line = strings.TrimSpace(line)
-	if !strings.HasPrefix(line, "|") {
-		return nil
-	}
-	line = strings.TrimSuffix(strings.TrimPrefix(line, "|"), "|")
-	var cells []string
-	cell := 0
-	for i := 0; i < len(line); i++ {
-		switch {
-		case line[i] == '\\' && i+1 < len(line) && line[i+1] == '|':
-			i++
-		case line[i] == '|':
-			cells = append(cells, strings.TrimSpace(line[cell:i]))
-			cell = i + 1
-		}
-	}
-	return append(cells, strings.TrimSpace(line[cell:]))
 }

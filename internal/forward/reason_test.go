@@ -2,9 +2,10 @@ package forward
 
 import (
 	"os"
-	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/corput/corput/internal/mdtable"
 )
 
 // Every reason is in the contract's table of the gateway's errors, with
@@ -15,14 +16,16 @@ func TestEveryReasonIsInTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range Reasons() {
-		row := regexp.MustCompile(`(?m)^\| ` + strconv.Itoa(r.Status()) + " \\| `" + regexp.QuoteMeta(r.String()) + "` \\| (yes|no) \\|")
-		m := row.FindSubmatch(doc)
-		if m == nil {
+		cells, ok := mdtable.Find(string(doc), 1, "`"+r.String()+"`")
+		if !ok || len(cells) < 3 {
 			t.Errorf("docs/contract.md has no row for %d %s", r.Status(), r)
 			continue
 		}
-		if got, want := string(m[1]) == "yes", r.Sheds(); got != want {
-			t.Errorf("docs/contract.md says Retry-After for %s is %s; the code says %v", r, m[1], want)
+		if cells[0] != strconv.Itoa(r.Status()) {
+			t.Errorf("docs/contract.md says %s is %s; the code says %d", r, cells[0], r.Status())
+		}
+		if got, want := cells[2] == "yes", r.Sheds(); got != want {
+			t.Errorf("docs/contract.md says Retry-After for %s is %s; the code says %v", r, cells[2], want)
 		}
 	}
 }

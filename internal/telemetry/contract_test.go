@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corput/corput/internal/mdtable"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -33,7 +34,7 @@ func TestEveryMetricIsInTheContract(t *testing.T) {
 
 	t.Run("a missing metric is found", func(t *testing.T) {
 		gone := families[0].GetName()
-		cut := removeRows(string(doc), "`"+gone+"`")
+		cut := mdtable.Without(string(doc), "`"+gone+"`")
 		if cut == string(doc) {
 			t.Fatalf("removing %s changed nothing: the check has no row to lose", gone)
 		}
@@ -138,7 +139,7 @@ func contractProblems(doc string, families []*dto.MetricFamily) []string {
 	var probs []string
 	for _, f := range families {
 		name := f.GetName()
-		cells, ok := findRow(doc, "`"+name+"`")
+		cells, ok := mdtable.Find(doc, 0, "`"+name+"`")
 		if !ok {
 			probs = append(probs, "no table row names the metric "+name+" (exported by telemetry.New): add a row | `"+name+"` | type | labels | meaning | to the metrics table")
 			continue
@@ -153,51 +154,6 @@ func contractProblems(doc string, families []*dto.MetricFamily) []string {
 		}
 	}
 	return probs
-}
-
-// findRow returns the cells of the first table row of doc whose first cell
-// is first.
-func findRow(doc, first string) ([]string, bool) {
-	for line := range strings.Lines(doc) {
-		if cells := rowCells(line); len(cells) > 0 && cells[0] == first {
-			return cells, true
-		}
-	}
-	return nil, false
-}
-
-// removeRows returns doc without the table rows whose first cell is first.
-func removeRows(doc, first string) string {
-	var b strings.Builder
-	for line := range strings.Lines(doc) {
-		if cells := rowCells(line); len(cells) > 0 && cells[0] == first {
-			continue
-		}
-		b.WriteString(line)
-	}
-	return b.String()
-}
-
-// rowCells splits a markdown table row into its trimmed cells (an escaped
-// \| stays inside its cell); a line that is not a row has none.
-func rowCells(line string) []string {
-	line = strings.TrimSpace(line)
-	if !strings.HasPrefix(line, "|") {
-		return nil
-	}
-	line = strings.TrimSuffix(strings.TrimPrefix(line, "|"), "|")
-	var cells []string
-	cell := 0
-	for i := 0; i < len(line); i++ {
-		switch {
-		case line[i] == '\\' && i+1 < len(line) && line[i+1] == '|':
-			i++
-		case line[i] == '|':
-			cells = append(cells, strings.TrimSpace(line[cell:i]))
-			cell = i + 1
-		}
-	}
-	return append(cells, strings.TrimSpace(line[cell:]))
 }
 
 // labelNames are the label names of f's first series, sorted.
