@@ -10,6 +10,7 @@ import (
 // Begin starts a's request on loop ol (replayable: idempotent, without a
 // body, so it may be sent again).
 func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool) {
+	o.m.requests[ol.idx].Inc()
 	a.Start(&o.policy, ol.picker, replayable)
 }
 

@@ -15,6 +15,7 @@ import (
 // request path does no label lookups.
 type originMetrics struct {
 	created     [][2]prometheus.Counter // [loop][h1, h2]
+	requests    []prometheus.Counter    // [loop]: requests placed on it
 	closed      []prometheus.Counter    // by pool.CloseReason
 	acquireWait prometheus.Observer
 	duration    [5]prometheus.Observer // by code class 1xx..5xx
@@ -43,6 +44,7 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 	}
 	for l := 0; l < loops; l++ {
 		ls := strconv.Itoa(l)
+		om.requests = append(om.requests, m.LoopRequests.WithLabelValues(name, ls))
 		om.created = append(om.created, [2]prometheus.Counter{
 			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH1),
 			m.ConnectionsCreated.WithLabelValues(name, ls, upstream.ProtoH2),

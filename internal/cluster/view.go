@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/pool"
@@ -27,7 +28,10 @@ type OriginView struct {
 
 // LoopView is one loop's view of an origin.
 type LoopView struct {
-	Loop       int                 `json:"loop"`
+	Loop int `json:"loop"`
+	// Requests placed on the loop, and their share of the origin's.
+	Requests   uint64              `json:"requests"`
+	Share      float64             `json:"share"`
 	Subset     []string            `json:"subset"`
 	Candidates []string            `json:"candidates"` // what the picker chooses among now
 	Pools      map[string]PoolView `json:"pools"`
@@ -67,12 +71,20 @@ func (o *Origin) View() OriginView {
 		subsets[i] = append([]string(nil), ol.subset...)
 	}
 	o.mu.Unlock()
+	var total uint64
 	for i, ol := range o.loops {
-		lv := LoopView{Loop: ol.idx, Subset: subsets[i], Candidates: ol.picker.Candidates(), Pools: map[string]PoolView{}}
+		lv := LoopView{Loop: ol.idx, Subset: subsets[i], Candidates: ol.picker.Candidates(), Pools: map[string]PoolView{},
+			Requests: counted(o.m.requests[ol.idx])}
+		total += lv.Requests
 		for addr, p := range *ol.pools.Load() {
 			lv.Pools[addr] = poolView(p.Stats())
 		}
 		v.Loops = append(v.Loops, lv)
+	}
+	for i := range v.Loops {
+		if total > 0 {
+			v.Loops[i].Share = float64(v.Loops[i].Requests) / float64(total)
+		}
 	}
 	return v
 }
@@ -150,4 +162,13 @@ func (o *Origin) RefreshGauges() {
 			m.SubsetSize.WithLabelValues(o.name, loop).Set(float64(sizes[i]))
 		}
 	}
+}
+
+// counted reads a counter's value.
+func counted(c prometheus.Counter) uint64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return uint64(m.GetCounter().GetValue())
 }

@@ -46,7 +46,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		status = c.writeError(forward.NoRoute)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
-		ol := o.Loop(c.loop)
+		ol := o.Loop(c.s.cfg.NextLoop()) // a loop per request: the connection's state stays its own
 		a := &c.attempt
 		o.Begin(a, ol, replayable)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first

@@ -13,8 +13,7 @@
 // asterisk or absolute target, an escaped path, obs-fold, bare LF, an
 // oversized head, ...), a body above BodyLimit, CONNECT, or a route to
 // an origin the fast path does not serve (HTTP/2 or TLS with ALPN). The
-// hand-off is for the rest of the connection; the loop it was assigned
-// stays. So every rule the hostile-input and conformance suites check is
+// hand-off is for the rest of the connection. So every rule the hostile-input and conformance suites check is
 // applied either by the strict parser (which refuses to call anything
 // doubtful simple) or by net/http as before.
 //
@@ -22,8 +21,9 @@
 //   - A request's attempts are package forward's, through the origin's
 //     loop (cluster.Origin.Forward): the fast path does only the I/O of an
 //     exchange.
-//   - A request placed on a connection's loop touches only that loop's
-//     pools.
+//   - A request is placed on a loop of its own (Config.NextLoop) and
+//     touches only that loop's picker and pools; a connection's buffers
+//     and client watch stay the connection's.
 //   - A proxied request allocates nothing (bench/hotpath).
 package fastpath
 
@@ -64,7 +64,7 @@ type Config struct {
 	Served func(status int)
 	// Forwarding sets the X-Forwarded-* fields.
 	Forwarding forward.Forwarding
-	// NextLoop is the loop of a new connection.
+	// NextLoop is the loop of a request.
 	NextLoop func() int
 	// Guard wraps a connection handed to net/http (the framing guard).
 	Guard func(net.Conn) net.Conn
@@ -261,7 +261,6 @@ type fastConn struct {
 	conn  net.Conn     // the accepted socket: its deadlines and Close
 	tls   *tls.Conn    // over conn, on an HTTPS listener; nil in cleartext
 	sock  *sockio.Conn // the reads and writes: of conn (package sockio), or of tls
-	loop  int
 	state atomic.Int32
 
 	buf   []byte // read buffer; buf[r:w] is unread
@@ -316,7 +315,6 @@ func (c *fastConn) serve() {
 			return
 		}
 	}
-	c.loop = c.s.cfg.NextLoop() // an h2 connection gets its loop from net/http's ConnContext
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
@@ -437,7 +435,7 @@ func (c *fastConn) handOff() bool {
 	}
 	c.setReadDeadline(time.Time{}, false)
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
-	hc := &HandedConn{Conn: c.conn, pre: pre, loop: c.loop}
+	hc := &HandedConn{Conn: c.conn, pre: pre}
 	if c.tls != nil {
 		st := c.tls.ConnectionState()
 		hc.Conn, hc.tlsState = c.tls, &st
@@ -455,8 +453,7 @@ var fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<
 type HandedConn struct {
 	tlsState *tls.ConnectionState
 	net.Conn
-	pre  []byte
-	loop int
+	pre []byte
 }
 
 func (h *HandedConn) Read(p []byte) (int, error) {
@@ -467,9 +464,6 @@ func (h *HandedConn) Read(p []byte) (int, error) {
 	}
 	return h.Conn.Read(p)
 }
-
-// Loop is the loop the fast path assigned the connection.
-func (h *HandedConn) Loop() int { return h.loop }
 
 // TLS is the connection's TLS state, nil in cleartext.
 func (h *HandedConn) TLS() *tls.ConnectionState { return h.tlsState }

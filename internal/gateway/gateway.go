@@ -1,12 +1,14 @@
 // Package gateway is corput's request path: it accepts downstream
-// connections, assigns each to a loop, routes every request to an origin, and
+// connections, places every request on a loop, routes it to an origin, and
 // forwards it through that loop's subset, balancer and connection pools
 // (docs/gateway.md).
 //
-// A loop is a shard of the gateway. Downstream connections are assigned to
-// loops round-robin at accept time; every request on a connection uses its
-// loop's picker and its loop's pools, so a request on loop A never touches
-// loop B's connections (the Zuul insight, docs/spec.md). Per-origin state that
+// A loop is a shard of the gateway: its pools and picker state, not a
+// thread. Each request (each HTTP/2 stream) is placed on a loop of its own,
+// round robin, so every loop takes an equal share whatever the number of
+// downstream connections; it then uses only that loop's picker and pools,
+// so a request on loop A never touches loop B's connections (the Zuul
+// insight, docs/spec.md). Per-origin state that
 // must be shared — endpoint health, in-flight counts, Peak-EWMA latency — lives
 // in the balancer's per-origin objects and is updated atomically.
 //
@@ -174,8 +176,6 @@ func (g *Gateway) SetSourceError(originName string, err error) {
 	}
 }
 
-type loopKey struct{}
-
 // tlsKey holds the TLS state of an HTTPS/1.1 connection the fast path
 // handed to net/http.
 type tlsKey struct{}
@@ -183,19 +183,17 @@ type tlsKey struct{}
 // framingKey holds a guarded connection's *framingConn.
 type framingKey struct{}
 
-// assignLoop is the downstream server's ConnContext: connections go to
-// loops round-robin.
-func (g *Gateway) assignLoop(ctx context.Context, c net.Conn) context.Context {
+// connContext is the downstream server's ConnContext: it keeps what a
+// request needs of its connection — the framing guard's verdicts, and the
+// TLS state of a connection the fast path handed on.
+func (g *Gateway) connContext(ctx context.Context, c net.Conn) context.Context {
 	if fc, ok := c.(*framingConn); ok {
 		ctx = context.WithValue(ctx, framingKey{}, fc)
-		if hc, ok := fc.Conn.(*fastpath.HandedConn); ok {
-			if st := hc.TLS(); st != nil {
-				ctx = context.WithValue(ctx, tlsKey{}, st) // net/http sees no *tls.Conn
-			}
-			return context.WithValue(ctx, loopKey{}, hc.Loop()) // the fast path assigned it
+		if hc, ok := fc.Conn.(*fastpath.HandedConn); ok && hc.TLS() != nil {
+			ctx = context.WithValue(ctx, tlsKey{}, hc.TLS()) // net/http sees no *tls.Conn
 		}
 	}
-	return context.WithValue(ctx, loopKey{}, g.nextLoopIndex())
+	return ctx
 }
 
 // Server returns the downstream *http.Server serving g: HTTP/1.1 and h2c
@@ -207,7 +205,7 @@ func (g *Gateway) newServer() *http.Server {
 		ReadHeaderTimeout: d.ReadHeaderTimeout,
 		IdleTimeout:       d.IdleTimeout,
 		MaxHeaderBytes:    d.MaxHeaderBytes,
-		ConnContext:       g.assignLoop,
+		ConnContext:       g.connContext,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	var protos http.Protocols
@@ -292,7 +290,9 @@ func (g *Gateway) fastConfig() fastpath.Config {
 	}
 }
 
-// nextLoopIndex is the loop of a new downstream connection: round robin.
+// nextLoopIndex is the loop of a request: round robin over the loops, so
+// that every loop takes an equal share of the traffic whatever the number
+// of downstream connections (docs/decisions.md, "A loop per request").
 func (g *Gateway) nextLoopIndex() int { return int((g.nextLoop.Add(1) - 1) % uint64(g.loops)) }
 
 // served counts a downstream request answered with status.

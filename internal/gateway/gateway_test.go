@@ -238,39 +238,58 @@ func TestOutlierEjectedAfterThird500UntilEjectionTimePasses(t *testing.T) {
 	}
 }
 
-func TestLoopsReachOnlyTheirSubsetAndTheGatewayReachesAll(t *testing.T) {
+// A request is placed on a loop of its own and goes only to that loop's
+// subset, through that loop's pools: with four disjoint subsets and
+// requests from one connection, what each loop's subset received is exactly
+// what was placed on that loop (corput_loop_requests_total), the loops take
+// equal shares, and the gateway as a whole reaches every endpoint.
+func TestRequestsStayOnTheirLoopAndSpreadOverAll(t *testing.T) {
 	os := startOrigins(t, 64, testorigin.Options{Classes: []workload.Class{{Name: "x", Percent: 100, Latency: time.Millisecond}}})
 	g := startGateway(t, cfgText(4, "    subset: {size: 16}\n    balancer: {policy: round_robin}\n    pool: {prewarm: 0}\n"), os, Options{})
 	view := g.Origins().([]cluster.OriginView)[0]
 	if len(view.Loops) != 4 {
 		t.Fatalf("%d loops", len(view.Loops))
 	}
-	byAddr := map[string]string{}
+	byID := map[string]*testorigin.Server{}
 	for _, o := range os {
-		byAddr[o.Options().ID] = o.Addr()
+		byID[o.Options().ID] = o
 	}
-	all := map[string]bool{}
-	for l := 0; l < 4; l++ {
-		c, closeIdle := client() // a new downstream connection: the next loop
-		allowed := map[string]bool{}
-		for _, a := range view.Loops[l].Subset {
-			allowed[a] = true
+	loopOf := map[string]int{}
+	for _, lv := range view.Loops {
+		if len(lv.Subset) != 16 {
+			t.Fatalf("loop %d subset has %d endpoints, want 16", lv.Loop, len(lv.Subset))
 		}
-		if len(allowed) != 16 {
-			t.Fatalf("loop %d subset has %d endpoints, want 16", l, len(allowed))
-		}
-		for i := 0; i < 48; i++ {
-			resp, _ := get(t, c, "http://"+g.Addr()+"/x")
-			addr := byAddr[resp.Header.Get(testorigin.IDHeader)]
-			if !allowed[addr] {
-				t.Fatalf("loop %d request reached %s outside its subset", l, addr)
+		for _, a := range lv.Subset {
+			if l, dup := loopOf[a]; dup {
+				t.Fatalf("%s in the subsets of loops %d and %d: want them disjoint", a, l, lv.Loop)
 			}
-			all[addr] = true
+			loopOf[a] = lv.Loop
 		}
-		closeIdle()
 	}
-	if len(all) != 64 {
-		t.Fatalf("the gateway reached %d endpoints, want all 64", len(all))
+	c, closeIdle := client() // one downstream connection
+	defer closeIdle()
+	const n = 192
+	reached := map[string]bool{}
+	for range n {
+		resp, _ := get(t, c, "http://"+g.Addr()+"/x")
+		reached[byID[resp.Header.Get(testorigin.IDHeader)].Addr()] = true
+	}
+	var perLoop [4]int64
+	for _, o := range os {
+		perLoop[loopOf[o.Addr()]] += o.Stats().Total().Total()
+	}
+	fams := scrapeFamilies(t, g)
+	for l := range 4 {
+		placed, _ := fams.value("corput_loop_requests_total", "origin", "app", "loop", fmt.Sprint(l))
+		if float64(perLoop[l]) != placed {
+			t.Errorf("loop %d: its subset served %d requests, %v were placed on it", l, perLoop[l], placed)
+		}
+		if placed != n/4 {
+			t.Errorf("loop %d took %v of %d requests from one connection, want an even %d", l, placed, n, n/4)
+		}
+	}
+	if len(reached) != 64 {
+		t.Fatalf("one connection reached %d endpoints, want all 64", len(reached))
 	}
 }
 

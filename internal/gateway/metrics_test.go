@@ -234,10 +234,10 @@ origins:
 			get(t, c, "http://"+g.Addr()+"/x")
 		}
 	}
-	// Shed: one request holds tight's only connection, one waits for it
-	// (max_pending 1), three more are refused pending_full, then the
-	// waiter's acquire_timeout passes on the fake clock. All on one h2c
-	// connection, so one loop.
+	// Shed: two requests hold tight's only connection of each loop (a loop
+	// per request, round robin), one waits for one of them (max_pending 1),
+	// three more are refused pending_full, then the waiter's
+	// acquire_timeout passes on the fake clock.
 	h2 := downstream(t, dsH2C, nil)
 	answers := make(chan *http.Response, 5)
 	send := func() {
@@ -255,6 +255,8 @@ origins:
 	send()
 	<-arrived
 	send()
+	<-arrived
+	send()
 	poll.Until(t, "a request waiting in tight's pool", func() bool { return poolPending(g, "tight") == 1 })
 	for i := 0; i < 3; i++ {
 		send()
@@ -268,12 +270,11 @@ origins:
 		t.Fatalf("waiter after acquire_timeout: %d %q", resp.StatusCode, resp.Header.Get("X-Corput-Error"))
 	}
 
-	first := scrapeFamilies(t, g) // while tight's holder is in flight
+	first := scrapeFamilies(t, g) // while tight's holders are in flight
 	checkContract(t, first)
-	tightLoop := ""
 	for _, lv := range g.Origins().([]cluster.OriginView)[1].Loops {
-		if lv.Pools[tight.addr].Busy == 1 {
-			tightLoop = fmt.Sprint(lv.Loop)
+		if lv.Pools[tight.addr].Busy != 1 {
+			t.Errorf("tight's pool of loop %d: %d busy, want its one connection held", lv.Loop, lv.Pools[tight.addr].Busy)
 		}
 	}
 	for _, c := range []struct {
@@ -287,11 +288,15 @@ origins:
 		{"corput_requests_shed_total", []string{"origin", "tight", "reason", "pending_full"}, 3},
 		{"corput_requests_shed_total", []string{"origin", "tight", "reason", "acquire_timeout"}, 1},
 		{"corput_requests_shed_total", []string{"origin", "app", "reason", "no_healthy"}, 0},
-		{"corput_upstream_requests_active", []string{"origin", "tight", "endpoint", tight.addr}, 1},
+		{"corput_upstream_requests_active", []string{"origin", "tight", "endpoint", tight.addr}, 2},
 		{"corput_upstream_requests_active", []string{"origin", "app", "endpoint", bad[0].Addr()}, 0},
 		{"corput_subset_size", []string{"origin", "app", "loop", "1"}, 5},
-		{"corput_pool_utilization", []string{"origin", "tight", "loop", tightLoop}, 1},
-		{"corput_upstream_connections_open", []string{"origin", "tight", "loop", tightLoop, "protocol", "h1"}, 1},
+		{"corput_pool_utilization", []string{"origin", "tight", "loop", "0"}, 1},
+		{"corput_pool_utilization", []string{"origin", "tight", "loop", "1"}, 1},
+		{"corput_upstream_connections_open", []string{"origin", "tight", "loop", "0", "protocol", "h1"}, 1},
+		{"corput_upstream_connections_open", []string{"origin", "tight", "loop", "1", "protocol", "h1"}, 1},
+		{"corput_loop_requests_total", []string{"origin", "app", "loop", "0"}, 20},
+		{"corput_loop_requests_total", []string{"origin", "app", "loop", "1"}, 20},
 		{"corput_downstream_requests_total", []string{"code_class", "2xx"}, 37},
 		{"corput_downstream_requests_total", []string{"code_class", "5xx"}, 3 + 4},
 		{"corput_upstream_request_duration_seconds", []string{"origin", "app", "code_class", "5xx"}, 3},
@@ -310,8 +315,10 @@ origins:
 	// More traffic and a membership change (the failing endpoint leaves):
 	// nothing counted may go down.
 	once.Do(func() { close(release) })
-	if resp := <-answers; resp.StatusCode != 200 {
-		t.Fatalf("holder: %d", resp.StatusCode)
+	for range 2 {
+		if resp := <-answers; resp.StatusCode != 200 {
+			t.Fatalf("holder: %d", resp.StatusCode)
+		}
 	}
 	if err := g.Apply("app", serverMembers(good)); err != nil {
 		t.Fatal(err)

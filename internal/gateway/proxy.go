@@ -16,7 +16,7 @@ import (
 
 // ServeHTTP forwards one downstream request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	loop, _ := r.Context().Value(loopKey{}).(int)
+	loop := g.nextLoopIndex()
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
 	}

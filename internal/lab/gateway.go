@@ -27,6 +27,7 @@ type gateway struct {
 	rate  float64                         // arrivals per second at full share
 	share func(now time.Duration) float64 // share of rate taken now; nil: all
 	next  clock.Timer                     // the next arrival, re-armed by each
+	turn  int                             // the loop of the next request: round robin, as the gateway places them
 }
 
 type gwLoop struct {
@@ -65,7 +66,8 @@ func (g *gateway) arrival() {
 	}
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
-	r.gw, r.loop, r.class = g, g.loops[e.rnd.IntN(len(g.loops))], class
+	r.gw, r.loop, r.class = g, g.loops[g.turn], class
+	g.turn = (g.turn + 1) % len(g.loops)
 	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
 	r.a.Start(&g.policy, r.loop.picker, true)
 	e.rec.arrived(e)

@@ -63,6 +63,7 @@ type Metrics struct {
 	DownstreamRequests *prometheus.CounterVec   // code_class
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
 	AcceptErrors       *prometheus.CounterVec   // reason (additive)
+	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -114,6 +115,8 @@ func New() *Metrics {
 	m.StaleRetries = counter("corput_upstream_stale_retries_total",
 		"Requests sent again because the idle HTTP/1.1 connection they took unprobed had been closed by the origin.", "origin")
 
+	m.LoopRequests = counter("corput_loop_requests_total",
+		"Requests placed on each loop of an origin (a loop is chosen per request: the shares should be even).", "origin", "loop")
 	m.AcceptErrors = counter("corput_accept_errors_total",
 		"Errors accepting downstream connections, by reason (fd_limit, fd_system, memory, aborted, other); the listener backs off and goes on accepting.", "reason")
 	for _, r := range accept.Reasons {
@@ -124,7 +127,7 @@ func New() *Metrics {
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
-		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -208,6 +211,7 @@ func (m *Metrics) InitOrigin(origin string, loops int, protocols []string) {
 			m.ConnectionsOpen.WithLabelValues(origin, loop, p)
 		}
 		m.PoolUtilization.WithLabelValues(origin, loop)
+		m.LoopRequests.WithLabelValues(origin, loop)
 		m.SubsetSize.WithLabelValues(origin, loop)
 	}
 	for _, r := range CloseReasons {
