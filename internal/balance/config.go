@@ -50,6 +50,11 @@ type Config struct {
 	// DefaultRTT is the Peak EWMA estimate of an endpoint never measured
 	// (linkerd's 30 ms).
 	DefaultRTT time.Duration
+	// TieRatio: peak_ewma compares two candidates by latency only when
+	// their mean latencies differ by at least this factor; closer, the
+	// one with fewer requests in flight per weight wins (see peakEWMA).
+	// 1 always compares latency.
+	TieRatio float64
 	// ActiveRequestBias is least_request's exponent on (active+1) for
 	// unequal weights (Envoy's active_request_bias, 1.0).
 	ActiveRequestBias float64
@@ -126,6 +131,7 @@ func FromConfig(o *config.Origin) Config {
 		Choices:               o.Balancer.Choices,
 		EWMADecay:             o.Balancer.EWMADecay,
 		DefaultRTT:            o.Balancer.DefaultRTT,
+		TieRatio:              o.Balancer.TieRatio,
 		ActiveRequestBias:     defaultActiveRequestBias,
 		SlowStart:             SlowStartConfig(o.SlowStart),
 		Outlier:               OutlierConfig(o.Outlier),
@@ -161,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.EWMADecay <= 0 {
 		bad("balancer.ewma_decay", "%v must be positive; 10s is the default", c.EWMADecay)
+	}
+	if !(c.TieRatio >= 1 && c.TieRatio <= 10) {
+		bad("balancer.tie_ratio", "%v is outside 1..10; 1.5 is the default", c.TieRatio)
 	}
 	if c.DefaultRTT <= 0 {
 		bad("balancer.default_rtt", "%v must be positive; 30ms is the default", c.DefaultRTT)

@@ -63,6 +63,7 @@ type Endpoint struct {
 	consecutive atomic.Int32 // failures in a row
 	state       atomic.Int32 // healthy, failing or ejected; written under origin.mu
 	rtt         latencyEstimate
+	mean        meanEstimate // the typical latency, for peakEWMA's tie rule
 
 	// Guarded by origin.mu.
 	zone        string
@@ -129,6 +130,7 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	now := o.nowNs()
 	if out != ConnectFailure {
 		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+		e.mean.observe(float64(latency))
 	}
 	if out == Success {
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
@@ -143,7 +145,9 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 			o.failed(e)
 		}
 		if out == ConnectFailure && o.Panic() {
-			e.rtt.observe(max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs)), now, o.prm.tauMs)
+			penalty := max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs))
+			e.rtt.observe(penalty, now, o.prm.tauMs)
+			e.mean.raise(penalty)
 		}
 	}
 }

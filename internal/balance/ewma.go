@@ -72,3 +72,55 @@ func (p *latencyEstimate) observe(sampleNs float64, nowNs int64, tauMs float64) 
 		}
 	}
 }
+
+// meanEstimate is one endpoint's typical latency, lock-free: the average
+// of its samples so far, then a moving average of about its last
+// meanWindow samples (weight max(1/(n+1), 1/meanWindow) for the n-th). No
+// peak and no decay while idle: peakEWMA uses it to tell a real difference
+// between endpoints from noise, which the peak estimate — lifted for
+// seconds by one slow sample, lowered by idleness — cannot. The estimate
+// (float32 ns) and the sample count share one 64-bit word, written by CAS.
+type meanEstimate struct {
+	word atomic.Uint64
+}
+
+// meanWindow is how many recent samples the mean averages, once it has
+// seen that many: enough that identical endpoints' means stay within a
+// few per cent of each other under noisy latency, few enough that a
+// change of an endpoint's speed shows within its next few dozen requests.
+const meanWindow = 64
+
+func (m *meanEstimate) reset(estNs float64) {
+	m.word.Store(packEWMA(estNs, 0))
+}
+
+// load returns the mean in ns.
+func (m *meanEstimate) load() float64 {
+	est, _ := unpackEWMA(m.word.Load())
+	return est
+}
+
+// observe blends in one sample: the first replaces the default estimate.
+func (m *meanEstimate) observe(sampleNs float64) {
+	for {
+		old := m.word.Load()
+		est, n := unpackEWMA(old)
+		w := max(1/float64(n+1), 1.0/meanWindow)
+		next := est + (sampleNs-est)*w
+		if m.word.CompareAndSwap(old, packEWMA(next, min(n+1, meanWindow))) {
+			return
+		}
+	}
+}
+
+// raise lifts the mean to v if it is lower (a connect failure's penalty:
+// the endpoint must look expensive however noisy the others are).
+func (m *meanEstimate) raise(v float64) {
+	for {
+		old := m.word.Load()
+		est, n := unpackEWMA(old)
+		if est >= v || m.word.CompareAndSwap(old, packEWMA(v, n)) {
+			return
+		}
+	}
+}

@@ -145,6 +145,7 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 		if e == nil {
 			e = &Endpoint{origin: o, addr: m.Address, from: from, back: now}
 			e.rtt.reset(o.prm.rttNs, now)
+			e.mean.reset(o.prm.rttNs)
 		}
 		e.zone = m.Zone
 		e.weight = max(m.Weight, 1)

@@ -41,6 +41,15 @@ func loadCost(g *group, e *entry, now int64) float64 {
 // of least cost. Among equal costs it keeps the one sampled first, which is
 // itself a uniformly random choice, so ties cost no extra draw.
 func bestOf(g *group, k int, now int64, r *rng.Source, cost costFn) *entry {
+	return bestBy(g, k, now, r, func(g *group, a, b *entry, now int64) bool { return cost(g, a, now) < cost(g, b, now) })
+}
+
+// betterFn reports whether candidate a is strictly better than b.
+type betterFn func(g *group, a, b *entry, now int64) bool
+
+// bestBy samples k distinct entries uniformly at random and returns the
+// best by better, keeping the one sampled first among equals.
+func bestBy(g *group, k int, now int64, r *rng.Source, better betterFn) *entry {
 	es := g.entries
 	n := len(es)
 	switch {
@@ -53,7 +62,7 @@ func bestOf(g *group, k int, now int64, r *rng.Source, cost costFn) *entry {
 			j++
 		}
 		a, b := &es[i], &es[j]
-		if cost(g, b, now) < cost(g, a, now) {
+		if better(g, b, a, now) {
 			return b
 		}
 		return a
@@ -61,10 +70,9 @@ func bestOf(g *group, k int, now int64, r *rng.Source, cost costFn) *entry {
 	var idx [maxChoices]int
 	m := sampleDistinct(n, min(k, n), r, &idx)
 	best := &es[idx[0]]
-	bc := cost(g, best, now)
 	for _, i := range idx[1:m] {
-		if c := cost(g, &es[i], now); c < bc {
-			best, bc = &es[i], c
+		if better(g, &es[i], best, now) {
+			best = &es[i]
 		}
 	}
 	return best

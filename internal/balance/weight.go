@@ -16,6 +16,7 @@ type params struct {
 	invAggr  float64 // 1 / aggression
 	tauMs    float64 // Peak EWMA τ in ms
 	rttNs    float64 // default RTT in ns
+	tie      float64 // TieRatio
 	bias     float64 // least_request active_request_bias
 	choices  int
 	maxPend  int64
@@ -29,6 +30,7 @@ func newParams(c Config) params {
 		invAggr:  1 / c.SlowStart.Aggression,
 		tauMs:    float64(c.EWMADecay) / float64(time.Millisecond),
 		rttNs:    float64(c.DefaultRTT),
+		tie:      c.TieRatio,
 		bias:     c.ActiveRequestBias,
 		choices:  c.Choices,
 		maxPend:  int64(c.MaxPending),

@@ -195,6 +195,12 @@ type Balancer struct {
 	Choices    int           `yaml:"choices"`     // endpoints sampled per pick (p2c, least_request, peak_ewma)
 	EWMADecay  time.Duration `yaml:"ewma_decay"`  // Peak EWMA time constant τ
 	DefaultRTT time.Duration `yaml:"default_rtt"` // Peak EWMA estimate of an endpoint not yet measured
+	// TieRatio: peak_ewma compares two candidates by latency only when
+	// their mean latencies differ by at least this factor; closer than
+	// that the difference is noise, and the one with fewer requests in
+	// flight wins (additive). 1 compares latency always (the plain Peak
+	// EWMA).
+	TieRatio float64 `yaml:"tie_ratio"`
 }
 
 // Policy names a load-balancing policy.
@@ -331,6 +337,7 @@ func DefaultOrigin() Origin {
 			Choices:    2,
 			EWMADecay:  10 * time.Second,
 			DefaultRTT: 30 * time.Millisecond,
+			TieRatio:   1.5,
 		},
 		Pool: Pool{
 			MaxConnections: 64,

@@ -280,6 +280,9 @@ func (o *Origin) checkBalancer(r *reporter, p string) {
 	checkRange(r, p+".choices", b.Choices, 2, maxChoices, "2 (power of two choices) is the default")
 	checkPositive(r, p+".ewma_decay", b.EWMADecay, "10s")
 	checkPositive(r, p+".default_rtt", b.DefaultRTT, "30ms")
+	if !(b.TieRatio >= 1 && b.TieRatio <= 10) {
+		r.errorf(p+".tie_ratio", "%v is outside 1..10: the factor by which two endpoints' mean latencies must differ before peak_ewma prefers the faster; 1.5 is the default, 1 always compares latency", b.TieRatio)
+	}
 }
 
 func (o *Origin) checkPool(r *reporter, p string) {
