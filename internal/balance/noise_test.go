@@ -28,7 +28,7 @@ func noisyShares(t *testing.T, f *fixture, p *Picker, n, inflight int, base time
 			t.Fatal(err)
 		}
 		count[ep.Address()]++
-		lat := float64(base) * math.Exp(sigma*normal(r))
+		lat := float64(base) * math.Exp(sigma*r.Normal())
 		if k, ok := slow[ep.Address()]; ok {
 			lat *= k
 		}
@@ -47,12 +47,6 @@ func noisyShares(t *testing.T, f *fixture, p *Picker, n, inflight int, base time
 		out[a] = float64(c) / float64(n)
 	}
 	return out
-}
-
-// normal is a standard normal draw (Box–Muller).
-func normal(r *rng.Source) float64 {
-	u1, u2 := max(r.Float64(), 1e-12), r.Float64()
-	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
 }
 
 func spread(shares map[string]float64, of int) (minOverMean, maxOverMean float64) {

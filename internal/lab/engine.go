@@ -45,6 +45,7 @@ type fleetOptions struct {
 	workers         int           // per instance
 	timeout         time.Duration // the gateway's request timeout; 0: none
 	retries         int           // extra attempts after a connect failure or a drained pool
+	noise           float64       // log-normal σ of every service time; 0: constant service times
 }
 
 // engine is one discrete-event simulation on virtual time. It runs on one

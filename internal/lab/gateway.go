@@ -31,8 +31,9 @@ type gateway struct {
 }
 
 type gwLoop struct {
-	idx    int
-	picker *balance.Picker
+	idx      int
+	requests int64 // placed on it
+	picker   *balance.Picker
 	pools  []*pool.Pool // by instance id, for the perLoop scope
 }
 
@@ -67,6 +68,7 @@ func (g *gateway) arrival() {
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
 	r.gw, r.loop, r.class = g, g.loops[g.turn], class
+	r.loop.requests++
 	g.turn = (g.turn + 1) % len(g.loops)
 	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
 	r.a.Start(&g.policy, r.loop.picker, true)

@@ -143,6 +143,16 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 			return err
 		}})
 	}
+	if sc.Runs(ExpSpread) {
+		runs := spreadRuns()
+		res.Spread = make([]SpreadResult, len(runs))
+		for i, run := range runs {
+			jobs = append(jobs, simJob(sc.Spread.Duration, sc.Spread.Rate, func(ctx context.Context, tick func()) (err error) {
+				res.Spread[i], err = runSpread(ctx, &sc, run, tick)
+				return err
+			}))
+		}
+	}
 	if err := runJobs(ctx, jobs, parallel, progressTo); err != nil {
 		return nil, err
 	}

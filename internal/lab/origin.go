@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"time"
 
 	"github.com/corput/corput/internal/pool/memconn"
@@ -54,9 +55,14 @@ func (e *engine) newInstance(addr string, slowdown float64, w workload.Warmup, e
 	return in
 }
 
-// serviceTime is how long a request of base latency takes if it starts now.
+// serviceTime is how long a request of base latency takes if it starts now:
+// × a log-normal draw e^(σN) when the run's service times are noisy.
 func (in *instance) serviceTime(base time.Duration, now time.Time) time.Duration {
-	return time.Duration(float64(base) * in.slowdown * in.warmup.At(now.Sub(in.born)))
+	d := float64(base) * in.slowdown * in.warmup.At(now.Sub(in.born))
+	if s := in.e.o.noise; s > 0 {
+		d *= math.Exp(s * in.e.rnd.Normal())
+	}
+	return time.Duration(d)
 }
 
 // accept takes a request that reached the instance.

@@ -79,6 +79,7 @@ func (r *Results) doc() report.Doc {
 	add(r.Subsets != nil, r.subsetsSection)
 	add(len(r.LB) > 0, r.lbSection)
 	add(len(r.Resilience) > 0, r.resilienceSection)
+	add(len(r.Spread) > 0, r.spreadSection)
 	add(len(r.Checks) > 0, r.checksSection)
 	return d
 }
@@ -229,6 +230,25 @@ func (r *Results) resilienceSection() report.Section {
 	}
 	return report.Section{Title: "5. Subset size as a resilience knob", Tables: []report.Table{random, same}, Plots: []string{plotResilience, plotResilienceSame},
 		Text: "Failed endpoints are ejected by the real outlier detector; a loop's capacity is the share of its subset its picker still uses."}
+}
+
+func (r *Results) spreadSection() report.Section {
+	s := r.Scenario.Spread
+	t := report.Table{
+		Title:  fmt.Sprintf("Even load: %d identical endpoints behind one gateway of %d loops, %.0f req/s on one %v path", s.Endpoints, s.Loops, s.Rate, s.Latency),
+		Header: []string{"policy", "service times", "endpoints reached", "per endpoint min/mean", "per endpoint max/mean", "per loop min/mean", "per loop max/mean"},
+	}
+	for _, x := range r.Spread {
+		model := "constant"
+		if x.Noise > 0 {
+			model = fmt.Sprintf("log-normal σ %g", x.Noise)
+		}
+		t.Rows = append(t.Rows, []string{x.Policy, model, fmt.Sprintf("%d of %d", x.Reached, s.Endpoints),
+			f2(x.EndpointMin), f2(x.EndpointMax), f2(x.LoopMin), f2(x.LoopMax)})
+	}
+	return report.Section{Title: "6. Even load over identical endpoints", Tables: []report.Table{t},
+		Text: "Where requests go, not how fast they are answered (one path, so no balancer evidence): requests per endpoint and per loop as multiples of an even share. " +
+			"Requests are placed on the loops round robin, as the gateway places them. peak_ewma (tie_ratio 1) is the plain Peak EWMA, before the tie rule (docs/balancing.md)."}
 }
 
 const checksTitle = "Checks"

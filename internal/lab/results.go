@@ -19,6 +19,7 @@ type Results struct {
 	LBWithoutSlowStart []LBResult         `json:"lb_without_slow_start"`
 	ColdStart          []ColdStartResult  `json:"cold_start"`
 	Resilience         []ResilienceResult `json:"resilience"`
+	Spread             []SpreadResult     `json:"spread"`
 	Checks             []Check            `json:"checks"`
 }
 
@@ -112,6 +113,14 @@ func (r *Results) evaluate() {
 		add("p99: peak_ewma < p2c < round_robin", ewma.P99 < p2c.P99 && p2c.P99 < rr.P99, false,
 			"%.1f ms < %.1f ms < %.1f ms", ewma.P99, p2c.P99, rr.P99)
 	}
+	tied, plain := r.spread("peak_ewma", 0.1), r.spread("peak_ewma (tie_ratio 1)", 0.1)
+	if tied == nil || plain == nil {
+		add("even load, noisy service times: peak_ewma within 0.85–1.15× per endpoint, the plain Peak EWMA wider", false, true, "spread not run")
+	} else {
+		add("even load, noisy service times: peak_ewma within 0.85–1.15× per endpoint, the plain Peak EWMA wider",
+			tied.EndpointMin >= 0.85 && tied.EndpointMax <= 1.15 && plain.EndpointMax-plain.EndpointMin > tied.EndpointMax-tied.EndpointMin, false,
+			"peak_ewma %.2f–%.2f×, tie_ratio 1 %.2f–%.2f× over %d endpoints", tied.EndpointMin, tied.EndpointMax, plain.EndpointMin, plain.EndpointMax, tied.Reached)
+	}
 	with, without := r.coldStart(balance.PeakEWMA, true), r.coldStart(balance.PeakEWMA, false)
 	if with == nil || without == nil {
 		add("cold endpoint: max concurrency in first 30 s < 20 with slow start, higher without", false, true, "lb not run")
@@ -130,6 +139,17 @@ func (r *Results) WriteJSON(path string) error {
 	}
 	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("lab: results: %w", err)
+	}
+	return nil
+}
+
+// spread returns the even-load run of policy (as SpreadResult names it) on
+// the service-time model whose σ is noise (any positive σ for noise > 0).
+func (r *Results) spread(policy string, noise float64) *SpreadResult {
+	for i := range r.Spread {
+		if x := &r.Spread[i]; x.Policy == policy && (x.Noise > 0) == (noise > 0) {
+			return x
+		}
 	}
 	return nil
 }

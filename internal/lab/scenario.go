@@ -18,11 +18,12 @@ const (
 	ExpSubsets    = "subsets"
 	ExpLB         = "lb"
 	ExpResilience = "resilience"
+	ExpSpread     = "spread"
 )
 
 // Experiments lists every experiment name.
 func Experiments() []string {
-	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience}
+	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience, ExpSpread}
 }
 
 // Scale chooses the fleet size of the fleet experiments.
@@ -66,6 +67,7 @@ type Scenario struct {
 	Subsets    SubsetsScenario    `json:"subsets"`
 	LB         LBScenario         `json:"lb"`
 	Resilience ResilienceScenario `json:"resilience"`
+	Spread     SpreadScenario     `json:"spread"`
 }
 
 // FleetScenario is the fleet the steps, the herd and the subset ranking run
@@ -149,6 +151,21 @@ type LBScenario struct {
 	ColdWindow time.Duration `json:"cold_window_ns"`
 }
 
+// SpreadScenario is the even-load experiment: identical, healthy
+// endpoints behind one gateway, on a single path (it measures where
+// requests go, not latency: no balancer evidence, so no 70/30 mix).
+type SpreadScenario struct {
+	Loops     int           `json:"loops"`
+	Endpoints int           `json:"endpoints"`
+	Workers   int           `json:"workers"`
+	Rate      float64       `json:"rate"`
+	Latency   time.Duration `json:"latency_ns"`
+	Duration  time.Duration `json:"duration_ns"`
+	// Noise is the log-normal σ of the noisy service-time model (each
+	// service time is Latency × e^(σN), N standard normal).
+	Noise float64 `json:"noise"`
+}
+
 // ResilienceScenario is the subset-size resilience table.
 type ResilienceScenario struct {
 	Sizes       []int `json:"sizes"`
@@ -186,6 +203,10 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			ColdAt: 60 * time.Second, Warmup: workload.Cold(),
 			Duration: 300 * time.Second, Timeout: 15 * time.Second,
 			ColdWindow: 30 * time.Second,
+		},
+		Spread: SpreadScenario{
+			Loops: 16, Endpoints: 800, Workers: 8, Rate: 4000,
+			Latency: 15 * time.Millisecond, Duration: 30 * time.Second, Noise: 0.1,
 		},
 		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
 	}
@@ -249,6 +270,9 @@ func (sc *Scenario) Validate() error {
 	bad(l.Gateways > 0 && l.Loops > 0 && l.Endpoints >= 3, "lab lb: want gateways, loops > 0 and at least 3 endpoints (degraded, flaky, one warm)")
 	bad(l.Workers > 0 && l.Rate > 0, "lab lb: workers and rate must be positive")
 	bad(l.ColdWindow >= time.Second && l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must last at least 1s and end before the run")
+	sp := sc.Spread
+	bad(sp.Loops > 0 && sp.Endpoints > 0 && sp.Workers > 0 && sp.Rate > 0 && sp.Latency > 0 && sp.Duration >= time.Second && sp.Noise >= 0,
+		"lab spread: loops, endpoints, workers, rate, latency must be positive, duration at least 1s, noise not negative")
 	h := sc.Herd
 	bad(h.Duration > 0 && h.Jitter > 0 && h.Ramp > 0, "lab herd: duration, jitter and ramp must be positive")
 	r := sc.Resilience

@@ -10,6 +10,7 @@
 package rng
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 )
@@ -80,4 +81,10 @@ func FNV(s string) uint64 {
 		h *= prime
 	}
 	return h
+}
+
+// Normal returns a standard normal draw (Box–Muller).
+func (s *Source) Normal() float64 {
+	u1, u2 := max(s.Float64(), 1e-12), s.Float64()
+	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
 }
