@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -50,6 +51,7 @@ type figures struct {
 	ChurnSum   float64 `json:"churnSum"` // the churn line's values added up
 	Rows       int     `json:"rows"`
 	LoopLabels string  `json:"loopLabels"`
+	LoopShares string  `json:"loopShares"`
 }
 
 const readFigures = `(() => {
@@ -66,6 +68,7 @@ const readFigures = `(() => {
     churnSum: Number((document.querySelector("#chart-churn polyline.series") || {dataset: {}}).dataset.sum || 0),
     rows: document.querySelectorAll("#origin-app tbody tr").length,
     loopLabels: [...document.querySelectorAll("#ring-app text")].map(e => e.textContent).filter(s => /^L/.test(s)).join(" "),
+    loopShares: (document.querySelector("#origin-app .f-loops") || {}).textContent || "",
   };
 })()`
 
@@ -164,6 +167,11 @@ func TestBrowserShowsFiguresChangingUnderLoad(t *testing.T) {
 	t.Logf("busy: %+v", busy)
 	if num(busy.Requests) <= num(idle.Requests) || num(busy.Zone) <= 0 {
 		t.Fatalf("requests %s → %s, zone-local %s: want growth and a local share", idle.Requests, busy.Requests, busy.Zone)
+	}
+	// A loop per request: under load every loop takes its share.
+	var lo, hi float64
+	if _, err := fmt.Sscanf(busy.LoopShares, "%f–%f× even", &lo, &hi); err != nil || lo <= 0 || hi >= 1.5 {
+		t.Fatalf("loop shares %q under load: want every loop near an even share", busy.LoopShares)
 	}
 	load.Wait()
 	if loadErr != nil {

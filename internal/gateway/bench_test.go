@@ -68,3 +68,17 @@ func BenchmarkDirect(b *testing.B) {
 	origins := startOrigins(b, 1, testorigin.Options{})
 	benchGets(b, benchClient(b, dsH1), origins[0].URL()+"/")
 }
+
+// BenchmarkLoopChoice is the per-request loop choice (round robin over the
+// loops, one atomic add), from every P at once.
+func BenchmarkLoopChoice(b *testing.B) {
+	g := &Gateway{loops: 16}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if l := g.nextLoopIndex(); l < 0 || l >= 16 {
+				b.Fatal(l)
+			}
+		}
+	})
+}

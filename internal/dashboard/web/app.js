@@ -188,6 +188,8 @@ function renderOrigin(o, history, view) {
     el("span", {}, "shed/s ", el("b", {}, fmt(last.shed_per_s))),
     el("span", {}, "ejected ", el("b", {}, `${o.ejected} of ${o.endpoints.length}`)),
     el("span", {}, "zone-local ", el("b", {}, pct(tot.zone_local, (tot.zone_local || 0) + (tot.zone_remote || 0)))),
+    el("span", { title: "requests placed on each loop, as multiples of an even share (a loop is chosen per request)" },
+      "loop shares ", el("b", { class: "f-loops" }, loopShares(o.loops || []))),
     el("span", {}, "membership changes ", el("b", {}, fmt(o.membership_changes))),
     ...(o.source_error ? [el("span", { class: "state ejected" }, "discovery: " + o.source_error)] : []));
   const use = loopUse(o);
@@ -206,6 +208,13 @@ function arcPath(p0, p1, r) {
   const [x0, y0] = polar(p0, r), [x1, y1] = polar(p1, r);
   const large = p1 - p0 > 0.5 ? 1 : 0;
   return `M${x0.toFixed(2)},${y0.toFixed(2)} A${r},${r} 0 ${large} 1 ${x1.toFixed(2)},${y1.toFixed(2)}`;
+}
+
+// loopShares is "min–max× even" of the loops' request shares.
+function loopShares(loops) {
+  if (loops.length === 0 || !loops.some(l => l.requests > 0)) return "–";
+  const even = loops.map(l => l.share * loops.length);
+  return `${Math.min(...even).toFixed(2)}–${Math.max(...even).toFixed(2)}× even`;
 }
 
 function loopList(loops) {
