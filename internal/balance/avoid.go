@@ -40,7 +40,7 @@ func (p *Picker) PickAvoiding(avoid []*Endpoint) (*Endpoint, error) {
 		if len(g.entries) == 0 {
 			break
 		}
-		if e := p.choose.choose(g, now, p.rand); !tried(avoid, e.ep) {
+		if e := s.choose.choose(g, now, p.rand); !tried(avoid, e.ep) {
 			return p.picked(s, e), nil
 		}
 	}

@@ -94,7 +94,7 @@ func (e *Endpoint) Pending() int64 { return e.pending.Load() }
 // Shed; on true it calls Release exactly once when the request leaves the
 // queue.
 func (e *Endpoint) TryAdmit() bool {
-	limit := e.origin.prm.maxPend
+	limit := e.origin.t().prm.maxPend
 	for {
 		n := e.pending.Load()
 		if n >= limit {
@@ -129,24 +129,24 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) {
 	o := e.origin
 	now := o.nowNs()
 	if out != ConnectFailure {
-		e.rtt.observe(float64(latency), now, o.prm.tauMs)
+		e.rtt.observe(float64(latency), now, o.t().prm.tauMs)
 		e.mean.observe(float64(latency))
 	}
 	if out == Success {
-		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.prm.failures && e.state.Load() == failing {
+		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.t().prm.failures && e.state.Load() == failing {
 			o.recovered(e)
 		}
 		return
 	}
-	if e.consecutive.Add(1) >= o.prm.failures {
+	if e.consecutive.Add(1) >= o.t().prm.failures {
 		// A failing endpoint (cap full) is ejected at its next failure
 		// once an ejection slot is free; until then it costs no lock.
 		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
 			o.failed(e)
 		}
 		if out == ConnectFailure && o.Panic() {
-			penalty := max(10*o.prm.rttNs, 2*e.rtt.at(now, o.prm.tauMs))
-			e.rtt.observe(penalty, now, o.prm.tauMs)
+			penalty := max(10*o.t().prm.rttNs, 2*e.rtt.at(now, o.t().prm.tauMs))
+			e.rtt.observe(penalty, now, o.t().prm.tauMs)
 			e.mean.raise(penalty)
 		}
 	}
@@ -181,10 +181,10 @@ func (e *Endpoint) statusLocked(now int64) EndpointStatus {
 		Address:         e.addr,
 		Zone:            e.zone,
 		Weight:          e.weight,
-		EffectiveWeight: o.prm.effective(float64(e.weight), e.from, now),
+		EffectiveWeight: o.t().prm.effective(float64(e.weight), e.from, now),
 		Active:          e.active.Load(),
 		Pending:         e.pending.Load(),
-		EWMALatency:     time.Duration(e.rtt.at(now, o.prm.tauMs)),
+		EWMALatency:     time.Duration(e.rtt.at(now, o.t().prm.tauMs)),
 		TimesEjected:    o.decayedTimesLocked(e, now),
 	}
 	switch e.state.Load() {

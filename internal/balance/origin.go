@@ -30,15 +30,13 @@ type Options struct {
 // Lock order: Origin.mu, then the clock's own lock (AfterFunc). Observer
 // methods other than ZonePick run under Origin.mu.
 type Origin struct {
-	name   string
-	cfg    Config
-	prm    params
-	clk    clock.Clock
-	epoch  time.Time
-	rand   *rng.Source
-	obs    Observer
-	policy chooser
-	room   atomic.Bool // an ejection slot is free; mirrors nEjected < maxEjectLocked()
+	name  string
+	tune  atomic.Pointer[tuning] // the configuration in force; replaced whole by Reconfigure
+	clk   clock.Clock
+	epoch time.Time
+	rand  *rng.Source
+	obs   Observer
+	room  atomic.Bool // an ejection slot is free; mirrors nEjected < maxEjectLocked()
 
 	mu        sync.Mutex // guards following, and Endpoint fields marked so
 	list      []*Endpoint
@@ -64,14 +62,12 @@ func NewOrigin(name string, cfg Config, members []Member, opt Options) (*Origin,
 	}
 	o := &Origin{
 		name:   name,
-		cfg:    cfg,
-		prm:    newParams(cfg),
 		clk:    opt.Clock,
 		rand:   opt.Rand,
 		obs:    opt.Observer,
-		policy: newChooser(cfg.Policy),
 		byAddr: map[string]*Endpoint{},
 	}
+	o.tune.Store(newTuning(cfg))
 	if o.clk == nil {
 		o.clk = clock.Real()
 	}
@@ -94,6 +90,38 @@ func NewOrigin(name string, cfg Config, members []Member, opt Options) (*Origin,
 
 // Name returns the origin's name.
 func (o *Origin) Name() string { return o.name }
+
+// tuning is the configuration in force and what is derived from it; it is
+// never changed once published, so the request path reads it with one
+// atomic load.
+type tuning struct {
+	cfg    Config
+	prm    params
+	policy chooser
+}
+
+func newTuning(cfg Config) *tuning {
+	return &tuning{cfg: cfg, prm: newParams(cfg), policy: newChooser(cfg.Policy)}
+}
+
+// t is the tuning in force.
+func (o *Origin) t() *tuning { return o.tune.Load() }
+
+// Reconfigure applies a new configuration in place: endpoints keep their
+// shared state (in-flight counts, latency estimates, ejections and their
+// clocks, slow-start clocks), and every loop's snapshot is rebuilt with the
+// new policy, weights, thresholds and zone rule. Picks in progress finish on
+// the snapshot they loaded. An invalid cfg changes nothing.
+func (o *Origin) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("origin %s: %w", o.name, err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.tune.Store(newTuning(cfg))
+	o.refreshLocked()
+	return nil
+}
 
 // nowNs is the time in ns since the origin's epoch.
 func (o *Origin) nowNs() int64 { return int64(o.clk.Now().Sub(o.epoch)) }
@@ -128,7 +156,7 @@ func (o *Origin) Update(members []Member) error {
 	defer o.mu.Unlock()
 	now := o.nowNs()
 	from := int64(warm)
-	if o.prm.window > 0 {
+	if o.t().prm.window > 0 {
 		from = now
 	}
 	o.applyLocked(members, from)
@@ -144,8 +172,8 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 		e := o.byAddr[m.Address]
 		if e == nil {
 			e = &Endpoint{origin: o, addr: m.Address, from: from, back: now}
-			e.rtt.reset(o.prm.rttNs, now)
-			e.mean.reset(o.prm.rttNs)
+			e.rtt.reset(o.t().prm.rttNs, now)
+			e.mean.reset(o.t().prm.rttNs)
 		}
 		e.zone = m.Zone
 		e.weight = max(m.Weight, 1)
@@ -175,7 +203,7 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 // maxEjectLocked is the ejection cap: max_ejection_percent of the origin,
 // rounded down, and at least one.
 func (o *Origin) maxEjectLocked() int {
-	return max(1, len(o.list)*o.cfg.Outlier.MaxEjectionPercent/100)
+	return max(1, len(o.list)*o.t().cfg.Outlier.MaxEjectionPercent/100)
 }
 
 // failed handles an endpoint whose failure run reached consecutive_5xx:
@@ -184,7 +212,7 @@ func (o *Origin) failed(e *Endpoint) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	st := e.state.Load()
-	if o.closed || e.removed || st == ejected || e.consecutive.Load() < o.prm.failures {
+	if o.closed || e.removed || st == ejected || e.consecutive.Load() < o.t().prm.failures {
 		return
 	}
 	switch {
@@ -208,7 +236,7 @@ func (o *Origin) failed(e *Endpoint) {
 func (o *Origin) recovered(e *Endpoint) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if e.removed || e.state.Load() != failing || e.consecutive.Load() >= o.prm.failures {
+	if e.removed || e.state.Load() != failing || e.consecutive.Load() >= o.t().prm.failures {
 		return
 	}
 	e.state.Store(healthy)
@@ -217,7 +245,7 @@ func (o *Origin) recovered(e *Endpoint) {
 }
 
 func (o *Origin) ejectLocked(e *Endpoint, now int64) {
-	od := o.cfg.Outlier
+	od := o.t().cfg.Outlier
 	e.times = o.decayedTimesLocked(e, now) + 1
 	d := od.MaxEjectionTime
 	if int64(e.times) <= int64(od.MaxEjectionTime/od.BaseEjectionTime) {
@@ -247,7 +275,7 @@ func (o *Origin) restore(e *Endpoint, gen uint64) {
 	e.consecutive.Store(0)
 	e.returnTimer = nil
 	e.back = now
-	if o.prm.window > 0 {
+	if o.t().prm.window > 0 {
 		e.from = now
 	}
 	o.nEjected--
@@ -261,7 +289,7 @@ func (o *Origin) decayedTimesLocked(e *Endpoint, now int64) int {
 	if e.state.Load() == ejected || e.times == 0 {
 		return e.times
 	}
-	clean := (now - e.back) / int64(o.cfg.Outlier.BaseEjectionTime)
+	clean := (now - e.back) / int64(o.t().cfg.Outlier.BaseEjectionTime)
 	return int(max(0, int64(e.times)-clean))
 }
 
@@ -295,12 +323,12 @@ func (o *Origin) healthLocked() {
 	n := len(o.list)
 	o.room.Store(o.nEjected < o.maxEjectLocked())
 	healthyN := n - o.nEjected - o.nFailing
-	panic := n > 0 && healthyN*100 < o.cfg.PanicThresholdPercent*n
+	panic := n > 0 && healthyN*100 < o.t().cfg.PanicThresholdPercent*n
 	if panic != o.panic {
 		o.panic = panic
 		o.obs.PanicMode(panic)
 	}
-	z := o.cfg.Zone
+	z := o.t().cfg.Zone
 	o.zoned = z.Local != "" && z.LocalPercent > 0 && n >= z.MinOriginSize
 	if o.zoned {
 		total, up := 0, 0
@@ -362,7 +390,7 @@ func (o *Origin) Status() OriginStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.nowNs()
-	s := OriginStatus{Name: o.name, Policy: o.cfg.Policy, Panic: o.panic, Ejected: o.nEjected,
+	s := OriginStatus{Name: o.name, Policy: o.t().cfg.Policy, Panic: o.panic, Ejected: o.nEjected,
 		Endpoints: make([]EndpointStatus, 0, len(o.list))}
 	for _, e := range o.list {
 		s.Endpoints = append(s.Endpoints, e.statusLocked(now))

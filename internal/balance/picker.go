@@ -14,7 +14,6 @@ import (
 // for concurrent use by every goroutine of the loop.
 type Picker struct {
 	origin *Origin
-	choose chooser
 	rand   *rng.Source
 	snap   atomic.Pointer[snapshot]
 
@@ -23,6 +22,7 @@ type Picker struct {
 
 // snapshot is what one loop may pick from until the next change.
 type snapshot struct {
+	choose    chooser  // the policy in force when it was built
 	groups    [2]group // [0]: local zone (or everything); [1]: other zones
 	split     bool     // choose between the groups by localFrac
 	localFrac float64
@@ -61,7 +61,7 @@ func (g *group) weight(e *entry, now int64) float64 { return g.prm.effective(e.w
 // every endpoint of the origin. Addresses that are not members are ignored
 // until they become members.
 func (o *Origin) NewPicker(subset []string) *Picker {
-	p := &Picker{origin: o, choose: o.policy, rand: rng.New(o.rand.Uint64())}
+	p := &Picker{origin: o, rand: rng.New(o.rand.Uint64())}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p.subset = slices.Clone(subset)
@@ -109,7 +109,7 @@ func (p *Picker) Pick() (*Endpoint, error) {
 	if s.clock {
 		now = p.origin.nowNs()
 	}
-	e := p.choose.choose(g, now, p.rand)
+	e := s.choose.choose(g, now, p.rand)
 	e.ep.active.Add(1)
 	if s.count {
 		p.origin.obs.ZonePick(e.local)
@@ -160,11 +160,12 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 		}
 	}
 	now := o.nowNs()
-	s := &snapshot{count: o.cfg.Zone.Local != "", clock: o.cfg.Policy == PeakEWMA}
+	t := o.t()
+	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "", clock: t.cfg.Policy == PeakEWMA}
 	var local, remote []*Endpoint
 	if o.zoned && !o.panic {
 		for _, e := range cands {
-			if e.zone == o.cfg.Zone.Local {
+			if e.zone == o.t().cfg.Zone.Local {
 				local = append(local, e)
 			} else {
 				remote = append(remote, e)
@@ -196,15 +197,15 @@ func inService(eps []*Endpoint) []*Endpoint {
 }
 
 func (o *Origin) fillLocked(g *group, eps []*Endpoint, now int64, r *rng.Source) {
-	g.prm = &o.prm
+	g.prm = &o.t().prm
 	g.entries = make([]entry, len(eps))
 	g.equal = true
 	g.slowUntil = warm
 	for i, ep := range eps {
 		e := &g.entries[i]
-		e.ep, e.weight, e.local = ep, float64(ep.weight), o.cfg.Zone.Local != "" && ep.zone == o.cfg.Zone.Local
+		e.ep, e.weight, e.local = ep, float64(ep.weight), o.t().cfg.Zone.Local != "" && ep.zone == o.t().cfg.Zone.Local
 		e.from = warm
-		if at := o.prm.warmAt(ep.from); at > now {
+		if at := o.t().prm.warmAt(ep.from); at > now {
 			e.from = ep.from
 			g.slowUntil = max(g.slowUntil, at)
 		}
