@@ -40,8 +40,11 @@ func (p *Pool) CheckInvariants() error {
 		return fmt.Errorf("free list length %d, %d conns on it", p.free.len(), onFree)
 	case p.waiters.len() > 0 && p.free.len() > 0:
 		return fmt.Errorf("%d waiters while %d connections have a free stream", p.waiters.len(), p.free.len())
-	case len(p.conns)+p.dialing > p.cfg.MaxConnections:
-		return fmt.Errorf("%d open + %d dialling > max %d", len(p.conns), p.dialing, p.cfg.MaxConnections)
+	case p.healthy+p.dialing > p.cfg.MaxConnections:
+		// Draining connections may stand above a cap lowered by
+		// Reconfigure until their last stream comes back; no dial
+		// starts while they do (pumpLocked counts them).
+		return fmt.Errorf("%d open and not draining + %d dialling > max %d", p.healthy, p.dialing, p.cfg.MaxConnections)
 	case p.waiters.len() > p.cfg.MaxPending:
 		return fmt.Errorf("%d waiters > max %d", p.waiters.len(), p.cfg.MaxPending)
 	case p.dialing < 0 || p.tempDialing < 0:

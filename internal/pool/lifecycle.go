@@ -55,6 +55,7 @@ func (p *Pool) expireLocked(pc *pconn, now time.Time, fx *effects) {
 		pc.probing = true
 		p.placeLocked(pc, false)
 		fx.pings = append(fx.pings, pc)
+		fx.pingWait = p.cfg.KeepaliveTimeout
 	}
 }
 
@@ -135,7 +136,9 @@ func earliest(a, b time.Time) time.Time {
 // Dialer, and waiters' callbacks. A zero effects allocates nothing, so an
 // operation with nothing to do (the hot path) costs no allocation.
 type effects struct {
-	created   *pconn     // a dial succeeded
+	dialer    Dialer        // for dials and tempDials: the pool's when they were decided
+	pingWait  time.Duration // for pings: the keepalive timeout when they were decided
+	created   *pconn        // a dial succeeded
 	dialErr   *DialError // a dial failed
 	backoff   time.Duration
 	closed    []closing
@@ -174,13 +177,13 @@ func (p *Pool) apply(fx *effects) {
 		p.deliver(d)
 	}
 	for range fx.dials {
-		p.dialer.Dial(p.addr, p.onDial)
+		fx.dialer.Dial(p.addr, p.onDial)
 	}
 	for range fx.tempDials {
-		p.dialer.Dial(p.addr, p.onTempDial)
+		fx.dialer.Dial(p.addr, p.onTempDial)
 	}
 	for _, pc := range fx.pings {
-		pc.conn.Ping(p.cfg.KeepaliveTimeout, pc.onPing)
+		pc.conn.Ping(fx.pingWait, pc.onPing)
 	}
 	if fx.drained != nil {
 		fx.drained()

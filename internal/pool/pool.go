@@ -283,6 +283,7 @@ func (p *Pool) enqueueLocked(cb func(Lease, error), now time.Time, fx *effects) 
 	if overCap && p.cfg.OverCap == Temporary && !backoff {
 		p.tempDialing++
 		fx.tempDials++
+		fx.dialer = p.dialer
 	}
 	w := &waiter{p: p, cb: cb, start: now}
 	if cb == nil {
@@ -330,6 +331,7 @@ func (p *Pool) pumpLocked(now time.Time, fx *effects) {
 	}
 	p.dialing += want
 	fx.dials += want
+	fx.dialer = p.dialer
 }
 
 // dialed settles a finished dial: a new connection joins the pool (or goes
@@ -617,6 +619,58 @@ func removeAt(s []*pconn, i int) []*pconn {
 	s[i].idx = i
 	s[last] = nil
 	return s[:last]
+}
+
+// Reconfigure applies cfg and dialer in place (a nil dialer keeps the
+// pool's): open connections carry on, and new dials use dialer. A lower
+// MaxConnections retires only the connections above it — idle ones at
+// once (least recently used first), busy ones as their last stream comes
+// back; a higher one or a higher Prewarm dials what the new floor and the
+// waiters need. Timeouts, the over-cap policy and the pending bound apply
+// to acquisitions from now on; lifetimes already drawn stay.
+func (p *Pool) Reconfigure(cfg Config, dialer Dialer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("pool %s (loop %d): %w", p.addr, p.loop, err)
+	}
+	now := p.clk.Now()
+	var fx effects
+	p.mu.Lock()
+	if p.state != stateOpen {
+		p.mu.Unlock()
+		return nil
+	}
+	p.cfg = cfg
+	if dialer != nil {
+		p.dialer = dialer
+	}
+	// The least recently used idle connections first: the free list's
+	// front; then busy ones, which close when released.
+	for excess := p.healthy - cfg.MaxConnections; excess > 0; excess-- {
+		pc := p.free.front()
+		if pc == nil {
+			pc = p.busyLocked()
+		}
+		if pc == nil {
+			break
+		}
+		p.retireLocked(pc, ReasonEviction, &fx)
+	}
+	p.pumpLocked(now, &fx)
+	p.armLocked(now, now) // idle timeout and keepalive may have changed
+	p.mu.Unlock()
+	p.apply(&fx)
+	return nil
+}
+
+// busyLocked returns an open pooled connection that is not
+// draining and not on the free list (one in use), or nil.
+func (p *Pool) busyLocked() *pconn {
+	for _, pc := range p.conns {
+		if !pc.draining && !pc.closed {
+			return pc
+		}
+	}
+	return nil
 }
 
 // Ready reports whether the pool holds its Prewarm healthy connections:
