@@ -245,7 +245,6 @@ func checkProto(t testing.TB, kind string, resp *http.Response) {
 	}
 }
 
-
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

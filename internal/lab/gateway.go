@@ -34,7 +34,7 @@ type gwLoop struct {
 	idx      int
 	requests int64 // placed on it
 	picker   *balance.Picker
-	pools  []*pool.Pool // by instance id, for the perLoop scope
+	pools    []*pool.Pool // by instance id, for the perLoop scope
 }
 
 func (e *engine) newGateway(g int) (*gateway, error) {

@@ -139,7 +139,7 @@ type effects struct {
 	dialer    Dialer        // for dials and tempDials: the pool's when they were decided
 	pingWait  time.Duration // for pings: the keepalive timeout when they were decided
 	created   *pconn        // a dial succeeded
-	dialErr   *DialError // a dial failed
+	dialErr   *DialError    // a dial failed
 	backoff   time.Duration
 	closed    []closing
 	deliver   []delivery
