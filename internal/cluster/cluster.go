@@ -58,19 +58,21 @@ type Env struct {
 // Origin is one named cluster of endpoints: its balancer, its subset
 // placement, and per loop a picker and the pools of that loop's subset.
 type Origin struct {
-	name       string
-	cfg        *config.Origin
-	env        *Env
-	bal        *balance.Origin
-	dialer     pool.Dialer
-	poolCfg    pool.Config
-	policy     forward.Policy // retries, the budget, the metrics of every request's attempts
-	reqTimeout time.Duration
-	raw        bool // its connections are upstream.Raw: the fast path can serve it
-	loops      []*Loop
-	m          originMetrics
+	name  string
+	env   *Env
+	bal   *balance.Origin
+	loops []*Loop
+	m     originMetrics
 
-	mu        sync.Mutex // guards following: membership changes are serialised
+	// Read by requests without a lock; replaced whole by Reconfigure.
+	conf       atomic.Pointer[config.Origin]
+	policy     atomic.Pointer[forward.Policy] // retries, the budget, the metrics of every request's attempts
+	reqTimeout atomic.Int64                   // timeouts.request, ns
+	raw        atomic.Bool                    // its connections are upstream.Raw: the fast path can serve it
+
+	mu        sync.Mutex // guards following: membership and configuration changes are serialised
+	dialer    pool.Dialer
+	poolCfg   pool.Config
 	placement subset.Placement
 	members   []balance.Member
 	lastErr   string // the last error applying membership, "" when healthy
@@ -84,20 +86,20 @@ type Origin struct {
 func (o *Origin) Name() string { return o.name }
 
 // Config is the origin's configuration.
-func (o *Origin) Config() *config.Origin { return o.cfg }
+func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
 // MaxResponseHead is pool.max_response_header_bytes.
-func (o *Origin) MaxResponseHead() int { return o.cfg.Pool.MaxResponseHeaderBytes }
+func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHeaderBytes }
 
 // RequestTimeout is timeouts.request (0: none).
-func (o *Origin) RequestTimeout() time.Duration { return o.reqTimeout }
+func (o *Origin) RequestTimeout() time.Duration { return time.Duration(o.reqTimeout.Load()) }
 
 // Raw reports whether the fast path serves the origin: the fast path is on
 // and every connection its dialer opens is an upstream.Raw (HTTP/1.1).
-func (o *Origin) Raw() bool { return o.raw }
+func (o *Origin) Raw() bool { return o.raw.Load() }
 
 // Snapshot is the origin's current subset placement.
 func (o *Origin) Snapshot() *subset.Snapshot {
@@ -144,17 +146,11 @@ type Loop struct {
 
 // New builds the origin oc describes and starts pre-warming its pools.
 func New(oc *config.Origin, env *Env) (*Origin, error) {
-	o := &Origin{
-		name:       oc.Name,
-		cfg:        oc,
-		env:        env,
-		reqTimeout: oc.Timeouts.Request,
-	}
+	o := &Origin{name: oc.Name, env: env}
+	o.conf.Store(oc)
+	o.reqTimeout.Store(int64(oc.Timeouts.Request))
 	o.m = newOriginMetrics(env.Metrics, oc.Name, env.Loops)
-	o.policy = forward.NewPolicy(oc.Retry, env.Clock, &o.m)
-	if trace := env.Trace; trace != nil {
-		o.policy.Trace = func(ep string, s forward.Step, r forward.Reason) { trace(oc.Name, ep, s, r) }
-	}
+	o.policy.Store(o.newPolicy(oc))
 
 	var err error
 	o.poolCfg, err = poolConfig(oc)
@@ -166,7 +162,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 			return nil, err
 		}
 	}
-	o.raw = env.FastPath && upstream.DialsRaw(o.dialer)
+	o.raw.Store(env.FastPath && upstream.DialsRaw(o.dialer))
 	if oc.TLS != nil && oc.TLS.InsecureSkipVerify {
 		env.Log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",
 			"origin", oc.Name)
@@ -181,7 +177,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.newPlacement(addrsOf(members)); err != nil {
+	if o.placement, err = o.newPlacement(oc, addrsOf(members)); err != nil {
 		return nil, err
 	}
 	o.members = members
@@ -207,25 +203,34 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 // newPlacement builds the subset placement of the configured algorithm
 // (ringsteady by default; "none" gives every loop every endpoint) for this
 // gateway's fleet.
-func (o *Origin) newPlacement(addrs []string) error {
-	name := string(o.cfg.Subset.Algorithm)
+func (o *Origin) newPlacement(oc *config.Origin, addrs []string) (subset.Placement, error) {
+	name := string(oc.Subset.Algorithm)
 	if name == "" {
 		name = subset.NameRingsteady
 	}
 	alg, err := subset.Lookup(name)
 	if err != nil {
-		return fmt.Errorf("origins[%s].subset.algorithm: %w", o.name, err)
+		return nil, fmt.Errorf("origins[%s].subset.algorithm: %w", o.name, err)
 	}
-	sizing, err := subset.NewSizing(o.cfg.Subset.Size, o.cfg.Subset.MinSize, o.cfg.Subset.MaxSize)
+	sizing, err := subset.NewSizing(oc.Subset.Size, oc.Subset.MinSize, oc.Subset.MaxSize)
 	if err != nil {
-		return fmt.Errorf("origins[%s]: %w", o.name, err)
+		return nil, fmt.Errorf("origins[%s]: %w", o.name, err)
 	}
 	fleet := subset.Fleet{Gateways: o.env.Fleet.Size, Loops: o.env.Loops}
-	o.placement, err = alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
+	p, err := alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
 	if err != nil {
-		return fmt.Errorf("origin %s: subset: %w", o.name, err)
+		return nil, fmt.Errorf("origin %s: subset: %w", o.name, err)
 	}
-	return nil
+	return p, nil
+}
+
+// newPolicy is oc's retry policy, with the origin's metrics and trace.
+func (o *Origin) newPolicy(oc *config.Origin) *forward.Policy {
+	p := forward.NewPolicy(oc.Retry, o.env.Clock, &o.m)
+	if trace := o.env.Trace; trace != nil {
+		p.Trace = func(ep string, s forward.Step, r forward.Reason) { trace(o.name, ep, s, r) }
+	}
+	return &p
 }
 
 // subsetOf returns loop l's members under the current placement. Called
@@ -300,12 +305,15 @@ func (o *Origin) Apply(members []balance.Member) error {
 		// lands after close must not open pools nothing will close.
 		return fmt.Errorf("origin %s: membership update after shutdown ignored", o.name)
 	}
+	return o.applyLocked(members)
+}
+
+func (o *Origin) applyLocked(members []balance.Member) error {
 	oldAddrs := addrsOf(o.members)
-	newAddrs := addrsOf(members)
 	if err := o.bal.Update(members); err != nil {
 		return err
 	}
-	added, removed := diffSorted(oldAddrs, newAddrs)
+	added, removed := diffSorted(oldAddrs, addrsOf(members))
 	for _, a := range removed {
 		if err := o.placement.Remove(a); err != nil {
 			return fmt.Errorf("origin %s: subset: %w", o.name, err)
@@ -321,6 +329,15 @@ func (o *Origin) Apply(members []balance.Member) error {
 	o.lastErr = ""
 	o.changes++
 	o.m.membership.Inc()
+	return o.resubsetLocked()
+}
+
+// resubsetLocked brings every loop to its subset under the current
+// placement: only loops whose subset changed touch their pools — new
+// members get pre-warmed pools, departed ones drain (in-flight requests
+// finish) and close — and their pickers take the new subset.
+func (o *Origin) resubsetLocked() error {
+	addrs := addrsOf(o.members)
 	for _, ol := range o.loops {
 		next := o.subsetOf(ol.idx)
 		gained, lost := diffSorted(sortedCopy(ol.subset), sortedCopy(next))
@@ -329,7 +346,7 @@ func (o *Origin) Apply(members []balance.Member) error {
 		// Pools created on demand outside the subset are dropped once their
 		// endpoint leaves the origin altogether.
 		for addr := range cur {
-			if !slices.Contains(next, addr) && !slices.Contains(lost, addr) && !slices.Contains(newAddrs, addr) {
+			if !slices.Contains(next, addr) && !slices.Contains(lost, addr) && !slices.Contains(addrs, addr) {
 				lost = append(lost, addr)
 			}
 		}
@@ -390,6 +407,24 @@ func (o *Origin) Ready() bool {
 		}
 	}
 	return true
+}
+
+// Drain is for an origin a reload removed: no request reaches it any
+// more, those in flight finish, and it closes once its pools are idle (or
+// when Close cuts them). It returns then.
+func (o *Origin) Drain() {
+	o.mu.Lock()
+	o.closed = true // membership updates are refused from now on
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ol := range o.loops {
+		for _, p := range *ol.pools.Load() {
+			wg.Add(1)
+			p.Drain(wg.Done)
+		}
+	}
+	wg.Wait()
+	o.Close()
 }
 
 func (o *Origin) Close() {

@@ -11,7 +11,7 @@ import (
 // body, so it may be sent again).
 func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool) {
 	o.m.requests[ol.idx].Inc()
-	a.Start(&o.policy, ol.picker, replayable)
+	a.Start(o.policy.Load(), ol.picker, replayable)
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered

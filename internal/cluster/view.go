@@ -62,7 +62,7 @@ func (o *Origin) View() OriginView {
 	o.mu.Lock()
 	v := OriginView{
 		Name: o.name, Policy: st.Policy, Panic: st.Panic, Ejected: st.Ejected,
-		SubsetAlgorithm: string(o.cfg.Subset.Algorithm), MembershipChanges: o.changes,
+		SubsetAlgorithm: string(o.conf.Load().Subset.Algorithm), MembershipChanges: o.changes,
 		SourceError: o.sourceErrorLocked(), Endpoints: st.Endpoints, Subsets: 1,
 	}
 	v.Subsets = o.placement.Snapshot().Subsets()
@@ -110,7 +110,7 @@ type RingEndpoint struct {
 func (o *Origin) Subsets() SubsetsView {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := SubsetsView{Origin: o.name, Algorithm: string(o.cfg.Subset.Algorithm), Subsets: 1,
+	v := SubsetsView{Origin: o.name, Algorithm: string(o.conf.Load().Subset.Algorithm), Subsets: 1,
 		Fleet: subset.Fleet{Gateways: o.env.Fleet.Size, Loops: o.env.Loops}, Gateway: o.env.Fleet.Instance}
 	snap := o.placement.Snapshot()
 	v.Subsets = snap.Subsets()

@@ -58,6 +58,7 @@ type Config struct {
 	Workload *workload.Mix `yaml:"workload"`
 
 	file     string         // the name diagnostics are reported under
+	source   []byte         // the bytes Parse read (the reload's hash)
 	lines    map[string]int // key path → line, filled by Parse
 	warnings Diagnostics    // from the last Parse
 }

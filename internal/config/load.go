@@ -58,7 +58,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		}
 		return nil, r.diags // nothing was decoded; checking the defaults would only add noise
 	}
-	cfg.file, cfg.lines = name, r.lines
+	cfg.file, cfg.lines, cfg.source = name, r.lines, bytes.Clone(data)
 	cfg.normalize(filepath.Dir(name))
 	cfg.diagnose(r)
 	r.diags.sort()

@@ -62,8 +62,9 @@ type Config struct {
 	Route func(host, path string) (o *cluster.Origin, routed bool)
 	// Served counts a request answered with status.
 	Served func(status int)
-	// Forwarding sets the X-Forwarded-* fields.
-	Forwarding forward.Forwarding
+	// Forwarding is the X-Forwarded-* rules in force, asked once per
+	// connection.
+	Forwarding func() forward.Forwarding
 	// NextLoop is the loop of a request.
 	NextLoop func() int
 	// Guard wraps a connection handed to net/http (the framing guard).
@@ -318,7 +319,7 @@ func (c *fastConn) serve() {
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
-	c.fwd = c.s.cfg.Forwarding.Peer(c.conn.RemoteAddr().String(), c.tls != nil)
+	c.fwd = c.s.cfg.Forwarding().Peer(c.conn.RemoteAddr().String(), c.tls != nil)
 	c.watch = newClientWatch(c)
 	if c.s.cfg.HandOffAll {
 		handedOff = c.handOff()

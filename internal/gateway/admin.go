@@ -4,8 +4,9 @@ import "github.com/corput/corput/internal/cluster"
 
 // Origins implements telemetry.AdminSource.
 func (g *Gateway) Origins() any {
-	out := make([]cluster.OriginView, 0, len(g.list))
-	for _, o := range g.list {
+	list := g.st().list
+	out := make([]cluster.OriginView, 0, len(list))
+	for _, o := range list {
 		out = append(out, o.View())
 	}
 	return out
@@ -13,7 +14,7 @@ func (g *Gateway) Origins() any {
 
 // Subsets implements telemetry.AdminSource.
 func (g *Gateway) Subsets(name string) (any, bool) {
-	o, ok := g.origins[name]
+	o, ok := g.st().origins[name]
 	if !ok {
 		return nil, false
 	}
@@ -22,7 +23,7 @@ func (g *Gateway) Subsets(name string) (any, bool) {
 
 // refreshGauges brings the state gauges up to date before a scrape.
 func (g *Gateway) refreshGauges() {
-	for _, o := range g.list {
+	for _, o := range g.st().list {
 		o.RefreshGauges()
 	}
 }

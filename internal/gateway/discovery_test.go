@@ -396,7 +396,7 @@ func (l *loopLoad) check(t testing.TB) {
 
 // snapshotOf is origin app's current placement snapshot.
 func snapshotOf(g *Gateway) *subset.Snapshot {
-	return g.origins["app"].Snapshot()
+	return g.st().origins["app"].Snapshot()
 }
 
 // acceptedBy and openConns are each origin's ground truth about connections.
@@ -672,7 +672,7 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 	if err := srvs[0].WaitOpen(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	o := g.origins["app"]
+	o := g.st().origins["app"]
 	p, err := o.PoolFor(o.Loop(0), gone)
 	if err != nil {
 		t.Fatalf("poolFor: %v; want a closed pool, which makes the request retry", err)
@@ -821,10 +821,10 @@ func TestApplyAfterShutdownOpensNothing(t *testing.T) {
 	if err == nil {
 		t.Error("Apply after shutdown succeeded; want an error saying the gateway is closed")
 	}
-	if pools := g.origins["app"].Loop(0).Pools(); len(pools) != 0 {
+	if pools := g.st().origins["app"].Loop(0).Pools(); len(pools) != 0 {
 		t.Fatalf("a closed gateway holds %d pools for endpoints added after shutdown", len(pools))
 	}
-	if p, err := g.origins["app"].PoolFor(g.origins["app"].Loop(0), srvs[0].Addr()); err == nil {
+	if p, err := g.st().origins["app"].PoolFor(g.st().origins["app"].Loop(0), srvs[0].Addr()); err == nil {
 		if _, err := p.Acquire(context.Background()); !errors.Is(err, pool.ErrClosed) {
 			t.Fatalf("a request outliving shutdown got a pool: Acquire = %v, want pool.ErrClosed", err)
 		}

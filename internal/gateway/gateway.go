@@ -68,17 +68,17 @@ type Options struct {
 
 // Gateway is a running corput gateway.
 type Gateway struct {
-	cfg     *config.Config
 	opts    Options
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	loops   int
 	fleet   config.Fleet
-	router  *Router
-	origins map[string]*cluster.Origin
-	list    []*cluster.Origin // in config order
-	fwd     forward.Forwarding
+
+	// What requests read, replaced whole by a reload (reload.go).
+	state  atomic.Pointer[state]
+	tlsCur atomic.Pointer[tls.Config] // the downstream TLS in force: certificates rotate on reload
+	rl     reloads                    // reloads' own bookkeeping
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
@@ -110,50 +110,60 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts.Metrics = telemetry.New()
 	}
 	g := &Gateway{
-		cfg:     cfg,
 		opts:    opts,
 		clk:     opts.Clock,
 		log:     opts.Logger,
 		metrics: opts.Metrics,
 		loops:   cfg.LoopCount(),
 		fleet:   cfg.Fleet,
-		origins: map[string]*cluster.Origin{},
-		fwd:     forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies},
 	}
 	if g.fleet.Size < 1 {
 		g.fleet.Size = 1
 	}
-	routes := make([]Route, len(cfg.Routes))
-	for i, r := range cfg.Routes {
-		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
-	}
-	g.router = NewRouter(routes)
 	for i, c := range telemetry.CodeClasses {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
 	}
-	for i := range cfg.Origins {
-		env := &cluster.Env{
-			Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: g.fleet, Seed: opts.Seed,
-			Dialer: opts.Dialers[cfg.Origins[i].Name], FastPath: cfg.Downstream.FastPath,
-			SameJitter: opts.SameJitter, Trace: opts.Trace,
-		}
-		o, err := cluster.New(&cfg.Origins[i], env)
+	if cfg.TLS != nil {
+		tc, err := serverTLS(cfg.TLS)
 		if err != nil {
-			g.closeOrigins()
 			return nil, err
 		}
-		g.origins[o.Name()] = o
-		g.list = append(g.list, o)
+		g.tlsCur.Store(tc)
 	}
+	st := newState(cfg, nil)
+	for i := range cfg.Origins {
+		o, err := g.newOrigin(&cfg.Origins[i], cfg)
+		if err != nil {
+			for _, o := range st.list {
+				o.Close()
+			}
+			return nil, err
+		}
+		st.add(o)
+	}
+	g.state.Store(st)
+	g.rl.init(g, cfg)
 	g.metrics.OnScrape(g.refreshGauges)
 	return g, nil
 }
 
+// newOrigin builds the origin oc of cfg.
+func (g *Gateway) newOrigin(oc *config.Origin, cfg *config.Config) (*cluster.Origin, error) {
+	return cluster.New(oc, &cluster.Env{
+		Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: g.fleet, Seed: g.opts.Seed,
+		Dialer: g.opts.Dialers[oc.Name], FastPath: cfg.Downstream.FastPath,
+		SameJitter: g.opts.SameJitter, Trace: g.opts.Trace,
+	})
+}
+
+// st is the state requests read now.
+func (g *Gateway) st() *state { return g.state.Load() }
+
 // FastPath reports whether the fast path serves the named origin's
 // cleartext HTTP/1.1 requests (otherwise net/http's server does).
 func (g *Gateway) FastPath(originName string) bool {
-	o, ok := g.origins[originName]
-	return ok && o.Raw() && g.cfg.TLS == nil
+	o, ok := g.st().origins[originName]
+	return ok && o.Raw() && g.st().cfg.TLS == nil
 }
 
 // Loops returns the number of loops.
@@ -161,7 +171,7 @@ func (g *Gateway) Loops() int { return g.loops }
 
 // Apply replaces an origin's membership (from discovery, after debounce).
 func (g *Gateway) Apply(originName string, members []balance.Member) error {
-	o, ok := g.origins[originName]
+	o, ok := g.st().origins[originName]
 	if !ok {
 		return fmt.Errorf("apply membership: unknown origin %q", originName)
 	}
@@ -171,7 +181,7 @@ func (g *Gateway) Apply(originName string, members []balance.Member) error {
 // SetSourceError records a membership source's error (nil when it
 // recovered) for /admin/origins.
 func (g *Gateway) SetSourceError(originName string, err error) {
-	if o, ok := g.origins[originName]; ok {
+	if o, ok := g.st().origins[originName]; ok {
 		o.SetSourceError(err)
 	}
 }
@@ -199,7 +209,7 @@ func (g *Gateway) connContext(ctx context.Context, c net.Conn) context.Context {
 // Server returns the downstream *http.Server serving g: HTTP/1.1 and h2c
 // in cleartext, HTTP/1.1 and h2 with TLS.
 func (g *Gateway) newServer() *http.Server {
-	d := g.cfg.Downstream
+	d := g.st().cfg.Downstream
 	srv := &http.Server{
 		Handler:           g,
 		ReadHeaderTimeout: d.ReadHeaderTimeout,
@@ -210,7 +220,7 @@ func (g *Gateway) newServer() *http.Server {
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	if g.cfg.TLS == nil {
+	if g.st().cfg.TLS == nil {
 		protos.SetUnencryptedHTTP2(true)
 	} else {
 		protos.SetHTTP2(true)
@@ -222,22 +232,21 @@ func (g *Gateway) newServer() *http.Server {
 // Start opens the downstream and admin listeners and serves in the
 // background. Use Addr and AdminAddr for the bound addresses (":0" works).
 func (g *Gateway) Start() error {
-	ln, err := net.Listen("tcp", g.cfg.Listen)
+	cfg := g.st().cfg
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	aln, err := net.Listen("tcp", g.cfg.Admin)
+	aln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
 	fc := g.fastConfig()
-	if g.cfg.TLS != nil {
-		if fc.TLS, err = serverTLS(g.cfg.TLS); err != nil {
-			ln.Close()
-			aln.Close()
-			return err
-		}
+	if cfg.TLS != nil {
+		// Each handshake takes the TLS in force then: certificates and
+		// client_ca rotate with a reload.
+		fc.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return g.tlsCur.Load(), nil }}
 	}
 	shed := forward.FDLimit.Raw()
 	if fc.TLS != nil {
@@ -246,17 +255,17 @@ func (g *Gateway) Start() error {
 	ln = g.acceptor("listen", ln, shed)
 	aln = g.acceptor("admin", aln, nil)
 	hs := g.newServer()
-	hs.TLSConfig = fc.TLS
+	hs.TLSConfig = g.tlsCur.Load() // net/http reads its NextProtos (h2) for the handed-off *tls.Conn
 	var srv server = hs
 	var serve func() error
-	if fc.TLS == nil && !g.cfg.Downstream.FastPath {
+	if fc.TLS == nil && !cfg.Downstream.FastPath {
 		ln = guardListener{ln}
 		serve = func() error { return hs.Serve(ln) }
 	} else {
 		// The fast path serves the listener, or (fast_path: false over
 		// TLS) ends TLS and hands every connection on: either way every
 		// HTTP/1.1 connection net/http gets is under the framing guard.
-		fc.HandOffAll = !g.cfg.Downstream.FastPath
+		fc.HandOffAll = !cfg.Downstream.FastPath
 		fs := fastpath.New(fc, hs)
 		srv, serve = fs, func() error { return fs.Serve(ln) }
 	}
@@ -279,14 +288,15 @@ func (g *Gateway) Start() error {
 func (g *Gateway) fastConfig() fastpath.Config {
 	return fastpath.Config{
 		Route: func(host, path string) (*cluster.Origin, bool) {
-			name, ok := g.router.Match(host, path)
-			return g.origins[name], ok
+			st := g.st()
+			name, ok := st.router.Match(host, path)
+			return st.origins[name], ok
 		},
 		Served:     g.served,
-		Forwarding: g.fwd,
+		Forwarding: func() forward.Forwarding { return g.st().fwd },
 		NextLoop:   g.nextLoopIndex,
 		Guard:      func(c net.Conn) net.Conn { return guard(c) },
-		Downstream: g.cfg.Downstream,
+		Downstream: g.st().cfg.Downstream,
 	}
 }
 
@@ -411,10 +421,19 @@ func (g *Gateway) Close() error {
 	return g.Shutdown(ctx)
 }
 
+// closeOrigins closes every origin, those a reload removed included, and
+// waits for the removed ones' drains to end.
 func (g *Gateway) closeOrigins() {
-	for _, o := range g.list {
+	for _, o := range g.st().list {
 		o.Close()
 	}
+	g.rl.mu.Lock()
+	retired := g.rl.retired
+	g.rl.mu.Unlock()
+	for _, o := range retired {
+		o.Close()
+	}
+	g.rl.drains.Wait()
 }
 
 // Live implements telemetry.AdminSource: every listener still accepts.
@@ -426,7 +445,7 @@ func (g *Gateway) Ready() bool {
 	if g.draining.Load() || g.deaf.Load() {
 		return false
 	}
-	for _, o := range g.list {
+	for _, o := range g.st().list {
 		if !o.Ready() {
 			return false
 		}

@@ -30,7 +30,7 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 	var sources []discovery.Source
 	xdsByServer := map[string]*discovery.XDSConfig{}
 	var xdsOrigins = map[string][]*cluster.Origin{}
-	for _, o := range g.list {
+	for _, o := range g.st().list {
 		oc := o.Config()
 		dc := oc.Discovery
 		if dc.Type != config.DiscoveryFile && dc.Type != config.DiscoveryXDS {

@@ -32,11 +32,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
 		// happens, the connection carries no further request.
 		w.Header().Set("Connection", "close")
 	}
-	name, ok := g.router.Match(r.Host, r.URL.Path)
+	st := g.st()
+	name, ok := st.router.Match(r.Host, r.URL.Path)
 	if !ok {
 		return writeError(w, forward.NoRoute)
 	}
-	o := g.origins[name]
+	o := st.origins[name]
 	return g.proxy(w, r, o, o.Loop(loop))
 }
 
@@ -138,7 +139,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	}
 	up := forward.UpgradeType(r.Header)
 	forward.RemoveHop(r.Header, up)
-	g.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// Forward no User-Agent rather than the Go client's default.
 		r.Header["User-Agent"] = noUserAgent

@@ -64,6 +64,9 @@ type Metrics struct {
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
 	AcceptErrors       *prometheus.CounterVec   // reason (additive)
 	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
+	ConfigReloads      *prometheus.CounterVec   // result: ok, rejected (additive)
+
+	ConfigLastReloadSuccess prometheus.Gauge // unix seconds (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -117,6 +120,12 @@ func New() *Metrics {
 
 	m.LoopRequests = counter("corput_loop_requests_total",
 		"Requests placed on each loop of an origin (a loop is chosen per request: the shares should be even).", "origin", "loop")
+	m.ConfigReloads = counter("corput_config_reloads_total",
+		"Configuration reloads, by result: ok (applied) or rejected (the running configuration stayed).", "result")
+	m.ConfigReloads.WithLabelValues("ok")
+	m.ConfigReloads.WithLabelValues("rejected")
+	m.ConfigLastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_config_last_reload_success_timestamp_seconds",
+		Help: "When the configuration in force was loaded (start or the last applied reload), in Unix seconds."})
 	m.AcceptErrors = counter("corput_accept_errors_total",
 		"Errors accepting downstream connections, by reason (fd_limit, fd_system, memory, aborted, other); the listener backs off and goes on accepting.", "reason")
 	for _, r := range accept.Reasons {
@@ -127,7 +136,7 @@ func New() *Metrics {
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
-		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/upstream"
+)
+
+// A reload changes an origin in place, in two steps: Prepare does
+// everything that can fail (the new dialer reads the TLS files, the pool
+// and balancer settings are validated, a new placement is built) and
+// touches nothing, so that a reload with any error is refused whole;
+// Commit applies the change and cannot fail. What changes in place:
+//
+//   - the balancer's settings (policy, weights, slow start, outlier rules,
+//     zones): balance.Origin.Reconfigure, endpoints keep their state;
+//   - retries and timeouts: requests started before keep what they had;
+//   - pool settings (caps, timeouts, prewarm) and the dialer (protocol,
+//     TLS files, connect timeout): pool.Reconfigure on every pool — open
+//     connections carry on until their lifetime, a lower cap retires only
+//     the connections above it as they become idle, new handshakes use the
+//     new files;
+//   - a static endpoint list: the membership delta path (Apply);
+//   - the subset settings: a new placement, and only loops whose subset
+//     changed touch their pools.
+//
+// An origin whose configuration did not change keeps everything: Prepare
+// returns nil.
+
+// Change is a prepared reconfiguration of one origin.
+type Change struct {
+	o         *Origin
+	oc        *config.Origin
+	balance   *balance.Config
+	pool      pool.Config
+	dialer    pool.Dialer // nil: keep the pool's
+	placement subset.Placement
+	members   []balance.Member // the new static membership, nil when unchanged
+}
+
+// Prepare checks oc against the origin's configuration and returns what
+// Commit will apply, nil when nothing changed, or the error that refuses
+// the reload. The TLS files are read again whenever the origin has TLS, so
+// that certificates rotated under the same paths are picked up.
+func (o *Origin) Prepare(oc *config.Origin) (*Change, error) {
+	old := o.conf.Load()
+	if reflect.DeepEqual(old, oc) && oc.TLS == nil {
+		return nil, nil
+	}
+	c := &Change{o: o, oc: oc}
+	var err error
+	if c.pool, err = poolConfig(oc); err != nil {
+		return nil, err
+	}
+	if bc := balance.FromConfig(oc); !reflect.DeepEqual(bc, balance.FromConfig(old)) {
+		if err := bc.Validate(); err != nil {
+			return nil, fmt.Errorf("origins[%s].%w", oc.Name, err)
+		}
+		c.balance = &bc
+	}
+	if o.env.Dialer == nil && (oc.TLS != nil || dialerChanged(old, oc)) {
+		if c.dialer, err = newDialer(oc); err != nil {
+			return nil, err
+		}
+	}
+	if oc.Discovery.Type == config.DiscoveryStatic || oc.Discovery.Type == "" {
+		if members := membersOf(oc.Endpoints); !slices.Equal(members, membersOf(old.Endpoints)) {
+			c.members = members
+		}
+	}
+	if !reflect.DeepEqual(old.Subset, oc.Subset) {
+		addrs := o.addrs()
+		if c.members != nil {
+			addrs = addrsOf(c.members)
+		}
+		if c.placement, err = o.newPlacement(oc, addrs); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// dialerChanged reports whether the keys the dialer is built from differ.
+func dialerChanged(a, b *config.Origin) bool {
+	return a.Protocol != b.Protocol || a.Timeouts.Connect != b.Timeouts.Connect ||
+		a.Pool.MaxResponseHeaderBytes != b.Pool.MaxResponseHeaderBytes || !reflect.DeepEqual(a.TLS, b.TLS)
+}
+
+func (o *Origin) addrs() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return addrsOf(o.members)
+}
+
+// Commit applies the change. Requests in flight finish on what they
+// started with: their policy, their lease, their pool.
+func (c *Change) Commit() error {
+	o := c.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return fmt.Errorf("origin %s: reconfigured after shutdown", o.name)
+	}
+	if c.balance != nil {
+		if err := o.bal.Reconfigure(*c.balance); err != nil {
+			return err // validated in Prepare: not reached
+		}
+	}
+	old := o.conf.Load()
+	if !reflect.DeepEqual(old.Retry, c.oc.Retry) {
+		o.policy.Store(o.newPolicy(c.oc))
+	}
+	o.reqTimeout.Store(int64(c.oc.Timeouts.Request))
+	if c.pool != o.poolCfg || c.dialer != nil {
+		o.poolCfg = c.pool
+		if c.dialer != nil {
+			o.dialer = c.dialer
+			o.raw.Store(o.env.FastPath && upstream.DialsRaw(c.dialer))
+		}
+		for _, ol := range o.loops {
+			for _, p := range *ol.pools.Load() {
+				cfg := c.pool
+				if !slices.Contains(ol.subset, p.Addr()) {
+					cfg.Prewarm = 0 // an on-demand pool outside the subset stays unwarmed
+				}
+				if err := p.Reconfigure(cfg, c.dialer); err != nil {
+					return err // validated in Prepare: not reached
+				}
+			}
+		}
+	}
+	o.conf.Store(c.oc)
+	if c.placement != nil {
+		o.placement = c.placement
+		if c.members == nil {
+			return o.resubsetLocked()
+		}
+		o.members = c.members
+		if err := o.bal.Update(c.members); err != nil {
+			return err
+		}
+		o.changes++
+		o.m.membership.Inc()
+		return o.resubsetLocked()
+	}
+	if c.members != nil {
+		return o.applyLocked(c.members)
+	}
+	return nil
+}

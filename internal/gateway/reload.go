@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
+)
+
+// A reload applies a new configuration in place (docs/gateway.md,
+// "Reload"). It is checked whole first — the same diagnostics as
+// `corput check`, then every origin prepared (TLS files read, settings
+// validated, new origins built) — and refused whole when anything fails:
+// the running configuration stays. Then it is applied as a diff:
+//
+//   - the routes and the X-Forwarded-* rules swap atomically;
+//   - an origin whose settings did not change keeps everything: pools and
+//     their connections, picker state, estimates, ejections, slow-start
+//     clocks, subsets;
+//   - a changed origin is reconfigured in place (cluster.Origin.Prepare):
+//     static endpoints through the membership delta path, pool and
+//     balancer settings in place, a new dialer for new connections;
+//   - a new origin is built (its pools pre-warm); a removed one drains;
+//   - the downstream certificate and client_ca are read again, and new
+//     handshakes use them.
+//
+// Requests in flight finish on what they started with. What cannot change
+// in place is refused with a message saying a restart is needed: loops,
+// the fleet position, the listen and admin addresses, the downstream
+// listener's settings but trusted_proxies, and turning TLS on or off.
+
+// state is what requests read: one immutable value, swapped by a reload.
+type state struct {
+	cfg     *config.Config
+	router  *Router
+	origins map[string]*cluster.Origin
+	list    []*cluster.Origin // in config order
+	fwd     forward.Forwarding
+}
+
+func newState(cfg *config.Config, list []*cluster.Origin) *state {
+	routes := make([]Route, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
+	}
+	st := &state{cfg: cfg, router: NewRouter(routes), origins: map[string]*cluster.Origin{},
+		fwd: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}}
+	for _, o := range list {
+		st.add(o)
+	}
+	return st
+}
+
+func (st *state) add(o *cluster.Origin) {
+	st.origins[o.Name()] = o
+	st.list = append(st.list, o)
+}
+
+// reloads is the reload bookkeeping: the loaded configuration's identity,
+// the last rejection, the metrics.
+type reloads struct {
+	mu        sync.Mutex // serialises reloads, and guards following
+	loadedAt  time.Time
+	hash      string
+	file      string
+	rejected  *Rejection
+	ok, bad   prometheus.Counter
+	lastOK    prometheus.Gauge
+	restarted chan struct{}     // closed and replaced when discovery must restart
+	retired   []*cluster.Origin // removed by a reload, draining: Shutdown closes them
+	drains    sync.WaitGroup    // the retired origins' Drain calls
+}
+
+// Rejection is a refused reload: when, and its diagnostics (file:line:
+// key: message).
+type Rejection struct {
+	At     time.Time `json:"at"`
+	Errors []string  `json:"errors"`
+}
+
+func (r *reloads) init(g *Gateway, cfg *config.Config) {
+	r.loadedAt, r.hash, r.file = g.clk.Now(), configHash(cfg), cfg.File()
+	r.ok = g.metrics.ConfigReloads.WithLabelValues("ok")
+	r.bad = g.metrics.ConfigReloads.WithLabelValues("rejected")
+	r.lastOK = g.metrics.ConfigLastReloadSuccess
+	r.lastOK.Set(float64(r.loadedAt.UnixNano()) / 1e9)
+	r.restarted = make(chan struct{})
+}
+
+// configHash identifies a configuration: its file's bytes when it was read
+// from one, else its printed value.
+func configHash(cfg *config.Config) string {
+	h := sha256.New()
+	if b := cfg.Source(); b != nil {
+		h.Write(b)
+	} else {
+		fmt.Fprintf(h, "%+v", *cfg)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Reload applies cfg, or refuses it whole and keeps the running one. The
+// error lists every problem.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	g.rl.mu.Lock()
+	defer g.rl.mu.Unlock()
+	err := g.reloadLocked(cfg)
+	now := g.clk.Now()
+	if err != nil {
+		g.rl.bad.Inc()
+		g.rl.rejected = &Rejection{At: now, Errors: errorLines(err)}
+		for _, line := range g.rl.rejected.Errors {
+			g.log.Error("reload refused; the running configuration stays", "file", cfg.File(), "error", line)
+		}
+		return err
+	}
+	g.rl.ok.Inc()
+	g.rl.lastOK.Set(float64(now.UnixNano()) / 1e9)
+	g.rl.loadedAt, g.rl.hash, g.rl.file = now, configHash(cfg), cfg.File()
+	g.log.Info("configuration reloaded", "file", cfg.File(), "hash", g.rl.hash)
+	return nil
+}
+
+// Rejected records a reload refused before it reached Reload (the file did
+// not parse or check), with its diagnostics.
+func (g *Gateway) Rejected(err error) {
+	g.rl.mu.Lock()
+	defer g.rl.mu.Unlock()
+	g.rl.bad.Inc()
+	g.rl.rejected = &Rejection{At: g.clk.Now(), Errors: errorLines(err)}
+	for _, line := range g.rl.rejected.Errors {
+		g.log.Error("reload refused; the running configuration stays", "error", line)
+	}
+}
+
+// errorLines splits err into its diagnostics, one per line.
+func errorLines(err error) []string {
+	var diags config.Diagnostics
+	if errors.As(err, &diags) {
+		var out []string
+		for _, d := range diags.Errors() {
+			out = append(out, d.String())
+		}
+		return out
+	}
+	return strings.Split(strings.TrimSpace(err.Error()), "\n")
+}
+
+func (g *Gateway) reloadLocked(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cur := g.st()
+	if err := restartNeeded(cur.cfg, cfg, g); err != nil {
+		return err
+	}
+	// Prepare: everything that can fail, touching nothing.
+	tlsNext := g.tlsCur.Load()
+	if cfg.TLS != nil {
+		tc, err := serverTLS(cfg.TLS)
+		if err != nil {
+			return err
+		}
+		tlsNext = tc
+	}
+	var changes []*cluster.Change
+	var built []*cluster.Origin
+	abandon := func() {
+		for _, o := range built {
+			o.Close()
+		}
+	}
+	list := make([]*cluster.Origin, 0, len(cfg.Origins))
+	for i := range cfg.Origins {
+		oc := &cfg.Origins[i]
+		if o, ok := cur.origins[oc.Name]; ok {
+			c, err := o.Prepare(oc)
+			if err != nil {
+				abandon()
+				return err
+			}
+			if c != nil {
+				changes = append(changes, c)
+			}
+			list = append(list, o)
+			continue
+		}
+		o, err := g.newOrigin(oc, cfg)
+		if err != nil {
+			abandon()
+			return err
+		}
+		built = append(built, o)
+		list = append(list, o)
+	}
+	// Commit: cannot fail but on a bug.
+	var errs []error
+	for _, c := range changes {
+		errs = append(errs, c.Commit())
+	}
+	g.tlsCur.Store(tlsNext)
+	g.state.Store(newState(cfg, list))
+	for _, o := range cur.list {
+		if !slices.Contains(list, o) {
+			g.rl.retired = append(g.rl.retired, o)
+			g.rl.drains.Add(1)
+			go func() { // no new request reaches it; the ones in flight finish
+				defer g.rl.drains.Done()
+				o.Drain()
+				g.rl.mu.Lock()
+				g.rl.retired = slices.DeleteFunc(g.rl.retired, func(x *cluster.Origin) bool { return x == o })
+				g.rl.mu.Unlock()
+			}()
+		}
+	}
+	if discoveryChanged(cur.cfg, cfg) {
+		close(g.rl.restarted)
+		g.rl.restarted = make(chan struct{})
+	}
+	return errors.Join(errs...)
+}
+
+// restartNeeded refuses what a reload cannot change in place.
+func restartNeeded(a, b *config.Config, g *Gateway) error {
+	var keys []string
+	if b.LoopCount() != g.loops {
+		keys = append(keys, fmt.Sprintf("loops (%d running, %d in the file)", g.loops, b.LoopCount()))
+	}
+	if b.Fleet != a.Fleet {
+		keys = append(keys, "fleet")
+	}
+	if a.Listen != b.Listen {
+		keys = append(keys, "listen")
+	}
+	if a.Admin != b.Admin {
+		keys = append(keys, "admin")
+	}
+	da, db := a.Downstream, b.Downstream
+	da.TrustedProxies, db.TrustedProxies = nil, nil
+	if !reflect.DeepEqual(da, db) {
+		keys = append(keys, "downstream (all but trusted_proxies)")
+	}
+	if (a.TLS == nil) != (b.TLS == nil) {
+		keys = append(keys, "tls (turned on or off)")
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return fmt.Errorf("reload: %s cannot change in place; restart corput serve to apply it (the running configuration stays)", strings.Join(keys, ", "))
+}
+
+// discoveryChanged reports whether the membership sources must restart:
+// an origin with a file or xDS source was added, removed or changed.
+func discoveryChanged(a, b *config.Config) bool {
+	sources := func(c *config.Config) map[string]string {
+		out := map[string]string{}
+		for _, o := range c.Origins {
+			if o.Discovery.Type == config.DiscoveryFile || o.Discovery.Type == config.DiscoveryXDS {
+				out[o.Name] = fmt.Sprintf("%+v %v %s", o.Discovery, o.Debounce, o.Zone.Local)
+			}
+		}
+		return out
+	}
+	return !reflect.DeepEqual(sources(a), sources(b))
+}
+
+// discoveryRestart is closed when a reload changed the membership sources.
+func (g *Gateway) discoveryRestart() <-chan struct{} {
+	g.rl.mu.Lock()
+	defer g.rl.mu.Unlock()
+	return g.rl.restarted
+}
+
+// ConfigView is GET /admin/config: the running configuration (secrets
+// redacted), its hash and load time, and the last refused reload.
+type ConfigView struct {
+	File         string     `json:"file"`
+	Hash         string     `json:"hash"`
+	LoadedAt     time.Time  `json:"loaded_at"`
+	Config       any        `json:"config"`
+	LastRejected *Rejection `json:"last_rejected,omitempty"`
+}
+
+// ConfigView implements telemetry.AdminSource.
+func (g *Gateway) ConfigView() any {
+	g.rl.mu.Lock()
+	defer g.rl.mu.Unlock()
+	return ConfigView{File: g.rl.file, Hash: g.rl.hash, LoadedAt: g.rl.loadedAt,
+		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected}
+}
