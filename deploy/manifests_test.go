@@ -468,13 +468,13 @@ func checkConfig(f *fleet) []string {
 	for _, w := range cfg.Warnings() {
 		// The admin listener must bind the pod address for the probes and
 		// the scrape; checkServices keeps it off every published Service.
-		if w.Key != "admin" {
+		if w.Key != "admin.token_file" {
 			out = append(out, "config warning: "+w.String())
 		}
 	}
 	for _, l := range []struct{ key, addr, port string }{
 		{"listen", cfg.Listen, httpPortName},
-		{"admin", cfg.Admin, adminPortName},
+		{"admin", cfg.Admin.Listen, adminPortName},
 	} {
 		host, port, err := net.SplitHostPort(l.addr)
 		if err != nil {
