@@ -14,9 +14,8 @@ import (
 	"github.com/corput/corput/internal/mdtable"
 )
 
-// adminGet requests path from the admin server at base with the given
-// Authorization header ("" for none) and returns the response with its
-// body read.
+// adminGet requests base+path with the given method and Authorization
+// header ("" for none) and returns the response with its body read.
 func adminGet(t *testing.T, method, base, path, auth string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, base+path, nil)
