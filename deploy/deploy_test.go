@@ -81,10 +81,12 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		"StatefulSet": len(m.statefulSets), "Service": len(m.services), "ConfigMap": len(m.configMaps),
 		"ServiceAccount": len(m.serviceAccounts), "PodDisruptionBudget": len(m.pdbs),
 		"PodMonitor": len(m.podMonitors), "Kustomization": len(m.kustomizations),
+		"Secret": len(m.secrets), "NetworkPolicy": len(m.networkPolicies),
 	}
 	want := map[string]int{
 		"StatefulSet": 1, "Service": 2, "ConfigMap": 1, "ServiceAccount": 1,
 		"PodDisruptionBudget": 1, "PodMonitor": 1, "Kustomization": 1,
+		"Secret": 1, "NetworkPolicy": 1,
 	}
 	for k, n := range want {
 		if got[k] != n {
@@ -117,8 +119,22 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"readiness on the wrong path", "statefulset.yaml", "path: /readyz", "path: /ready", "readinessProbe: path"},
 		{"liveness on the traffic port", "statefulset.yaml", "path: /healthz\n              port: admin", "path: /healthz\n              port: http", "livenessProbe: port"},
 		{"grace period no longer than the drain", "statefulset.yaml", "terminationGracePeriodSeconds: 35", "terminationGracePeriodSeconds: 25", "the drain would be killed"},
-		{"admin on loopback", "configmap.yaml", "admin: 0.0.0.0:9901", "admin: 127.0.0.1:9901", "binds 127.0.0.1 only"},
-		{"admin port not the container's", "configmap.yaml", "admin: 0.0.0.0:9901", "admin: 0.0.0.0:9902", "not the container port named \"admin\""},
+		{"admin on loopback", "configmap.yaml", "listen: 0.0.0.0:9901", "listen: 127.0.0.1:9901", "binds 127.0.0.1 only"},
+		{"admin port not the container's", "configmap.yaml", "listen: 0.0.0.0:9901", "listen: 0.0.0.0:9902", "not the container port named \"admin\""},
+		{"admin without a token", "configmap.yaml", "admin: {listen: 0.0.0.0:9901, token_file: /etc/corput/admin-token}", "admin: 0.0.0.0:9901", "config warning: /etc/corput/corput.yaml:8: admin.token_file: warning:"},
+		{"token file not mounted", "statefulset.yaml", "                      path: admin-token", "                      path: token", "admin.token_file: cannot read /etc/corput/admin-token"},
+		{"token not in the Secret", "statefulset.yaml", "                    - key: admin-token", "                    - key: token", `Secret corput-admin-token has no key "token"`},
+		{"Secret missing", "secret.yaml", "  name: corput-admin-token", "  name: corput-admin", "Secret corput-admin-token is not among the manifests"},
+		{"empty token", "secret.yaml", "admin-token: REPLACE-ME-with-the-output-of-openssl-rand-hex-32", `admin-token: ""`, "/etc/corput/admin-token is empty"},
+		{"admin port open to all", "networkpolicy.yaml", "        - port: http", "        - port: admin", "admits everyone to the admin port"},
+		{"http port closed", "networkpolicy.yaml", "        - port: http", "        - port: 8081", "no rule admits everyone to the http port"},
+		{"Prometheus not admitted", "networkpolicy.yaml", "        - port: admin", "        - port: 9902", "no rule admits Prometheus to the admin port"},
+		{"admin from every pod of a namespace", "networkpolicy.yaml", "          podSelector:\n            matchLabels:\n              app.kubernetes.io/name: prometheus\n", "", "no pod labels"},
+		{"admin from every namespace", "networkpolicy.yaml", "namespaceSelector:\n            matchLabels:\n              kubernetes.io/metadata.name: monitoring", "namespaceSelector: {}", "an empty namespaceSelector"},
+		{"admin from every address", "networkpolicy.yaml", "        - namespaceSelector:", "        - ipBlock: {cidr: 0.0.0.0/0}\n        - namespaceSelector:", "admits everyone to the admin port"},
+		{"NetworkPolicy selects no pod", "networkpolicy.yaml", "      app.kubernetes.io/component: gateway\n  policyTypes", "      app.kubernetes.io/component: gatway\n  policyTypes", "NetworkPolicy corput: selector"},
+		{"NetworkPolicy restricts nothing", "networkpolicy.yaml", "policyTypes: [Ingress]", "policyTypes: [Egress]", "policyTypes lacks Ingress"},
+		{"Prometheus selector undocumented", "networkpolicy.yaml", "              app.kubernetes.io/name: prometheus", "              app.kubernetes.io/name: vmagent", "the label app.kubernetes.io/name: vmagent is not in"},
 		{"config the gateway refuses", "configmap.yaml", "max_pending: 50 ", "max_pending: 0 ", "ERR_UNBOUNDED_QUEUE_REJECTED"},
 		{"config moved", "statefulset.yaml", "/etc/corput/corput.yaml", "/etc/corput/gateway.yaml", `has no key "gateway.yaml"`},
 		{"admin port published", "service.yaml", "targetPort: http", "targetPort: admin", "publishes the admin port"},
@@ -130,6 +146,7 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"no zone spread", "statefulset.yaml", "topologyKey: topology.kubernetes.io/zone", "topologyKey: example.com/rack", "no topology spread across topology.kubernetes.io/zone"},
 		{"corput's endpoint label renamed by the scrape", "podmonitor.yaml", "honorLabels: true", "honorLabels: false", "set honorLabels: true"},
 		{"file left out of the kustomization", "kustomization.yaml", "  - podmonitor.yaml\n", "", "podmonitor.yaml is not in resources"},
+		{"NetworkPolicy left out of the kustomization", "kustomization.yaml", "  - networkpolicy.yaml\n", "", "networkpolicy.yaml is not in resources"},
 		{"namespace hard-coded", "serviceaccount.yaml", "  name: corput\n", "  name: corput\n  namespace: prod\n", `sets namespace "prod"`},
 	}.run(t, "kubernetes", func(fsys fs.FS) string {
 		m, err := loadManifests(fsys)

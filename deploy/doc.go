@@ -1,7 +1,8 @@
 // Package deploy holds the files that run a corput fleet and watch it
 // (docs/deployment.md): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
-// gateway's fleet position is its pod ordinal; its ConfigMap, Services,
-// PodDisruptionBudget, PodMonitor and kustomization) and the Grafana
+// gateway's fleet position is its pod ordinal; its ConfigMap, admin-token
+// Secret, Services, PodDisruptionBudget, PodMonitor, NetworkPolicy and
+// kustomization) and the Grafana
 // dashboard grafana/corput.json on the metrics of docs/contract.md.
 //
 // The package has no code of its own beyond embedding the files. Its
@@ -17,7 +18,11 @@
 //     the embedded config really listens on, the admin port is published by
 //     no Service that leaves the cluster, CORPUT_FLEET_SIZE equals the
 //     replica count, and the grace period outlasts the preStop sleep plus
-//     the config's drain timeout. The embedded config passes config.Parse.
+//     the config's drain timeout. The embedded config passes config.Parse
+//     without a warning, over the files its volume mounts (so the admin
+//     token file is set and comes from the Secret). The NetworkPolicy keeps
+//     the http port open and admits only label-selected peers (Prometheus)
+//     to the admin port.
 //   - Every PromQL expression of the dashboard names a metric the registry
 //     of telemetry.New exports, with labels (in selectors and in by/on
 //     clauses) and label values that metric really has; rate() is only

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -84,6 +88,8 @@ type kustomizeImage struct {
 // kind fails like a typo in a field.
 var kinds = map[string]func() any{
 	"v1/ConfigMap":                                  func() any { return new(corev1.ConfigMap) },
+	"v1/Secret":                                     func() any { return new(corev1.Secret) },
+	"networking.k8s.io/v1/NetworkPolicy":            func() any { return new(networkingv1.NetworkPolicy) },
 	"v1/Service":                                    func() any { return new(corev1.Service) },
 	"v1/ServiceAccount":                             func() any { return new(corev1.ServiceAccount) },
 	"apps/v1/StatefulSet":                           func() any { return new(appsv1.StatefulSet) },
@@ -99,6 +105,8 @@ type manifests struct {
 	statefulSets    []*appsv1.StatefulSet
 	services        []*corev1.Service
 	configMaps      []*corev1.ConfigMap
+	secrets         []*corev1.Secret
+	networkPolicies []*networkingv1.NetworkPolicy
 	serviceAccounts []*corev1.ServiceAccount
 	pdbs            []*policyv1.PodDisruptionBudget
 	podMonitors     []*podMonitor
@@ -192,6 +200,10 @@ func (m *manifests) add(doc []byte) error {
 		m.services = append(m.services, o)
 	case *corev1.ConfigMap:
 		m.configMaps = append(m.configMaps, o)
+	case *corev1.Secret:
+		m.secrets = append(m.secrets, o)
+	case *networkingv1.NetworkPolicy:
+		m.networkPolicies = append(m.networkPolicies, o)
 	case *corev1.ServiceAccount:
 		m.serviceAccounts = append(m.serviceAccounts, o)
 	case *policyv1.PodDisruptionBudget:
@@ -270,6 +282,7 @@ var fleetChecks = []fleetCheck{
 	{"security", checkSecurity},
 	{"resources", checkResources},
 	{"monitoring", checkMonitoring},
+	{"network policy", checkNetworkPolicy},
 	{"kustomization", checkKustomization},
 }
 
@@ -425,8 +438,11 @@ func (f *fleet) configPath() string {
 	return ""
 }
 
-// loadConfig follows --config to the mounted ConfigMap key and parses it
-// with config.Parse, as `corput serve` will in the pod.
+// loadConfig follows --config to the volume mounted at its directory and
+// parses it with config.Parse, as `corput serve` will in the pod. The
+// volume's files (the ConfigMap's config, the Secret's admin token) are
+// laid out in a temporary directory and the config's paths under the
+// mount point there, so that Parse reads the files the pod will.
 func (f *fleet) loadConfig() (*config.Config, error) {
 	p := f.configPath()
 	if p == "" {
@@ -442,19 +458,98 @@ func (f *fleet) loadConfig() (*config.Config, error) {
 	vol := slices.IndexFunc(f.pod.Volumes, func(v corev1.Volume) bool {
 		return v.Name == f.container.VolumeMounts[mount].Name
 	})
-	cm := f.configMaps[0]
-	if vol < 0 || f.pod.Volumes[vol].ConfigMap == nil || f.pod.Volumes[vol].ConfigMap.Name != cm.Name {
-		return nil, fmt.Errorf("--config %s: the volume at %s is not ConfigMap %s", p, dir, cm.Name)
+	if vol < 0 {
+		return nil, fmt.Errorf("--config %s: no volume %q for the mount at %s", p, f.container.VolumeMounts[mount].Name, dir)
 	}
-	data, ok := cm.Data[key]
-	if !ok {
-		return nil, fmt.Errorf("--config %s: ConfigMap %s has no key %q", p, cm.Name, key)
-	}
-	cfg, err := config.Parse([]byte(data), p)
+	files, err := f.volumeFiles(f.pod.Volumes[vol])
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
+		return nil, fmt.Errorf("--config %s: %w", p, err)
+	}
+	data, ok := files[key]
+	if !ok {
+		return nil, fmt.Errorf("--config %s: the volume at %s has no key %q", p, dir, key)
+	}
+	root, err := os.MkdirTemp("", "corput-deploy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	mountDir := path.Clean(dir) + "/"
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(data, mountDir, root+"/")), filepath.Join(root, key))
+	if err != nil {
+		return nil, fmt.Errorf("the config at %s: %s", p, strings.ReplaceAll(err.Error(), root+"/", mountDir))
 	}
 	return cfg, nil
+}
+
+// volumeFiles returns the files a ConfigMap or projected volume puts in
+// its directory, by name: every key of its ConfigMaps and Secrets, or the
+// items listed.
+func (f *fleet) volumeFiles(v corev1.Volume) (map[string]string, error) {
+	var sources []corev1.VolumeProjection
+	switch {
+	case v.ConfigMap != nil:
+		sources = []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{
+			LocalObjectReference: v.ConfigMap.LocalObjectReference, Items: v.ConfigMap.Items}}}
+	case v.Projected != nil:
+		sources = v.Projected.Sources
+	default:
+		return nil, fmt.Errorf("volume %s is neither a ConfigMap nor a projected volume", v.Name)
+	}
+	files := map[string]string{}
+	for _, src := range sources {
+		var (
+			kind, name string
+			data       map[string]string
+			items      []corev1.KeyToPath
+			found      bool
+		)
+		switch {
+		case src.ConfigMap != nil:
+			kind, name, items = "ConfigMap", src.ConfigMap.Name, src.ConfigMap.Items
+			if i := slices.IndexFunc(f.configMaps, func(cm *corev1.ConfigMap) bool { return cm.Name == name }); i >= 0 {
+				data, found = f.configMaps[i].Data, true
+			}
+		case src.Secret != nil:
+			kind, name, items = "Secret", src.Secret.Name, src.Secret.Items
+			if i := slices.IndexFunc(f.secrets, func(s *corev1.Secret) bool { return s.Name == name }); i >= 0 {
+				data, found = secretData(f.secrets[i]), true
+			}
+		default:
+			return nil, fmt.Errorf("volume %s: a projection of a kind the checks do not read", v.Name)
+		}
+		if !found {
+			return nil, fmt.Errorf("volume %s: %s %s is not among the manifests", v.Name, kind, name)
+		}
+		if len(items) == 0 {
+			maps.Copy(files, data)
+			continue
+		}
+		for _, it := range items {
+			content, ok := data[it.Key]
+			if !ok {
+				return nil, fmt.Errorf("volume %s: %s %s has no key %q", v.Name, kind, name, it.Key)
+			}
+			files[it.Path] = content
+		}
+	}
+	return files, nil
+}
+
+// secretData is a Secret's content as the pod sees it: data, with
+// stringData written over it (as the API server merges them).
+func secretData(s *corev1.Secret) map[string]string {
+	out := map[string]string{}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	maps.Copy(out, s.StringData)
+	return out
 }
 
 // checkConfig: the config parses, its listeners are the container's ports,
@@ -466,15 +561,12 @@ func checkConfig(f *fleet) []string {
 	cfg := f.config
 	var out []string
 	for _, w := range cfg.Warnings() {
-		// The admin listener must bind the pod address for the probes and
-		// the scrape; checkServices keeps it off every published Service.
-		if w.Key != "admin" {
-			out = append(out, "config warning: "+w.String())
-		}
+		w.File = f.configPath() // parsed from a temporary copy (loadConfig)
+		out = append(out, "config warning: "+w.String())
 	}
 	for _, l := range []struct{ key, addr, port string }{
 		{"listen", cfg.Listen, httpPortName},
-		{"admin", cfg.Admin, adminPortName},
+		{"admin", cfg.Admin.Listen, adminPortName},
 	} {
 		host, port, err := net.SplitHostPort(l.addr)
 		if err != nil {
@@ -634,4 +726,117 @@ func checkKustomization(f *fleet) []string {
 		out = append(out, fmt.Sprintf("no images entry for the container image %q", image))
 	}
 	return out
+}
+
+// deploymentDoc is docs/deployment.md, relative to this package.
+var deploymentDoc = filepath.Join("..", "docs", "deployment.md")
+
+// checkNetworkPolicy: one NetworkPolicy restricts ingress to the gateway
+// pods; the http port stays open to everyone (the clients); the admin port
+// admits only peers picked by both a namespace and a pod label (Prometheus,
+// for the PodMonitor's scrape), whose labels docs/deployment.md names so
+// that an overlay knows what to change. The kubelet's probes come from the
+// node, which a NetworkPolicy does not filter, so no rule is required for
+// them.
+func checkNetworkPolicy(f *fleet) []string {
+	if len(f.networkPolicies) != 1 {
+		return []string{fmt.Sprintf("want one NetworkPolicy, have %d", len(f.networkPolicies))}
+	}
+	np := f.networkPolicies[0]
+	what := "NetworkPolicy " + np.Name
+	out := f.matchesPod(what, &np.Spec.PodSelector)
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		out = append(out, what+": policyTypes lacks Ingress, so the policy restricts no connection to the pods")
+	}
+	doc, err := os.ReadFile(deploymentDoc)
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	httpOpen, adminAdmits := false, false
+	for i, rule := range np.Spec.Ingress {
+		rw := fmt.Sprintf("%s ingress[%d]", what, i)
+		ports := map[string]bool{}
+		for _, p := range rule.Ports {
+			if p.Port == nil {
+				ports["*"] = true
+				continue
+			}
+			if cp, ok := f.port(*p.Port); ok {
+				ports[cp.Name] = true
+			} else {
+				out = append(out, fmt.Sprintf("%s: port %s is no container port", rw, p.Port.String()))
+			}
+		}
+		covers := func(name string) bool { return len(rule.Ports) == 0 || ports["*"] || ports[name] }
+		everyone := len(rule.From) == 0
+		for _, peer := range rule.From {
+			everyone = everyone || admitsEveryone(peer)
+		}
+		httpOpen = httpOpen || (covers(httpPortName) && everyone)
+		if !covers(adminPortName) {
+			continue
+		}
+		if everyone {
+			out = append(out, rw+": admits everyone to the admin port; admit only Prometheus")
+			continue
+		}
+		for j, peer := range rule.From {
+			pw := fmt.Sprintf("%s.from[%d]", rw, j)
+			if problem := wideAdminPeer(peer); problem != "" {
+				out = append(out, pw+": "+problem)
+				continue
+			}
+			adminAdmits = true
+			for _, sel := range []*metav1.LabelSelector{peer.NamespaceSelector, peer.PodSelector} {
+				if sel == nil {
+					continue
+				}
+				for k, v := range sel.MatchLabels {
+					if doc != nil && !strings.Contains(string(doc), k+": "+v) {
+						out = append(out, fmt.Sprintf("%s: the label %s: %s is not in %s; say whom the admin port admits", pw, k, v, deploymentDoc))
+					}
+				}
+			}
+		}
+	}
+	if !httpOpen {
+		out = append(out, what+": no rule admits everyone to the http port, so clients cannot reach the gateway")
+	}
+	if !adminAdmits {
+		out = append(out, what+": no rule admits Prometheus to the admin port, so the PodMonitor's scrape is dropped")
+	}
+	return out
+}
+
+// admitsEveryone reports whether a peer admits any source: an ipBlock of
+// every address.
+func admitsEveryone(peer networkingv1.NetworkPolicyPeer) bool {
+	if peer.IPBlock == nil {
+		return false
+	}
+	p, err := netip.ParsePrefix(peer.IPBlock.CIDR)
+	return err == nil && p.Bits() == 0
+}
+
+// wideAdminPeer says why a peer admits more than one kind of pod to the
+// admin port, or "". A pod label is required; a namespace selector, when
+// there is one, must have labels (an empty one is every namespace). An
+// ipBlock (the nodes', on a network plugin that filters node traffic) is
+// allowed unless it is every address.
+func wideAdminPeer(peer networkingv1.NetworkPolicyPeer) string {
+	empty := func(s *metav1.LabelSelector) bool {
+		return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
+	}
+	switch {
+	case peer.IPBlock != nil:
+		if admitsEveryone(peer) {
+			return "an ipBlock of every address"
+		}
+		return ""
+	case empty(peer.PodSelector):
+		return "no pod labels: admits every pod of the namespaces selected; select Prometheus's pods"
+	case peer.NamespaceSelector != nil && empty(peer.NamespaceSelector):
+		return "an empty namespaceSelector admits those pods from every namespace; select Prometheus's namespace"
+	}
+	return ""
 }

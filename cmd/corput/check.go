@@ -80,7 +80,7 @@ func summary(cfg *config.Config) string {
 	}
 	s := fmt.Sprintf("%s: ok: %s, %s, %s, %s; listen %s, admin %s",
 		cfg.File(), plural(len(cfg.Routes), "route"), plural(len(cfg.Origins), "origin"),
-		plural(endpoints, "static endpoint"), plural(cfg.LoopCount(), "loop"), cfg.Listen, cfg.Admin)
+		plural(endpoints, "static endpoint"), plural(cfg.LoopCount(), "loop"), cfg.Listen, cfg.Admin.Listen)
 	if n := len(cfg.Warnings()); n > 0 {
 		s += fmt.Sprintf("; %s", plural(n, "warning"))
 	}

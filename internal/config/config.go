@@ -24,8 +24,13 @@
 package config
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/corput/corput/internal/workload"
@@ -46,7 +51,7 @@ const MaxPendingCeiling = 50
 type Config struct {
 	Listen     string     `yaml:"listen"`     // downstream address; HTTP/1.1 and h2c, HTTPS with h2 when TLS is set
 	TLS        *ServerTLS `yaml:"tls"`        // nil: plaintext downstream
-	Admin      string     `yaml:"admin"`      // admin listener: /metrics, /admin/*, /healthz, /readyz
+	Admin      Admin      `yaml:"admin"`      // the admin API's listener and its access: /metrics, /admin/*, /healthz, /readyz
 	Loops      int        `yaml:"loops"`      // 0 = GOMAXPROCS; see LoopCount
 	Fleet      Fleet      `yaml:"fleet"`      // this gateway's place among its peers
 	Downstream Downstream `yaml:"downstream"` // limits on client connections (additive)
@@ -68,6 +73,64 @@ type ServerTLS struct {
 	Cert     string `yaml:"cert"`      // PEM certificate chain
 	Key      string `yaml:"key"`       // PEM private key
 	ClientCA string `yaml:"client_ca"` // optional: PEM CAs; when set, clients must present a certificate signed by one
+}
+
+// Admin is the admin API's listener and who may use it. The key is
+// written either as the address alone (`admin: 127.0.0.1:9901`, the
+// original form) or as a block (`admin: {listen: ADDR, token_file: FILE}`,
+// additive).
+//
+// Every admin path except /metrics, /healthz and /readyz is protected
+// (docs/contract.md §4): with a token file it needs `Authorization: Bearer
+// <token>`, on any listener; without one it is served only on a loopback
+// listener and refused (403) on any other.
+type Admin struct {
+	Listen    string `yaml:"listen"`     // host:port
+	TokenFile string `yaml:"token_file"` // holds the bearer token; "": no token
+}
+
+// Loopback reports whether Listen's host is a loopback address or
+// localhost. An empty host (every interface) is not.
+func (a Admin) Loopback() bool {
+	host, _, err := net.SplitHostPort(a.Listen)
+	return err == nil && isLoopback(host)
+}
+
+// maxTokenBytes bounds an admin token file.
+const maxTokenBytes = 4096
+
+// Token reads the bearer token from TokenFile: the file's content with the
+// white space around it trimmed. It is "" without an error when no token
+// file is set. An unreadable or empty file, or a token that is not one
+// word of visible ASCII (RFC 6750's b64token is narrower still), is an
+// error; no error quotes the file's content.
+func (a Admin) Token() (string, error) {
+	if a.TokenFile == "" {
+		return "", nil
+	}
+	f, err := os.Open(a.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v (relative paths are resolved against the config file's directory)", a.TokenFile, unwrapPathError(err))
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", a.TokenFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("cannot read %s: %v", a.TokenFile, unwrapPathError(err))
+	case len(data) > maxTokenBytes:
+		return "", fmt.Errorf("%s is larger than %d bytes; is it the token file?", a.TokenFile, maxTokenBytes)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("%s is empty; write a token into it, e.g. openssl rand -hex 32 > %s", a.TokenFile, a.TokenFile)
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return "", fmt.Errorf("%s holds white space, control or non-ASCII characters inside the token; a bearer token is one word of visible ASCII, e.g. from openssl rand -hex 32", a.TokenFile)
+	}
+	return token, nil
 }
 
 // Fleet places this gateway among its peers so that subsets are balanced
@@ -313,7 +376,7 @@ type SLO struct {
 func Default() *Config {
 	return &Config{
 		Listen: "127.0.0.1:8080",
-		Admin:  "127.0.0.1:9901",
+		Admin:  Admin{Listen: "127.0.0.1:9901"},
 		Fleet:  Fleet{Instance: 0, Size: 1},
 		Downstream: Downstream{
 			ReadHeaderTimeout: 10 * time.Second,

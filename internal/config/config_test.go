@@ -56,7 +56,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "127.0.0.1:8080",
-		Admin:  "127.0.0.1:9901",
+		Admin:  Admin{Listen: "127.0.0.1:9901"},
 		Fleet:  Fleet{Instance: 0, Size: 1},
 		Downstream: Downstream{
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true,
@@ -68,7 +68,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 	o.Name = "api"
 	o.Endpoints = []Endpoint{{Address: "127.0.0.1:9001", Weight: 1}}
 	want.Origins = []Origin{o}
-	cfg.file, cfg.lines, cfg.warnings = "", nil, nil
+	cfg.file, cfg.lines, cfg.warnings, cfg.source = "", nil, nil, nil
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", cfg, want)
 	}

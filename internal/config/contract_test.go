@@ -72,12 +72,13 @@ func TestEveryKeyIsInTheContract(t *testing.T) {
 			S        []string          `yaml:"s"`
 			T        time.Duration     `yaml:"t"`
 			Pending  PendingLimit      `yaml:"pending"`
+			Adm      Admin             `yaml:"adm"`
 			Skipped  int               `yaml:"-"`
 			Untagged int
 			hidden   int `yaml:"hidden"`
 		}
 		got := contractKeys(reflect.TypeFor[probe](), "")
-		want := []string{"a", "b.d", "l[].d", "p.d", "pl[].d", "m.*.d", "ms", "s", "t", "pending"}
+		want := []string{"a", "b.d", "l[].d", "p.d", "pl[].d", "m.*.d", "ms", "s", "t", "pending", "adm", "adm.listen", "adm.token_file"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("keys = %q\nwant   %q", got, want)
 		}
@@ -87,8 +88,10 @@ func TestEveryKeyIsInTheContract(t *testing.T) {
 // contractKeys lists the leaf key paths of a config type as contract.md
 // writes them: blocks joined with ".", list elements as "name[]", map
 // values as "name.*"; a type that decodes itself (nodeDecoder), a
-// duration, a CIDR prefix and a list of scalars are leaves. Field names
-// come from fieldsOf, the decoder's own reading of the yaml tags.
+// duration, a CIDR prefix and a list of scalars are leaves. A struct that
+// decodes itself (admin: an address or a block) is both: a key of its own
+// and a block with keys. Field names come from fieldsOf, the decoder's own
+// reading of the yaml tags.
 func contractKeys(t reflect.Type, prefix string) []string {
 	names, index := fieldsOf(t)
 	var out []string
@@ -102,7 +105,13 @@ func contractKeysOf(t reflect.Type, path string) []string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(reflect.TypeFor[nodeDecoder]()) || t == durationType || t == prefixType {
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[nodeDecoder]()) {
+		if t.Kind() == reflect.Struct {
+			return append([]string{path}, contractKeys(t, path)...)
+		}
+		return []string{path}
+	}
+	if t == durationType || t == prefixType {
 		return []string{path}
 	}
 	switch t.Kind() {

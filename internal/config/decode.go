@@ -352,6 +352,23 @@ func unboundedMessage(written string) string {
 		written, MaxPendingCeiling, MaxPendingCeiling, MaxPendingCeiling)
 }
 
+// decodeNode reads the admin key in either of its forms: a scalar is the
+// listener's address alone (the original `admin: 127.0.0.1:9901`), a
+// mapping is the block {listen, token_file}, decoded as strictly as any
+// other. A key the block leaves out keeps its default; so does an empty
+// value.
+func (a *Admin) decodeNode(d *decoder, n *yaml.Node, path string) {
+	switch {
+	case isNull(n):
+	case n.Kind == yaml.ScalarNode:
+		a.Listen = n.Value
+	case n.Kind == yaml.MappingNode:
+		d.mapping(n, reflect.ValueOf(a).Elem(), path)
+	default:
+		d.mismatchf(n, path, "want host:port (admin: 127.0.0.1:9901) or a mapping with keys listen, token_file, got %s", describe(n))
+	}
+}
+
 // fieldsOf lists a struct type's YAML keys in declaration order and maps each
 // to its field index.
 func fieldsOf(t reflect.Type) ([]string, map[string]int) {

@@ -368,7 +368,7 @@ func TestWarnings(t *testing.T) {
 		{"ejection cap", origin("outlier: {max_ejection_percent: 50}"), "origins[0].outlier.max_ejection_percent", "INV-LB-03"},
 		{"p50 only", origin("slo: {p50: 8ms}"), "origins[0].slo", "INV-LB-04"},
 		{"insecure origin", origin("tls: {insecure_skip_verify: true}"), "origins[0].tls.insecure_skip_verify", "not verified"},
-		{"public admin", top("admin: 0.0.0.0:9901"), "admin", "no authentication"},
+		{"public admin", top("admin: 0.0.0.0:9901"), "admin.token_file", "answer 403"},
 		{"remote-only zone", origin("zone: {local: us-east-1a}"), "origins[0].zone.local", "no endpoint is in zone"},
 		{"unused origin", minimal + "  - {name: spare, endpoints: [{address: 127.0.0.1:2}]}\n", "origins[1].name", "has no route"},
 		{"subset size with none", origin("subset: {algorithm: none, size: 8}"), "origins[0].subset.size", "ignored"},

@@ -114,11 +114,12 @@ func reportSyntax(r *reporter, err error) {
 }
 
 // normalize lower-cases route hosts and resolves relative file paths
-// against dir.
+// (TLS files, discovery.path, admin.token_file) against dir.
 func (c *Config) normalize(dir string) {
 	for i := range c.Routes {
 		c.Routes[i].Host = strings.ToLower(c.Routes[i].Host)
 	}
+	resolve(dir, &c.Admin.TokenFile)
 	if c.TLS != nil {
 		resolve(dir, &c.TLS.Cert, &c.TLS.Key, &c.TLS.ClientCA)
 	}

@@ -51,13 +51,7 @@ const (
 
 func (c *Config) diagnose(r *reporter) {
 	checkAddr(r, "listen", c.Listen, addrListen)
-	checkAddr(r, "admin", c.Admin, addrListen)
-	if c.Admin != "" && c.Admin == c.Listen && !strings.HasSuffix(c.Admin, ":0") {
-		r.errorf("admin", "%q is also the listen address; give the admin API its own port, e.g. 127.0.0.1:9901", c.Admin)
-	}
-	if host, _, err := net.SplitHostPort(c.Admin); err == nil && !isLoopback(host) {
-		r.warnf("admin", "%q is reachable beyond this machine and the admin API has no authentication; prefer 127.0.0.1:9901 behind your own access control", c.Admin)
-	}
+	c.checkAdmin(r)
 	if c.TLS != nil {
 		checkServerTLS(r, "tls", c.TLS)
 	}
@@ -74,6 +68,29 @@ func (c *Config) diagnose(r *reporter) {
 	c.checkRoutes(r, names)
 	if c.Workload != nil {
 		checkWorkload(r, *c.Workload)
+	}
+}
+
+// checkAdmin checks the admin listener and its token. Problems with the
+// address are reported under admin when it was written alone and under
+// admin.listen when it was written in the block.
+func (c *Config) checkAdmin(r *reporter) {
+	a := c.Admin
+	key := "admin"
+	if _, inBlock := c.lines["admin.listen"]; inBlock {
+		key = "admin.listen"
+	}
+	if checkAddr(r, key, a.Listen, addrListen) && a.Listen == c.Listen && !strings.HasSuffix(a.Listen, ":0") {
+		r.errorf(key, "%q is also the listen address; give the admin API its own port, e.g. 127.0.0.1:9901", a.Listen)
+	}
+	if a.TokenFile != "" {
+		if _, err := a.Token(); err != nil {
+			r.errorf("admin.token_file", "%v", err)
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(a.Listen); err == nil && !a.Loopback() {
+		r.warnf("admin.token_file", "not set and the admin listener %q is not on loopback: only /metrics, /healthz and /readyz are served there, and /admin/*, /debug/pprof/* and the dashboard answer 403; write admin: {listen: %s, token_file: FILE} to serve them to holders of the token", a.Listen, a.Listen)
 	}
 }
 

@@ -74,6 +74,9 @@ type Gateway struct {
 	metrics *telemetry.Metrics
 	loops   int
 	fleet   config.Fleet
+	// adminToken is admin.token_file's token, read once by New ("" for
+	// none); it is never logged.
+	adminToken string
 
 	// What requests read, replaced whole by a reload (reload.go).
 	state  atomic.Pointer[state]
@@ -100,6 +103,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	adminToken, err := cfg.Admin.Token()
+	if err != nil { // Validate read it a moment ago; it changed since
+		return nil, fmt.Errorf("admin.token_file: %w", err)
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
 	}
@@ -116,6 +123,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		metrics: opts.Metrics,
 		loops:   cfg.LoopCount(),
 		fleet:   cfg.Fleet,
+
+		adminToken: adminToken,
 	}
 	if g.fleet.Size < 1 {
 		g.fleet.Size = 1
@@ -237,11 +246,15 @@ func (g *Gateway) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	aln, err := net.Listen("tcp", cfg.Admin)
+	aln, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
+	// The protected admin paths are served without a token only where
+	// both the configured host and the bound address are loopback (a host
+	// name that resolves to 127.0.1.1 is not taken on trust).
+	access := telemetry.AdminAccess{Token: g.adminToken, Loopback: cfg.Admin.Loopback() && telemetry.LoopbackAddr(aln.Addr())}
 	fc := g.fastConfig()
 	if cfg.TLS != nil {
 		// Each handshake takes the TLS in force then: certificates and
@@ -270,7 +283,7 @@ func (g *Gateway) Start() error {
 		srv, serve = fs, func() error { return fs.Serve(ln) }
 	}
 	admin := &http.Server{
-		Handler:           telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard),
+		Handler:           telemetry.ProtectAdmin(telemetry.AdminHandler(g.metrics, g, g.opts.Dashboard), access),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	g.mu.Lock()
@@ -279,8 +292,12 @@ func (g *Gateway) Start() error {
 	g.mu.Unlock()
 	go func() { g.serveErr <- g.ended("listen", serve()) }()
 	go func() { g.serveErr <- g.ended("admin", admin.Serve(aln)) }()
-	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
+	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(), "admin_access", access.Mode(),
 		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
+	if access.RefusesProtected() {
+		g.log.Warn("the admin listener is not on loopback and admin.token_file is not set: /admin/*, /debug/pprof/* and the dashboard answer 403; only /metrics, /healthz and /readyz are served",
+			"admin", aln.Addr().String())
+	}
 	return nil
 }
 

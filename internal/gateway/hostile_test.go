@@ -455,7 +455,7 @@ func TestAdminListenerDefaultsToLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, addr := range map[string]string{"admin": cfg.Admin, "listen": cfg.Listen} {
+	for key, addr := range map[string]string{"admin": cfg.Admin.Listen, "listen": cfg.Listen} {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			t.Fatalf("%s default %q: %v", key, addr, err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -18,7 +19,40 @@ import (
 // debouncer coalesces each origin's changes within its debounce window, and
 // Apply turns the result into ring deltas and pool changes. Origins sharing
 // an xDS server share one ADS stream. Static origins need nothing here.
+// A reload that adds, removes or changes a file or xDS source restarts the
+// sources on the new configuration (a restarted source starts with a full
+// set, which changes nothing where nothing changed).
 func (g *Gateway) RunDiscovery(ctx context.Context) error {
+	for {
+		restart := g.discoveryRestart()
+		run, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- g.runSources(run) }()
+		select {
+		case err := <-done:
+			cancel()
+			if err != nil || ctx.Err() != nil {
+				return err
+			}
+			// No source (or every one ended): a reload may add one.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-restart:
+			}
+		case <-restart:
+			cancel()
+			if err := <-done; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			g.log.Info("membership sources restarted on the reloaded configuration")
+		}
+	}
+}
+
+// runSources runs the current configuration's membership sources until ctx
+// ends or one fails.
+func (g *Gateway) runSources(ctx context.Context) error {
 	deb := discovery.NewDebouncer(g.clk, func(u discovery.Update) {
 		if err := g.Apply(u.Origin, membersFromDiscovery(u.Endpoints)); err != nil {
 			g.log.Error("apply membership", "origin", u.Origin, "err", err)

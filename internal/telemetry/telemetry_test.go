@@ -53,16 +53,8 @@ func (s *fakeSource) Live() bool  { return !s.dead.Load() }
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	resp, body := adminGet(t, "GET", url, "", "")
+	return resp.StatusCode, body
 }
 
 func TestScrapeHasEveryContractMetric(t *testing.T) {
