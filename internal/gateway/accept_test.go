@@ -49,15 +49,10 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 				t.Fatalf("a started gateway: live %v, ready %v", g.Live(), g.Ready())
 			}
 			g.mu.Lock()
-			ln := g.ln
+			ln := g.cur[listenIdx]
 			g.mu.Unlock()
-			var al *accept.Listener
-			switch l := ln.(type) {
-			case *accept.Listener:
-				al = l
-			case guardListener:
-				al = l.Listener.(*accept.Listener)
-			default:
+			al, ok := ln.(*accept.Listener)
+			if !ok {
 				t.Fatalf("the downstream listener is a %T, not an accept.Listener", ln)
 			}
 			al.Listener.Close() // the socket, not the wrapper: as a fault would

@@ -64,6 +64,19 @@ type Options struct {
 	// lose an origin together retry it together: the no-jitter baseline
 	// of the deploy drill (internal/drill). Never set it to serve.
 	SameJitter bool
+	// Load reads the configuration again for a reload (SIGHUP, POST
+	// /admin/reload, --watch): corput serve passes config.Load of its
+	// file with the fleet position it resolved. nil: reloads are refused.
+	Load func() (*config.Config, error)
+	// Listeners are listening sockets handed over (systemd socket
+	// activation, LISTEN_FDS): Start serves them instead of binding
+	// listen and admin. Either may be nil.
+	Listeners Listeners
+}
+
+// Listeners are sockets the gateway serves instead of binding its own.
+type Listeners struct {
+	Listen, Admin net.Listener
 }
 
 // Gateway is a running corput gateway.
@@ -91,8 +104,10 @@ type Gateway struct {
 	mu       sync.Mutex // guards following
 	srv      server
 	adminSrv *http.Server
-	ln       net.Listener
-	adminLn  net.Listener
+	ln       *accept.Set // the downstream listener(s): a reload moves it to a new address
+	adminLn  *accept.Set
+	cur      [2]net.Listener // the listener of each set in use now (listenIdx, adminIdx)
+	shed     []byte          // what the downstream listener answers at the descriptor limit
 	serveErr chan error
 	stopped  bool // Shutdown has run
 }
@@ -242,11 +257,11 @@ func (g *Gateway) newServer() *http.Server {
 // background. Use Addr and AdminAddr for the bound addresses (":0" works).
 func (g *Gateway) Start() error {
 	cfg := g.st().cfg
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := bind(cfg.Listen, g.opts.Listeners.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	aln, err := net.Listen("tcp", cfg.Admin.Listen)
+	aln, err := bind(cfg.Admin.Listen, g.opts.Listeners.Admin)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
@@ -254,7 +269,7 @@ func (g *Gateway) Start() error {
 	// The protected admin paths are served without a token only where
 	// both the configured host and the bound address are loopback (a host
 	// name that resolves to 127.0.1.1 is not taken on trust).
-	access := telemetry.AdminAccess{Token: g.adminToken, Loopback: cfg.Admin.Loopback() && telemetry.LoopbackAddr(aln.Addr())}
+	access := adminAccess(cfg, aln, g.adminToken)
 	fc := g.fastConfig()
 	if cfg.TLS != nil {
 		// Each handshake takes the TLS in force then: certificates and
@@ -265,8 +280,9 @@ func (g *Gateway) Start() error {
 	if fc.TLS != nil {
 		shed = []byte{} // plaintext would be garbage to a TLS client: close at once
 	}
-	ln = g.acceptor("listen", ln, shed)
-	aln = g.acceptor("admin", aln, nil)
+	cur := [2]net.Listener{g.acceptor("listen", ln, shed), g.acceptor("admin", aln, nil)}
+	set, adminSet := accept.NewSet(cur[listenIdx]), accept.NewSet(cur[adminIdx])
+	ln, aln = set, adminSet
 	hs := g.newServer()
 	hs.TLSConfig = g.tlsCur.Load() // net/http reads its NextProtos (h2) for the handed-off *tls.Conn
 	var srv server = hs
@@ -287,7 +303,7 @@ func (g *Gateway) Start() error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	g.mu.Lock()
-	g.srv, g.adminSrv, g.ln, g.adminLn = srv, admin, ln, aln
+	g.srv, g.adminSrv, g.ln, g.adminLn, g.cur, g.shed = srv, admin, set, adminSet, cur, shed
 	g.serveErr = make(chan error, 2)
 	g.mu.Unlock()
 	go func() { g.serveErr <- g.ended("listen", serve()) }()
@@ -299,6 +315,26 @@ func (g *Gateway) Start() error {
 			"admin", aln.Addr().String())
 	}
 	return nil
+}
+
+// Indexes of Gateway.cur.
+const (
+	listenIdx = iota
+	adminIdx
+)
+
+// bind is the listener for addr: the one handed over when there is one,
+// else a new one.
+func bind(addr string, inherited net.Listener) (net.Listener, error) {
+	if inherited != nil {
+		return inherited, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// adminAccess is the admin API's access rule for the admin listener ln.
+func adminAccess(cfg *config.Config, ln net.Listener, token string) telemetry.AdminAccess {
+	return telemetry.AdminAccess{Token: token, Loopback: cfg.Admin.Loopback() && telemetry.LoopbackAddr(ln.Addr())}
 }
 
 // fastConfig is what the fast path serves this gateway with.

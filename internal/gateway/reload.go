@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
@@ -37,8 +40,10 @@ import (
 //
 // Requests in flight finish on what they started with. What cannot change
 // in place is refused with a message saying a restart is needed: loops,
-// the fleet position, the listen and admin addresses, the downstream
-// listener's settings but trusted_proxies, and turning TLS on or off.
+// the fleet position, the downstream listener's settings but
+// trusted_proxies, turning TLS on or off, the admin token file, and moving
+// admin between loopback and not. A changed listen or admin address opens
+// the new listener before the old one closes.
 
 // state is what requests read: one immutable value, swapped by a reload.
 type state struct {
@@ -174,11 +179,20 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		}
 		tlsNext = tc
 	}
+	moved, err := g.prepareListeners(cur.cfg, cfg)
+	if err != nil {
+		return err
+	}
 	var changes []*cluster.Change
 	var built []*cluster.Origin
 	abandon := func() {
 		for _, o := range built {
 			o.Close()
+		}
+		for _, ln := range moved {
+			if ln != nil {
+				ln.Close()
+			}
 		}
 	}
 	list := make([]*cluster.Origin, 0, len(cfg.Origins))
@@ -211,6 +225,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	}
 	g.tlsCur.Store(tlsNext)
 	g.state.Store(newState(cfg, list))
+	g.moveListeners(moved)
 	for _, o := range cur.list {
 		if !slices.Contains(list, o) {
 			g.rl.retired = append(g.rl.retired, o)
@@ -240,11 +255,11 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	if b.Fleet != a.Fleet {
 		keys = append(keys, "fleet")
 	}
-	if a.Listen != b.Listen {
-		keys = append(keys, "listen")
+	if a.Admin.TokenFile != b.Admin.TokenFile {
+		keys = append(keys, "admin.token_file (read once, at start)")
 	}
-	if a.Admin != b.Admin {
-		keys = append(keys, "admin")
+	if a.Admin.Loopback() != b.Admin.Loopback() {
+		keys = append(keys, "admin.listen (between loopback and not: its access rule changes)")
 	}
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
@@ -260,6 +275,56 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	return fmt.Errorf("reload: %s cannot change in place; restart corput serve to apply it (the running configuration stays)", strings.Join(keys, ", "))
 }
 
+// prepareListeners opens the new listen and admin addresses of a reload
+// that changes them (nil where unchanged, or before Start): a reload that
+// cannot bind one is refused.
+func (g *Gateway) prepareListeners(a, b *config.Config) ([2]net.Listener, error) {
+	var out [2]net.Listener
+	g.mu.Lock()
+	started := g.ln != nil && !g.stopped
+	g.mu.Unlock()
+	if !started {
+		return out, nil
+	}
+	addrs := [2][2]string{listenIdx: {a.Listen, b.Listen}, adminIdx: {a.Admin.Listen, b.Admin.Listen}}
+	keys := [2]string{listenIdx: "listen", adminIdx: "admin.listen"}
+	for i, ab := range addrs {
+		if ab[0] == ab[1] {
+			continue
+		}
+		ln, err := net.Listen("tcp", ab[1])
+		if err != nil {
+			if out[0] != nil {
+				out[0].Close()
+			}
+			return [2]net.Listener{}, fmt.Errorf("%s: %w", keys[i], err)
+		}
+		out[i] = ln
+	}
+	return out, nil
+}
+
+// moveListeners serves the listeners prepareListeners opened, then closes
+// the ones they replace: the new address accepts before the old one stops,
+// and connections the old one accepted carry on.
+func (g *Gateway) moveListeners(moved [2]net.Listener) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sets := [2]*accept.Set{listenIdx: g.ln, adminIdx: g.adminLn}
+	names := [2]string{listenIdx: "listen", adminIdx: "admin"}
+	shed := [2][]byte{listenIdx: g.shed}
+	for i, ln := range moved {
+		if ln == nil {
+			continue
+		}
+		next := g.acceptor(names[i], ln, shed[i])
+		sets[i].Add(next)
+		sets[i].Retire(g.cur[i])
+		g.log.Info("listener moved", "listener", names[i], "from", g.cur[i].Addr().String(), "to", ln.Addr().String())
+		g.cur[i] = next
+	}
+}
+
 // discoveryChanged reports whether the membership sources must restart:
 // an origin with a file or xDS source was added, removed or changed.
 func discoveryChanged(a, b *config.Config) bool {
@@ -273,6 +338,46 @@ func discoveryChanged(a, b *config.Config) bool {
 		return out
 	}
 	return !reflect.DeepEqual(sources(a), sources(b))
+}
+
+// ErrNoSource refuses a reload of a gateway that has no configuration
+// file to read again (Options.Load is nil).
+var ErrNoSource = errors.New("reload: this gateway was not started from a configuration file; nothing to read again")
+
+// ReloadFromSource reads the configuration again (Options.Load) and
+// applies it, or refuses it whole: the trigger of SIGHUP, POST
+// /admin/reload and --watch.
+func (g *Gateway) ReloadFromSource() error {
+	if g.opts.Load == nil {
+		return ErrNoSource
+	}
+	cfg, err := g.opts.Load()
+	if err != nil {
+		g.Rejected(err)
+		return err
+	}
+	return g.Reload(cfg)
+}
+
+// ReloadResult is POST /admin/reload's answer.
+type ReloadResult struct {
+	Result string   `json:"result"` // "ok" or "rejected"
+	Hash   string   `json:"hash,omitempty"`
+	Errors []string `json:"errors,omitempty"` // file:line: key: message
+}
+
+// ReloadConfig implements telemetry.AdminSource: POST /admin/reload.
+func (g *Gateway) ReloadConfig() (int, any) {
+	err := g.ReloadFromSource()
+	switch {
+	case err == nil:
+		g.rl.mu.Lock()
+		defer g.rl.mu.Unlock()
+		return http.StatusOK, ReloadResult{Result: "ok", Hash: g.rl.hash}
+	case errors.Is(err, ErrNoSource):
+		return http.StatusConflict, ReloadResult{Result: "rejected", Errors: []string{err.Error()}}
+	}
+	return http.StatusBadRequest, ReloadResult{Result: "rejected", Errors: errorLines(err)}
 }
 
 // discoveryRestart is closed when a reload changed the membership sources.
@@ -292,7 +397,7 @@ type ConfigView struct {
 	LastRejected *Rejection `json:"last_rejected,omitempty"`
 }
 
-// ConfigView implements telemetry.AdminSource.
+// ConfigView implements telemetry.AdminSource: GET /admin/config.
 func (g *Gateway) ConfigView() any {
 	g.rl.mu.Lock()
 	defer g.rl.mu.Unlock()

@@ -22,6 +22,13 @@ type AdminSource interface {
 	// downstream listener has stopped accepting for good, so that an
 	// orchestrator restarts it.
 	Live() bool
+	// ConfigView is the running configuration (secrets redacted), its
+	// hash, when it was loaded, and the last refused reload.
+	ConfigView() any
+	// ReloadConfig reads the configuration again and applies it, or refuses it
+	// whole: the status to answer (200 applied, 400 refused, 409 no file
+	// to read) and the body.
+	ReloadConfig() (status int, body any)
 }
 
 // AdminHandler serves the admin API of docs/contract.md: /metrics,
@@ -51,6 +58,13 @@ func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Hand
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /admin/origins", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, src.Origins())
+	})
+	mux.HandleFunc("GET /admin/config", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, src.ConfigView())
+	})
+	mux.HandleFunc("POST /admin/reload", func(w http.ResponseWriter, r *http.Request) {
+		code, body := src.ReloadConfig()
+		writeJSON(w, code, body)
 	})
 	mux.HandleFunc("GET /admin/subsets", func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Query().Get("origin")

@@ -48,8 +48,12 @@ func (s *fakeSource) Subsets(o string) (any, bool) {
 	}
 	return []float64{0, 0.5}, true
 }
-func (s *fakeSource) Ready() bool { return s.ready.Load() }
-func (s *fakeSource) Live() bool  { return !s.dead.Load() }
+func (s *fakeSource) Ready() bool     { return s.ready.Load() }
+func (s *fakeSource) Live() bool      { return !s.dead.Load() }
+func (s *fakeSource) ConfigView() any { return map[string]string{"hash": "sha256:00"} }
+func (s *fakeSource) ReloadConfig() (int, any) {
+	return http.StatusBadRequest, map[string][]string{"errors": {"corput.yaml:3: origins[0].nmae: unknown key"}}
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
