@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corput/corput/internal/accept"
+	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
@@ -42,6 +43,7 @@ import (
 	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/telemetry"
 )
 
@@ -64,6 +66,10 @@ type Options struct {
 	// lose an origin together retry it together: the no-jitter baseline
 	// of the deploy drill (internal/drill). Never set it to serve.
 	SameJitter bool
+	// AccessLog, when set, is the access log instead of the one the
+	// access_log block opens (tests give one with a writer of their own);
+	// the gateway closes it on Shutdown.
+	AccessLog *accesslog.Log
 }
 
 // Gateway is a running corput gateway.
@@ -79,6 +85,7 @@ type Gateway struct {
 	origins map[string]*cluster.Origin
 	list    []*cluster.Origin // in config order
 	fwd     forward.Forwarding
+	alog    *accesslog.Log // nil: no access log
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
@@ -145,8 +152,37 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.origins[o.Name()] = o
 		g.list = append(g.list, o)
 	}
+	alog, err := openAccessLog(cfg.AccessLog, opts)
+	if err != nil {
+		g.closeOrigins()
+		return nil, err
+	}
+	g.alog = alog
 	g.metrics.OnScrape(g.refreshGauges)
 	return g, nil
+}
+
+// openAccessLog opens the access_log block's log (nil when there is none),
+// or takes Options.AccessLog.
+func openAccessLog(c *config.AccessLog, opts Options) (*accesslog.Log, error) {
+	if opts.AccessLog != nil || c == nil {
+		return opts.AccessLog, nil
+	}
+	format, err := accesslog.ParseFormat(string(c.Format))
+	if err != nil {
+		return nil, err
+	}
+	return accesslog.Open(c.Path, accesslog.Options{
+		Format: format, Sample: c.Sample, Seed: rng.Mix64(opts.Seed),
+		Dropped: opts.Metrics.AccessLogDropped, Logger: opts.Logger,
+	})
+}
+
+// ReopenAccessLog opens the access log's file again (after a rotation
+// renamed it: SIGUSR1) and returns its path; without a file it does
+// nothing and returns "".
+func (g *Gateway) ReopenAccessLog() (path string, err error) {
+	return g.alog.Path(), g.alog.Reopen()
 }
 
 // FastPath reports whether the fast path serves the named origin's
@@ -287,6 +323,7 @@ func (g *Gateway) fastConfig() fastpath.Config {
 		NextLoop:   g.nextLoopIndex,
 		Guard:      func(c net.Conn) net.Conn { return guard(c) },
 		Downstream: g.cfg.Downstream,
+		AccessLog:  g.alog,
 	}
 }
 
@@ -389,6 +426,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeOrigins()
+	err = errors.Join(err, g.alog.Close()) // after the last request's line
 	if admin != nil {
 		aerr := admin.Shutdown(ctx)
 		if aerr != nil {

@@ -64,6 +64,7 @@ type Metrics struct {
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
 	AcceptErrors       *prometheus.CounterVec   // reason (additive)
 	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
+	AccessLogDropped   prometheus.Counter       // no labels (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -122,12 +123,15 @@ func New() *Metrics {
 	for _, r := range accept.Reasons {
 		m.AcceptErrors.WithLabelValues(r)
 	}
+	m.AccessLogDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_access_log_dropped_total",
+		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
 
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests,
+		m.AccessLogDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
