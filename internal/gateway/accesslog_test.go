@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/telemetry"
 )
 
@@ -349,5 +351,45 @@ func TestNoAccessLogByDefault(t *testing.T) {
 	g := newGateway(t, withEndpoints(cfgText(1, ""), "127.0.0.1:1"), Options{})
 	if path, err := g.ReopenAccessLog(); g.alog != nil || g.alog.Sample() || path != "" || err != nil {
 		t.Errorf("a gateway without access_log has a log: %v (reopen: %q, %v)", g.alog, path, err)
+	}
+}
+
+// TestServeReopensAccessLogOnSIGUSR1: `corput serve` reopens its access
+// log on SIGUSR1, so a rotation (rename, then signal) loses no line and
+// the next lines go to a new file; SIGTERM still drains and exits 0.
+func TestServeReopensAccessLogOnSIGUSR1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	file := filepath.Join(t.TempDir(), "access.log")
+	p := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+access_log: {path: %s}
+routes: [{path_prefix: /app, origin: app}]
+origins:
+  - name: app
+    endpoints: [{address: %q}]
+`, file, logOrigin(t)))
+	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	rc := dialRaw(t, p.listen)
+	rc.do(t, "GET", "/app/fixed?before")
+	poll.Until(t, "the first line", func() bool { return len(readLog(t, file)) == 1 })
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "a new file at the path", func() bool { _, err := os.Stat(file); return err == nil })
+	rc.do(t, "GET", "/app/fixed?after")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := p.wait(30 * time.Second); !exited || err != nil {
+		t.Fatalf("corput serve after SIGTERM: exited %v, %v; want exit 0\n%s", exited, err, p.stop())
+	}
+	checkRotated(t, file)
+	if logs := p.stop(); !strings.Contains(logs, "access log reopened") {
+		t.Errorf("no reopen logged:\n%s", logs)
 	}
 }
