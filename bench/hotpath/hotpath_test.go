@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +116,12 @@ var paths = []struct {
 
 func startGatewayPath(tb testing.TB, fast bool, loops int, origins ...*tinyOrigin) *gateway.Gateway {
 	tb.Helper()
+	return startGatewayWith(tb, fast, loops, "", origins...)
+}
+
+// startGatewayWith is startGatewayPath with extra top-level config.
+func startGatewayWith(tb testing.TB, fast bool, loops int, extra string, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
 	var eps []string
 	for _, o := range origins {
 		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
@@ -128,7 +136,7 @@ origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-`, loops, fast, strings.Join(eps, ", "))
+%s`, loops, fast, strings.Join(eps, ", "), extra)
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -234,15 +242,26 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 }
 
 // BenchmarkSerial is one client connection, one request at a time: the
-// latency of the proxy path, syscalls included.
+// latency of the proxy path, syscalls included. fast_access_log is the
+// fast path with every request's line written to a file as JSON.
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
-		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast) })
+		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
 	}
+	b.Run("fast_access_log", func(b *testing.B) {
+		file := filepath.Join(b.TempDir(), "access.log")
+		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
+		g.Close() // writes the last lines
+		data, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(bytes.Count(data, []byte("\n")))/float64(b.N), "lines/op") // 1: none dropped
+	})
 }
 
-func benchSerial(b *testing.B, fast bool) {
-	g := startGatewayPath(b, fast, 2, startTinyOrigin(b))
+func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {
+	g := startGatewayWith(b, fast, 2, extra, startTinyOrigin(b))
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)
@@ -257,6 +276,8 @@ func benchSerial(b *testing.B, fast bool) {
 		}
 	}
 	reportCPU(b, cpu)
+	b.StopTimer()
+	return g
 }
 
 // cpuTime is the CPU time (user and system) the process used so far.

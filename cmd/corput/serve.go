@@ -108,6 +108,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
+	defer reopenOnSIGUSR1(g, log)()
 	// The signal handler goes in before the listeners open, so a SIGTERM
 	// that arrives during start-up still drains instead of killing.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

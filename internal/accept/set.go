@@ -17,7 +17,7 @@ import (
 //     as it would on that listener alone).
 //   - A retired listener's error is not an error of the set.
 //   - A connection accepted as the set closes is closed, never leaked.
-//   - Addr is the address of the newest listener.
+//   - Addr is the address of the newest listener added.
 type Set struct {
 	conns chan net.Conn
 	fail  chan error
@@ -25,6 +25,7 @@ type Set struct {
 
 	mu     sync.Mutex // guards following
 	lns    []net.Listener
+	last   net.Addr // the newest listener's, kept after Close
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -47,6 +48,7 @@ func (s *Set) Add(ln net.Listener) {
 		return
 	}
 	s.lns = append(s.lns, ln)
+	s.last = ln.Addr()
 	s.wg.Add(1)
 	go s.run(ln)
 }
@@ -137,17 +139,10 @@ func (s *Set) Close() error {
 	return nil
 }
 
-// Addr is the newest listener's address.
+// Addr is the address of the newest listener added (still after Close;
+// nil before the first Add).
 func (s *Set) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.lns) == 0 {
-		return closedAddr{}
-	}
-	return s.lns[len(s.lns)-1].Addr()
+	return s.last
 }
-
-type closedAddr struct{}
-
-func (closedAddr) Network() string { return "tcp" }
-func (closedAddr) String() string  { return "closed" }

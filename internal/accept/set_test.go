@@ -104,7 +104,7 @@ func TestSetClosesWhatItCannotHandOver(t *testing.T) {
 	if _, err := s.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept on a closed set = %v", err)
 	}
-	if got := s.Addr().String(); got != "closed" {
-		t.Errorf("Addr of an empty set = %q", got)
+	if got := s.Addr(); got != nil {
+		t.Errorf("Addr of a set that never had a listener = %v", got)
 	}
 }

@@ -17,8 +17,9 @@
 //     per host), ERR_AVERAGE_ONLY_TARGET_REJECTED (INV-LB-04: percentile
 //     targets) and ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED (MC-WM-01, via
 //     workload.Mix.Validate).
-//   - Relative file paths (TLS files, discovery.path) are resolved against
-//     the directory of the config file, as Prometheus does.
+//   - Relative file paths (TLS files, discovery.path, access_log.path) are
+//     resolved against the directory of the config file, as Prometheus
+//     does.
 //
 // docs/configuration.md documents every key; keep the two in step.
 package config
@@ -61,6 +62,9 @@ type Config struct {
 	// Workload is the request mix of a lab or load run (additive); nil when
 	// the file has none. A mix without cost skew is rejected.
 	Workload *workload.Mix `yaml:"workload"`
+	// AccessLog writes a line per request (additive); nil, the default,
+	// writes none.
+	AccessLog *AccessLog `yaml:"access_log"`
 
 	file     string         // the name diagnostics are reported under
 	source   []byte         // the bytes Parse read (the reload's hash)
@@ -156,6 +160,28 @@ type Downstream struct {
 type Shutdown struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
+
+// AccessLog is the access log: one line per (sampled) request, written off
+// the request path (internal/accesslog).
+type AccessLog struct {
+	// Path is "stdout" or a file, appended to (relative: to the config
+	// file's directory); SIGUSR1 reopens it.
+	Path   string          `yaml:"path"`
+	Format AccessLogFormat `yaml:"format"`
+	Sample float64         `yaml:"sample"` // the share of requests logged, in (0, 1]
+}
+
+// AccessLogStdout is the access_log.path that writes to standard output.
+const AccessLogStdout = "stdout"
+
+// AccessLogFormat is the access log's line format.
+type AccessLogFormat string
+
+// The access log formats.
+const (
+	AccessLogJSON     AccessLogFormat = "json"     // one JSON object per line
+	AccessLogCombined AccessLogFormat = "combined" // Apache's combined format, corput's fields appended
+)
 
 // Route sends requests for a host and path prefix to an origin. The
 // longest matching prefix wins; an exact host beats "*.suffix", which beats
@@ -434,10 +460,12 @@ func DefaultOrigin() Origin {
 }
 
 // setDefaults is called by the decoder on every element of origins,
-// routes and endpoints before the element's keys are decoded onto it.
-func (o *Origin) setDefaults()   { *o = DefaultOrigin() }
-func (r *Route) setDefaults()    { r.PathPrefix = "/" }
-func (e *Endpoint) setDefaults() { e.Weight = 1 }
+// routes and endpoints, and on a new access_log block, before the
+// element's keys are decoded onto it.
+func (o *Origin) setDefaults()    { *o = DefaultOrigin() }
+func (r *Route) setDefaults()     { r.PathPrefix = "/" }
+func (e *Endpoint) setDefaults()  { e.Weight = 1 }
+func (a *AccessLog) setDefaults() { *a = AccessLog{Format: AccessLogJSON, Sample: 1} }
 
 // LoopCount is the number of loops to run: Loops, or when 0 one per
 // processor the Go runtime was given at start (GOMAXPROCS then: the CPUs,

@@ -264,6 +264,33 @@ func TestGatewayExampleContents(t *testing.T) {
 	}
 }
 
+// TestAccessLog: the block is off by default; written, it takes json and
+// a sample of 1 unless set, and a relative path is the config file's
+// directory's, while stdout stays stdout.
+func TestAccessLog(t *testing.T) {
+	if cfg := mustParse(t, minimal); cfg.AccessLog != nil {
+		t.Errorf("access_log without the key = %+v, want nil (off)", cfg.AccessLog)
+	}
+	dir := t.TempDir()
+	parse := func(block string) *AccessLog {
+		t.Helper()
+		cfg, err := Parse([]byte(block+minimal), filepath.Join(dir, "gw.yaml"))
+		if err != nil {
+			t.Fatalf("Parse: %v\n%s", err, block)
+		}
+		return cfg.AccessLog
+	}
+	if got, want := parse("access_log: {path: access.log}\n"), (AccessLog{Path: filepath.Join(dir, "access.log"), Format: AccessLogJSON, Sample: 1}); got == nil || *got != want {
+		t.Errorf("access_log with a relative path = %+v, want %+v", got, want)
+	}
+	if got, want := parse("access_log: {path: stdout, format: combined, sample: 0.25}\n"), (AccessLog{Path: AccessLogStdout, Format: AccessLogCombined, Sample: 0.25}); got == nil || *got != want {
+		t.Errorf("access_log to stdout = %+v, want %+v", got, want)
+	}
+	if got := parse("access_log: {path: stdout, sample: 1}\n"); got == nil || got.Sample != 1 {
+		t.Errorf("sample: 1 (an integer) = %+v, want 1", got)
+	}
+}
+
 func TestValidateConfigBuiltInGo(t *testing.T) {
 	cfg := Default()
 	o := DefaultOrigin()

@@ -130,6 +130,9 @@ func (c *Config) normalize(dir string) {
 		}
 		resolve(dir, &o.Discovery.Path)
 	}
+	if a := c.AccessLog; a != nil && a.Path != AccessLogStdout {
+		resolve(dir, &a.Path)
+	}
 }
 
 func resolve(dir string, paths ...*string) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -68,6 +69,26 @@ func (c *Config) diagnose(r *reporter) {
 	c.checkRoutes(r, names)
 	if c.Workload != nil {
 		checkWorkload(r, *c.Workload)
+	}
+	if c.AccessLog != nil {
+		checkAccessLog(r, "access_log", c.AccessLog)
+	}
+}
+
+func checkAccessLog(r *reporter, p string, a *AccessLog) {
+	switch {
+	case a.Path == "":
+		r.errorf(p+".path", "missing; write stdout, or the file to append the lines to (e.g. /var/log/corput/access.log)")
+	case a.Path != AccessLogStdout:
+		if st, err := os.Stat(a.Path); err == nil && st.IsDir() {
+			r.errorf(p+".path", "%s is a directory; name the file to append the lines to", a.Path)
+		} else if st, err := os.Stat(filepath.Dir(a.Path)); err != nil || !st.IsDir() {
+			r.errorf(p+".path", "the directory of %s does not exist; create it, or write stdout (relative paths are resolved against the config file's directory)", a.Path)
+		}
+	}
+	checkEnum(r, p+".format", a.Format, AccessLogJSON, AccessLogCombined)
+	if !(a.Sample > 0 && a.Sample <= 1) {
+		r.errorf(p+".sample", "%v is outside (0, 1]: the share of requests logged; 1.0 (every request) is the default, 0.01 logs one in a hundred", a.Sample)
 	}
 }
 

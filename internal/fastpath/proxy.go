@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -35,25 +36,34 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		return false, true // net/http answers it and skips the body
 	}
 	// From here the request is the fast path's.
+	logged := c.s.cfg.AccessLog.Sample()
+	var start time.Time
+	if logged {
+		start = time.Now()
+	}
 	c.bodyAt, c.bodyLen = c.r+n, body
 	c.inBuf = min(body, int64(c.w-c.bodyAt))
 	c.bodyDone = body == 0
 	c.closeAfter = h.Close || c.s.closing.Load()
 	c.broken = false
+	c.sent = 0
 
 	var status int
+	loop, reason := -1, forward.NoRoute
 	if !routed {
-		status = c.writeError(forward.NoRoute)
+		status = c.writeError(reason)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
-		ol := o.Loop(c.s.cfg.NextLoop()) // a loop per request: the connection's state stays its own
+		loop = c.s.cfg.NextLoop()
+		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
 		o.Begin(a, ol, replayable)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed
 		// is Stale, and the retry probes.
-		st, reason := o.Forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
+		var st int
+		st, reason = o.Forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
 			return c.exchange(o, a, n)
 		})
 		a.Finish()
@@ -64,6 +74,9 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		}
 	}
 	c.s.cfg.Served(status)
+	if logged {
+		c.logRequest(start, status, o, loop, reason)
+	}
 
 	c.r += n
 	switch {
@@ -75,6 +88,31 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		c.broken = true // part of an unforwarded body is still in the socket
 	}
 	return !c.broken && !c.closeAfter, false
+}
+
+// logRequest hands the request just served to the access log, its head's
+// fields as views of the read buffer (the log copies them). o and loop
+// are the route's; loop is -1 without one.
+func (c *fastConn) logRequest(start time.Time, status int, o *cluster.Origin, loop int, reason forward.Reason) {
+	h := &c.head
+	r := accesslog.Record{
+		Start: start, Duration: time.Since(start), Client: c.client,
+		Method: bstr(h.Method), Host: bstr(h.Host), Target: bstr(h.Target), Proto: "HTTP/1.1",
+		Status: status, Bytes: c.sent, Reason: reason.String(), Loop: loop,
+	}
+	if v, ok := h.Value("referer", 0); ok {
+		r.Referer = bstr(v)
+	}
+	if v, ok := h.Value("user-agent", 0); ok {
+		r.UserAgent = bstr(v)
+	}
+	if loop >= 0 {
+		r.Origin, r.Attempts = o.Name(), c.attempt.Attempts()
+		if ep := c.attempt.LastEndpoint(); ep != nil {
+			r.Endpoint = ep.Address()
+		}
+	}
+	c.s.cfg.AccessLog.Add(&r)
 }
 
 // bstr views b as a string for a call that does not keep it.
@@ -401,6 +439,7 @@ func (c *fastConn) copyFixed(br *bufio.Reader, size int64) bool {
 			return false
 		}
 		left -= int64(k)
+		c.sent += int64(k)
 	}
 	return true
 }
@@ -415,6 +454,7 @@ func (c *fastConn) copyChunked(br *bufio.Reader) bool {
 			fin, bad = d, e
 			return k
 		})
+		c.sent = int64(ch.Data()) // the data passed on, without the framing
 		if err != nil || bad != nil {
 			c.broken = true
 			return false
@@ -445,6 +485,7 @@ func (c *fastConn) copyToEOF(br *bufio.Reader) {
 			c.broken = true
 			return
 		}
+		c.sent += int64(len(b))
 		br.Discard(len(b))
 	}
 }
@@ -505,7 +546,9 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 		}
 		// Flushed after each read: a response the fast parser declined
 		// may be a stream.
-		if _, err := forward.Copy(dst, resp.Body, c.bw.Flush); err != nil {
+		k, err := forward.Copy(dst, resp.Body, c.bw.Flush)
+		c.sent = k
+		if err != nil {
 			c.broken = true
 			resp.Body.Close()
 			return false
@@ -555,6 +598,7 @@ func (c *fastConn) writeError(reason forward.Reason) int {
 	c.endHead(w, false)
 	if string(c.head.Method) != http.MethodHead {
 		w.WriteString(body)
+		c.sent = int64(len(body))
 	}
 	if w.Flush() != nil {
 		c.broken = true

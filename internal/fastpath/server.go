@@ -24,7 +24,9 @@
 //   - A request is placed on a loop of its own (Config.NextLoop) and
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
-//   - A proxied request allocates nothing (bench/hotpath).
+//   - A proxied request allocates nothing (bench/hotpath), with the access
+//     log off or on: a sampled request's line is a fixed-size entry copied
+//     into the log's ring, formatted by the log's writer.
 package fastpath
 
 import (
@@ -38,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
@@ -81,6 +84,8 @@ type Config struct {
 	// after the TLS handshake): downstream.fast_path: false on an HTTPS
 	// listener, which still needs the handshake and the guard here.
 	HandOffAll bool
+	// AccessLog hears the requests it samples; nil logs none.
+	AccessLog *accesslog.Log
 }
 
 // Server serves a cleartext listener: fast connections here, the rest
@@ -276,11 +281,13 @@ type fastConn struct {
 
 	attempt forward.Attempt // the current request's (reused)
 	num     [24]byte        // scratch for numbers
+	client  string          // the peer's address, for the access log
 
 	// the current request
 	bodyAt     int   // offset of its body in buf
 	bodyLen    int64 // its Content-Length (0 without)
 	inBuf      int64 // body bytes already in buf
+	sent       int64 // response body bytes written to the client
 	bodyDone   bool  // the body was forwarded (or is empty)
 	closeAfter bool  // the connection closes after the response (said in it)
 	broken     bool  // the connection cannot carry another request
@@ -319,7 +326,8 @@ func (c *fastConn) serve() {
 	c.buf = make([]byte, fastReadBuf)
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
-	c.fwd = c.s.cfg.Forwarding().Peer(c.conn.RemoteAddr().String(), c.tls != nil)
+	c.client = c.conn.RemoteAddr().String()
+	c.fwd = c.s.cfg.Forwarding().Peer(c.client, c.tls != nil)
 	c.watch = newClientWatch(c)
 	if c.s.cfg.HandOffAll {
 		handedOff = c.handOff()

@@ -168,6 +168,8 @@ type Attempt struct {
 	reason  Reason
 
 	ep      *balance.Endpoint
+	last    *balance.Endpoint // the latest endpoint Pick chose; kept past a Pick that finds none
+	picks   int               // endpoints Pick chose: the request's attempts
 	lease   pool.Lease
 	start   time.Time     // the stream was acquired
 	headers time.Duration // start to the response head
@@ -203,6 +205,16 @@ func (a *Attempt) Reason() Reason { return a.reason }
 // Endpoint is the current attempt's endpoint (nil before Pick).
 func (a *Attempt) Endpoint() *balance.Endpoint { return a.ep }
 
+// Attempts is how many attempts the request made: the endpoints Pick
+// chose for it, the one that shed it (pending_full) included; 0 when no
+// endpoint was found. It stays readable after Finish, until Start.
+func (a *Attempt) Attempts() int { return a.picks }
+
+// LastEndpoint is the endpoint of the request's latest attempt, nil when
+// it made none. Unlike Endpoint it outlives a Pick that finds no endpoint,
+// and Finish, so that it names where the request went last.
+func (a *Attempt) LastEndpoint() *balance.Endpoint { return a.last }
+
 // Conn is the connection of the stream held since Send.
 func (a *Attempt) Conn() pool.Conn { return a.lease.Conn() }
 
@@ -224,12 +236,13 @@ func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
 		return nil, false, a.traced(a.answer(a.reason)) // the last failure's reason
 	case err != nil:
 		return nil, false, a.traced(a.answer(NoHealthy))
-	case !ep.TryAdmit():
+	}
+	a.ep, a.last = ep, ep
+	a.picks++
+	if !ep.TryAdmit() {
 		ep.Done(0, balance.Shed)
-		a.ep = ep
 		return nil, false, a.traced(a.answer(PendingFull))
 	}
-	a.ep = ep
 	return ep, a.MayRetry() && !a.failed, Acquire
 }
 

@@ -30,6 +30,9 @@ type harness struct {
 	obs   *recorder
 	pools map[string]*pool.Pool
 	dials map[string]*memconn.Dialer
+
+	attempts int    // the last run's Attempts, read after Finish
+	last     string // and its LastEndpoint's address
 }
 
 type recorder struct {
@@ -110,6 +113,12 @@ func (h *harness) run(replayable bool, script ...outcome) ([]attemptLog, Step, R
 	h.t.Helper()
 	var a Attempt
 	a.Start(&h.pol, h.pk, replayable)
+	defer func() { // after Finish
+		h.attempts, h.last = a.Attempts(), ""
+		if ep := a.LastEndpoint(); ep != nil {
+			h.last = ep.Address()
+		}
+	}()
 	defer a.Finish()
 	var log []attemptLog
 	for i := 0; ; i++ {
@@ -295,6 +304,50 @@ func TestEveryEndpointRefusingEndsWithTheLastReason(t *testing.T) {
 	if step != Answer || reason != ConnectFailed || len(log) != 2 {
 		t.Fatalf("got %v %v %+v; want connect_failed after both endpoints", step, reason, log)
 	}
+	h.settled()
+}
+
+// Attempts counts the endpoints a request was sent towards, and
+// LastEndpoint names the latest even after a Pick that found none.
+func TestAttemptsAndLastEndpoint(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		endpoints int
+		script    []outcome
+		step      Step
+		attempts  int
+	}{
+		{"first try", 3, []outcome{ok(200)}, Delivered, 1},
+		{"retried", 4, []outcome{refusedDial(), refusedDial(), failed(Broken), ok(200)}, Delivered, 4},
+		{"every endpoint tried", 2, []outcome{refusedDial(), refusedDial()}, Answer, 2},
+	} {
+		h := newHarness(t, c.endpoints, Policy{Attempts: 2, RetryConnect: true})
+		log, step, _ := h.run(true, c.script...)
+		if step != c.step || h.attempts != c.attempts || h.last != log[len(log)-1].ep {
+			t.Errorf("%s: %v, %d attempts, last endpoint %q; want %v, %d, %q", c.name, step, h.attempts, h.last, c.step, c.attempts, log[len(log)-1].ep)
+		}
+		h.settled()
+	}
+
+	h := newHarness(t, 1, Policy{Attempts: 1})
+	ep := h.bal.Endpoints()[0]
+	for ep.TryAdmit() {
+	}
+	var a Attempt
+	a.Start(&h.pol, h.pk, true)
+	a.Pick() // pending_full
+	a.Finish()
+	if a.Attempts() != 1 || a.LastEndpoint() != ep {
+		t.Errorf("shed at the pick: %d attempts, last %v; want 1 and the full endpoint", a.Attempts(), a.LastEndpoint())
+	}
+	for ep.Pending() > 0 {
+		ep.Release()
+	}
+	a.Start(&h.pol, h.pk, true)
+	if a.Attempts() != 0 || a.LastEndpoint() != nil {
+		t.Errorf("after Start: %d attempts, last %v; want 0 and nil", a.Attempts(), a.LastEndpoint())
+	}
+	a.Finish()
 	h.settled()
 }
 

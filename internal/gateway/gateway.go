@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corput/corput/internal/accept"
+	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
@@ -42,6 +43,7 @@ import (
 	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/telemetry"
 )
 
@@ -72,6 +74,10 @@ type Options struct {
 	// activation, LISTEN_FDS): Start serves them instead of binding
 	// listen and admin. Either may be nil.
 	Listeners Listeners
+	// AccessLog, when set, is the access log instead of the one the
+	// access_log block opens (tests give one with a writer of their own);
+	// the gateway closes it on Shutdown.
+	AccessLog *accesslog.Log
 }
 
 // Listeners are sockets the gateway serves instead of binding its own.
@@ -95,6 +101,7 @@ type Gateway struct {
 	state  atomic.Pointer[state]
 	tlsCur atomic.Pointer[tls.Config] // the downstream TLS in force: certificates rotate on reload
 	rl     reloads                    // reloads' own bookkeeping
+	alog   *accesslog.Log             // nil: no access log
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
@@ -154,6 +161,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		g.tlsCur.Store(tc)
 	}
+	alog, err := openAccessLog(cfg.AccessLog, opts)
+	if err != nil {
+		return nil, err
+	}
+	g.alog = alog
 	st := newState(cfg, nil)
 	for i := range cfg.Origins {
 		o, err := g.newOrigin(&cfg.Origins[i], cfg)
@@ -161,6 +173,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			for _, o := range st.list {
 				o.Close()
 			}
+			g.alog.Close()
 			return nil, err
 		}
 		st.add(o)
@@ -182,6 +195,29 @@ func (g *Gateway) newOrigin(oc *config.Origin, cfg *config.Config) (*cluster.Ori
 
 // st is the state requests read now.
 func (g *Gateway) st() *state { return g.state.Load() }
+
+// openAccessLog opens the access_log block's log (nil when there is none),
+// or takes Options.AccessLog.
+func openAccessLog(c *config.AccessLog, opts Options) (*accesslog.Log, error) {
+	if opts.AccessLog != nil || c == nil {
+		return opts.AccessLog, nil
+	}
+	format, err := accesslog.ParseFormat(string(c.Format))
+	if err != nil {
+		return nil, err
+	}
+	return accesslog.Open(c.Path, accesslog.Options{
+		Format: format, Sample: c.Sample, Seed: rng.Mix64(opts.Seed),
+		Dropped: opts.Metrics.AccessLogDropped, Logger: opts.Logger,
+	})
+}
+
+// ReopenAccessLog opens the access log's file again (after a rotation
+// renamed it: SIGUSR1) and returns its path; without a file it does
+// nothing and returns "".
+func (g *Gateway) ReopenAccessLog() (path string, err error) {
+	return g.alog.Path(), g.alog.Reopen()
+}
 
 // FastPath reports whether the fast path serves the named origin's
 // cleartext HTTP/1.1 requests (otherwise net/http's server does).
@@ -350,6 +386,7 @@ func (g *Gateway) fastConfig() fastpath.Config {
 		NextLoop:   g.nextLoopIndex,
 		Guard:      func(c net.Conn) net.Conn { return guard(c) },
 		Downstream: g.st().cfg.Downstream,
+		AccessLog:  g.alog,
 	}
 }
 
@@ -452,6 +489,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeOrigins()
+	err = errors.Join(err, g.alog.Close()) // after the last request's line
 	if admin != nil {
 		aerr := admin.Shutdown(ctx)
 		if aerr != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -20,12 +21,47 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
 	}
-	g.served(g.serve(w, r, loop))
+	logged := g.alog.Sample()
+	var start time.Time
+	if logged {
+		start = time.Now()
+	}
+	oc := outcome{loop: -1}
+	status := g.serve(w, r, loop, &oc)
+	g.served(status)
+	if logged {
+		g.logRequest(r, start, status, &oc)
+	}
 }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
+// outcome is what the access log needs of a request besides its head and
+// status.
+type outcome struct {
+	bytes    int64          // response body bytes written
+	reason   forward.Reason // the gateway's own answer's, None when the origin answered
+	origin   *cluster.Origin
+	loop     int // the loop the request went through, -1 when it was routed nowhere
+	attempts int
+	endpoint string
+}
+
+// logRequest hands a request served through net/http to the access log.
+func (g *Gateway) logRequest(r *http.Request, start time.Time, status int, oc *outcome) {
+	rec := accesslog.Record{
+		Start: start, Duration: time.Since(start), Client: r.RemoteAddr,
+		Method: r.Method, Host: r.Host, Target: r.RequestURI, Proto: r.Proto,
+		Status: status, Bytes: oc.bytes, Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent"),
+		Attempts: oc.attempts, Endpoint: oc.endpoint, Reason: oc.reason.String(), Loop: oc.loop,
+	}
+	if oc.origin != nil {
+		rec.Origin = oc.origin.Name()
+	}
+	g.alog.Add(&rec)
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *outcome) int {
 	if badRequest(r) != "" || !prefetchChunked(r) {
-		return refuse(w)
+		return refuse(w, r, oc)
 	}
 	if r.ProtoMajor == 1 && len(r.Header["Upgrade"]) > 0 {
 		// The framing guard stops at an Upgrade: unless the upgrade
@@ -35,29 +71,34 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int) int {
 	st := g.st()
 	name, ok := st.router.Match(r.Host, r.URL.Path)
 	if !ok {
-		return writeError(w, forward.NoRoute)
+		return writeError(w, r, forward.NoRoute, oc)
 	}
 	o := st.origins[name]
-	return g.proxy(w, r, o, o.Loop(loop))
+	oc.origin, oc.loop = o, loop
+	return g.proxy(w, r, o, o.Loop(loop), oc)
 }
 
-// writeError writes the gateway's own answer for reason and returns its
-// status.
-func writeError(w http.ResponseWriter, reason forward.Reason) int {
+// writeError writes the gateway's own answer for reason, notes it in oc
+// and returns its status.
+func writeError(w http.ResponseWriter, r *http.Request, reason forward.Reason, oc *outcome) int {
 	h := w.Header()
 	reason.Fields(func(name, value string) { h.Set(name, value) })
 	w.WriteHeader(reason.Status())
-	_, _ = w.Write([]byte(reason.Body()))
+	oc.reason = reason
+	if r.Method != http.MethodHead {
+		n, _ := w.Write([]byte(reason.Body()))
+		oc.bytes = int64(n)
+	}
 	return reason.Status()
 }
 
 // refuse answers a malformed request 400 and ends its connection without
 // reading the rest of it: its framing cannot be trusted, and a client that
 // never finishes the body must not hold the connection open.
-func refuse(w http.ResponseWriter) int {
+func refuse(w http.ResponseWriter, r *http.Request, oc *outcome) int {
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
-	return writeError(w, forward.BadRequest)
+	return writeError(w, r, forward.BadRequest, oc)
 }
 
 // badRequest rejects what must never be forwarded. net/http's server has
@@ -123,7 +164,7 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 
 // proxy forwards r to an endpoint of origin o through loop ol, retrying
 // idempotent requests on another endpoint (package forward).
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop) int {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, oc *outcome) int {
 	ctx := r.Context()
 	if t := o.RequestTimeout(); t > 0 {
 		var cancel context.CancelFunc
@@ -158,10 +199,14 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	o.Begin(&a, ol, replayable)
 	defer a.Finish()
 	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
-		return exchangeHTTP(w, r, out, a, up)
+		return exchangeHTTP(w, r, out, a, up, oc)
 	})
+	oc.attempts = a.Attempts()
+	if ep := a.LastEndpoint(); ep != nil {
+		oc.endpoint = ep.Address()
+	}
 	if reason != forward.None {
-		return writeError(w, reason)
+		return writeError(w, r, reason, oc)
 	}
 	return status
 }
@@ -171,7 +216,7 @@ var noUserAgent = []string{""}
 
 // exchangeHTTP makes one attempt's exchange through net/http's request and
 // response.
-func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attempt, up string) (int, forward.Step) {
+func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attempt, up string, oc *outcome) (int, forward.Step) {
 	conn, ok := a.Conn().(upstream.Conn)
 	if !ok {
 		return 0, a.Failed(forward.Refused)
@@ -199,17 +244,17 @@ func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attemp
 	// headers went out: the exchange is settled either way, or the
 	// stream would stay busy for good.
 	defer a.Settle()
-	return respond(w, r, resp, up), forward.Delivered
+	return respond(w, r, resp, up, oc), forward.Delivered
 }
 
 // respond streams resp to the client: headers minus hop-by-hop, body with
 // flushes for streaming responses, then trailers. A body that breaks after
 // the headers were sent aborts the downstream stream, so the client sees a
 // truncated response rather than a silently short one.
-func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up string) int {
+func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up string, oc *outcome) int {
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return upgrade(w, resp, up)
+		return upgrade(w, r, resp, up, oc)
 	}
 	forward.RemoveHop(resp.Header, "")
 	h := w.Header()
@@ -227,7 +272,9 @@ func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up str
 	w.WriteHeader(resp.StatusCode)
 	if r.Method != http.MethodHead {
 		flush := resp.ContentLength == -1
-		if _, err := copyBody(w, resp.Body, flush); err != nil {
+		n, err := copyBody(w, resp.Body, flush)
+		oc.bytes = n
+		if err != nil {
 			if r.Context().Err() == nil {
 				panic(http.ErrAbortHandler)
 			}
@@ -251,15 +298,16 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, error) {
 }
 
 // upgrade completes a 101 Switching Protocols: the downstream connection is
-// hijacked and bytes are copied both ways until either side closes.
-func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
+// hijacked and bytes are copied both ways until either side closes (the
+// origin's count as the response's body).
+func upgrade(w http.ResponseWriter, r *http.Request, resp *http.Response, up string, oc *outcome) int {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || up == "" || !h1.EqualFold(resp.Header.Get("Upgrade"), up) {
-		return writeError(w, forward.UpstreamReset)
+		return writeError(w, r, forward.UpstreamReset, oc)
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		return writeError(w, forward.UpgradeUnsupported)
+		return writeError(w, r, forward.UpgradeUnsupported, oc)
 	}
 	defer conn.Close()
 	forward.RemoveHop(resp.Header, up)
@@ -277,13 +325,16 @@ func upgrade(w http.ResponseWriter, resp *http.Response, up string) int {
 		_, err := io.Copy(backend, brw.Reader) // client → origin, buffered bytes first
 		errc <- err
 	}()
+	var sent int64
 	go func() {
-		_, err := io.Copy(conn, backend) // origin → client
+		n, err := io.Copy(conn, backend) // origin → client
+		sent = n
 		errc <- err
 	}()
 	<-errc
 	backend.Close()
 	conn.Close()
 	<-errc
+	oc.bytes = sent
 	return http.StatusSwitchingProtocols
 }

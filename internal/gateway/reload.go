@@ -41,7 +41,8 @@ import (
 // Requests in flight finish on what they started with. What cannot change
 // in place is refused with a message saying a restart is needed: loops,
 // the fleet position, the downstream listener's settings but
-// trusted_proxies, turning TLS on or off, the admin token file, and moving
+// trusted_proxies, turning TLS on or off, the access log, the admin token
+// file, and moving
 // admin between loopback and not. A changed listen or admin address opens
 // the new listener before the old one closes.
 
@@ -265,6 +266,9 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	da.TrustedProxies, db.TrustedProxies = nil, nil
 	if !reflect.DeepEqual(da, db) {
 		keys = append(keys, "downstream (all but trusted_proxies)")
+	}
+	if !reflect.DeepEqual(a.AccessLog, b.AccessLog) {
+		keys = append(keys, "access_log")
 	}
 	if (a.TLS == nil) != (b.TLS == nil) {
 		keys = append(keys, "tls (turned on or off)")

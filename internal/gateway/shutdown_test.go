@@ -5,17 +5,12 @@ package gateway
 // `corput serve` drains and exits 0 on SIGTERM.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +22,6 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
-	"github.com/corput/corput/internal/testbin"
 )
 
 // holdBackend is an origin whose /hold requests wait until released (or
@@ -205,10 +199,8 @@ func TestServeExitsZeroOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/corput")
 	}
-	bin := testbin.Corput(t)
 	b := startHoldBackend(t)
-	cfg := filepath.Join(t.TempDir(), "corput.yaml")
-	text := fmt.Sprintf(`listen: 127.0.0.1:0
+	p := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 2
 shutdown: {drain_timeout: 10s}
@@ -216,50 +208,8 @@ routes: [{path_prefix: /, origin: app}]
 origins:
   - name: app
     endpoints: [{address: %q}]
-`, b.addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", cfg)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The reader owns logs until it reports the exit on exited.
-	exited := make(chan error, 1)
-	var logs strings.Builder
-	addrs := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		serving := regexp.MustCompile(`corput serving.* listen=(\S+) admin=(\S+)`)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := serving.FindStringSubmatch(sc.Text()); m != nil {
-				addrs <- [2]string{m[1], m[2]}
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	stopped := false
-	stop := func() string { // kills the process if it runs; returns its log
-		if !stopped {
-			cmd.Process.Kill()
-			<-exited
-			stopped = true
-		}
-		return logs.String()
-	}
-	t.Cleanup(func() { stop() })
-	var listen, admin string
-	select {
-	case a := <-addrs:
-		listen, admin = a[0], a[1]
-	case <-time.After(30 * time.Second):
-		t.Fatalf("corput serve did not log its addresses within 30s\n%s", stop())
-	}
+`, b.addr))
+	listen, admin := p.listen, p.admin
 	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+admin+"/readyz") == 200 })
 	c := downstream(t, dsH1, nil)
 	if r := <-fetch(c, "http://"+listen+"/x"); r.status != 200 || r.body != "ok" {
@@ -267,7 +217,7 @@ origins:
 	}
 	inflight := fetch(c, "http://"+listen+"/hold")
 	<-b.arrived
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -279,23 +229,20 @@ origins:
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz did not fail within 10s of SIGTERM (last: %v)\n%s", err, stop())
+			t.Fatalf("/readyz did not fail within 10s of SIGTERM (last: %v)\n%s", err, p.stop())
 		}
 	}
 	b.free()
 	if r := <-inflight; r.err != nil || r.status != 200 || r.body != "held and done" {
 		t.Fatalf("request in flight at SIGTERM: %+v", r)
 	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Fatalf("corput serve after SIGTERM: %v, want exit 0\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("corput serve still running 30s after SIGTERM\n%s", stop())
+	switch exited, err := p.wait(30 * time.Second); {
+	case !exited:
+		t.Fatalf("corput serve still running 30s after SIGTERM\n%s", p.stop())
+	case err != nil:
+		t.Fatalf("corput serve after SIGTERM: %v, want exit 0\n%s", err, p.stop())
 	}
-	if !strings.Contains(logs.String(), "draining") {
-		t.Errorf("no drain logged:\n%s", logs.String())
+	if logs := p.stop(); !strings.Contains(logs, "draining") {
+		t.Errorf("no drain logged:\n%s", logs)
 	}
 }

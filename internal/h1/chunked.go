@@ -20,12 +20,17 @@ type Chunks struct {
 	state  uint8
 	lax    bool
 	remain uint64 // data bytes left in the current chunk
+	data   uint64 // data bytes so far, without the framing
 	line   int    // length of the current size or trailer line
 	size   uint64 // the size being read
 	digits int
 	ext    bool // past the ';' of a chunk extension, or the ':' of a trailer field
 	trail  int  // trailer bytes so far
 }
+
+// Data is how many data bytes the chunks scanned so far carried: the
+// body's length without its framing.
+func (c *Chunks) Data() uint64 { return c.data }
 
 const (
 	chSize uint8 = iota
@@ -112,6 +117,7 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 		case chData:
 			k := min(uint64(len(b)-n), c.remain)
 			n += int(k)
+			c.data += k
 			if c.remain -= k; c.remain == 0 {
 				c.state = chDataCR
 			}

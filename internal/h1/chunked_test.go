@@ -112,6 +112,9 @@ func TestChunksValid(t *testing.T) {
 			if n, done, err := c.Scan([]byte(after)); n != 0 || !done || err != nil {
 				t.Errorf("after done: Scan = %d, %v, %v", n, done, err)
 			}
+			if c.Data() != uint64(len(tc.data)) {
+				t.Errorf("Data = %d, want the %d bytes the chunks carry", c.Data(), len(tc.data))
+			}
 
 			// net/http reads the same body with the same data.
 			resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+tc.body)), nil)

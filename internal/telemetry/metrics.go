@@ -66,7 +66,8 @@ type Metrics struct {
 	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads      *prometheus.CounterVec   // result: ok, rejected (additive)
 
-	ConfigLastReloadSuccess prometheus.Gauge // unix seconds (additive)
+	ConfigLastReloadSuccess prometheus.Gauge   // unix seconds (additive)
+	AccessLogDropped        prometheus.Counter // no labels (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -131,12 +132,15 @@ func New() *Metrics {
 	for _, r := range accept.Reasons {
 		m.AcceptErrors.WithLabelValues(r)
 	}
+	m.AccessLogDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_access_log_dropped_total",
+		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
 
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
+		m.AccessLogDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
