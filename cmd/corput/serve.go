@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -15,7 +16,16 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/gateway"
+	"github.com/corput/corput/internal/watch"
 )
+
+// addrOf is ln's address for the log ("" for none).
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
 
 func init() {
 	register(command{name: "serve", summary: "run the gateway", run: runServe})
@@ -44,9 +54,13 @@ func scaleProcs(lookup func(string) (string, bool)) (int, bool) {
 	return n, true
 }
 
-// runServe is `corput serve --config FILE [--fleet-instance N --fleet-size G]`.
-// It refuses an invalid config exactly as `corput check` reports it (exit
-// 2), serves until SIGTERM or SIGINT, then drains and exits 0.
+// runServe is `corput serve --config FILE [--fleet-instance N --fleet-size G]
+// [--watch]`. It refuses an invalid config exactly as `corput check`
+// reports it (exit 2), serves until SIGTERM or SIGINT, then drains and
+// exits 0. SIGHUP, POST /admin/reload and (with --watch) a changed file
+// reload the configuration in place (docs/gateway.md, "Reload"); SIGUSR1
+// reopens the access log. Sockets handed over by systemd socket
+// activation (LISTEN_FDS) are served instead of binding new ones.
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("corput serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -54,12 +68,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	instance := fs.Int("fleet-instance", 0, "this gateway's position in the fleet (overrides CORPUT_FLEET_INSTANCE and fleet.instance)")
 	size := fs.Int("fleet-size", 0, "gateways in the fleet (overrides CORPUT_FLEET_SIZE and fleet.size)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	watchFiles := fs.Bool("watch", false, "reload when the config file or a file it names (certificates, keys, CAs) changes")
+	debounce := fs.Duration("watch-debounce", watch.DefaultDebounce, "with --watch: how long a burst of file events must be quiet before it is one reload")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	// SIGHUP and SIGUSR1 end a Go process that does not listen for them:
+	// heard from here on, so that one arriving during start-up (the file
+	// is being read anyway) is dropped instead of killing the process.
+	early := make(chan os.Signal, 1)
+	signal.Notify(early, syscall.SIGHUP, syscall.SIGUSR1)
+	defer signal.Stop(early)
 	if *path == "" {
 		fmt.Fprintln(stderr, "corput serve: --config FILE is required")
 		return 2
@@ -97,18 +119,62 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
+	fileFleet := cfg.Fleet
 	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
 	log.Info("fleet position", "instance", fleet.Instance, "instance_from", fleet.InstanceFrom,
 		"size", fleet.Size, "size_from", fleet.SizeFrom)
 
+	lns, err := activatedListeners(os.Getenv, os.Unsetenv, os.Getpid())
+	if err != nil {
+		fmt.Fprintln(stderr, "corput serve:", err)
+		return 2
+	}
+	if lns.Listen != nil || lns.Admin != nil {
+		log.Info("socket activation: serving the sockets handed over", "listen", addrOf(lns.Listen), "admin", addrOf(lns.Admin))
+	}
+	// A reload reads the file again; the fleet position resolved at start
+	// stays, unless the file's fleet block changed (refused: a restart).
+	load := func() (*config.Config, error) {
+		next, err := config.Load(*path)
+		if err != nil {
+			return nil, err
+		}
+		if next.Fleet == fileFleet {
+			next.Fleet = cfg.Fleet
+		}
+		return next, nil
+	}
+
 	metrics, dash := newDashboard()
 	defer dash.Close()
-	g, err := gateway.New(cfg, gateway.Options{Logger: log, Metrics: metrics, Dashboard: dash})
+	g, err := gateway.New(cfg, gateway.Options{Logger: log, Metrics: metrics, Dashboard: dash, Load: load, Listeners: lns})
 	if err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
 	defer reopenOnSIGUSR1(g, log)()
+	var w *watch.Watcher
+	rewatch := func() { // a reload may name other files
+		if w != nil {
+			if err := w.SetFiles(g.Running().Files()); err != nil {
+				log.Warn("--watch: cannot watch the reloaded configuration's files", "err", err)
+			}
+		}
+	}
+	if *watchFiles {
+		w, err = watch.New(cfg.Files(), watch.Options{Debounce: *debounce, Logger: log, OnChange: func(changed []string) {
+			log.Info("--watch: files changed; reloading", "files", changed)
+			if g.ReloadFromSource() == nil {
+				rewatch()
+			}
+		}})
+		if err != nil {
+			fmt.Fprintln(stderr, "corput serve: --watch:", err)
+			g.Close()
+			return 2
+		}
+	}
+	defer reloadOnSIGHUP(g, log, rewatch)()
 	// The signal handler goes in before the listeners open, so a SIGTERM
 	// that arrives during start-up still drains instead of killing.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -117,6 +183,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		g.Close()
 		return 1
+	}
+	if w != nil {
+		watched := make(chan struct{})
+		defer func() { <-watched }()
+		go func() {
+			defer close(watched)
+			_ = w.Run(ctx)
+		}()
+		log.Info("--watch: reloading when these files change", "files", w.Files())
 	}
 	disc := make(chan error, 1)
 	go func() {

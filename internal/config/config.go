@@ -497,3 +497,29 @@ func (c *Config) Warnings() Diagnostics { return c.warnings }
 
 // File is the name the config was parsed under.
 func (c *Config) File() string { return c.file }
+
+// Files are the files the configuration reads when it is applied: its own
+// file, the downstream certificate, key and client CA, and the origins'
+// CAs, client certificates and keys — what `corput serve --watch`
+// watches. (Discovery files are followed by their own source; the admin
+// token is read once, at start.)
+func (c *Config) Files() []string {
+	var out []string
+	add := func(fs ...string) {
+		for _, f := range fs {
+			if f != "" {
+				out = append(out, f)
+			}
+		}
+	}
+	add(c.file)
+	if c.TLS != nil {
+		add(c.TLS.Cert, c.TLS.Key, c.TLS.ClientCA)
+	}
+	for _, o := range c.Origins {
+		if o.TLS != nil {
+			add(o.TLS.CA, o.TLS.Cert, o.TLS.Key)
+		}
+	}
+	return out
+}

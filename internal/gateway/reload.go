@@ -344,6 +344,9 @@ func discoveryChanged(a, b *config.Config) bool {
 	return !reflect.DeepEqual(sources(a), sources(b))
 }
 
+// Running is the configuration in force.
+func (g *Gateway) Running() *config.Config { return g.st().cfg }
+
 // ErrNoSource refuses a reload of a gateway that has no configuration
 // file to read again (Options.Load is nil).
 var ErrNoSource = errors.New("reload: this gateway was not started from a configuration file; nothing to read again")
