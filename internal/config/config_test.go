@@ -389,3 +389,36 @@ func BenchmarkParseGatewayExample(b *testing.B) {
 		}
 	}
 }
+
+// TestRedactedIsTheConfigAsWritten: GET /admin/config's tree names the
+// YAML keys, writes durations and prefixes as the file does, shows the
+// files the config names but never their content.
+func TestRedactedIsTheConfigAsWritten(t *testing.T) {
+	cfg, err := Parse([]byte(`
+downstream: {trusted_proxies: [10.0.0.0/8]}
+routes: [{origin: api}]
+origins:
+  - name: api
+    endpoints: [{address: 127.0.0.1:9001}]
+    pool: {acquire_timeout: 250ms}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Redacted()
+	origins, _ := r["origins"].([]any)
+	if len(origins) != 1 {
+		t.Fatalf("origins: %#v", r["origins"])
+	}
+	pool := origins[0].(map[string]any)["pool"].(map[string]any)
+	if pool["acquire_timeout"] != "250ms" || pool["max_connections"] != 64 {
+		t.Errorf("pool: %#v", pool)
+	}
+	ds := r["downstream"].(map[string]any)
+	if tp := ds["trusted_proxies"].([]any); len(tp) != 1 || tp[0] != "10.0.0.0/8" {
+		t.Errorf("trusted_proxies: %#v", ds["trusted_proxies"])
+	}
+	if _, ok := r["admin"].(map[string]any)["token_file"]; !ok {
+		t.Errorf("admin: %#v", r["admin"])
+	}
+}

@@ -25,11 +25,15 @@ func writeToken(t *testing.T, token string) string {
 	return file
 }
 
-// adminStatus requests path on g's admin listener with the Authorization
-// header auth ("" for none).
+// adminStatus requests path ("POST /path" for a POST) on g's admin
+// listener with the Authorization header auth ("" for none).
 func adminStatus(t *testing.T, g *Gateway, path, auth string) (int, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest("GET", "http://"+g.AdminAddr()+path, nil)
+	method := "GET"
+	if p, ok := strings.CutPrefix(path, "POST "); ok {
+		method, path = "POST", p
+	}
+	req, err := http.NewRequest(method, "http://"+g.AdminAddr()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func TestAdminTokenOverHTTP(t *testing.T) {
 			t.Errorf("GET %s without a token = %d, want 200", path, code)
 		}
 	}
-	for _, path := range []string{"/admin/origins", "/admin/subsets?origin=app", "/debug/pprof/", "/", "/dashboard/history", "/admin/config"} {
+	for _, path := range []string{"/admin/origins", "/admin/subsets?origin=app", "/debug/pprof/", "/", "/dashboard/history", "/admin/config", "POST /admin/reload"} {
 		for _, auth := range []string{"", "Bearer not-the-token"} {
 			code, h := adminStatus(t, g, path, auth)
 			if code != 401 || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer ") {
@@ -75,10 +79,15 @@ func TestAdminTokenOverHTTP(t *testing.T) {
 			}
 		}
 	}
-	for _, path := range []string{"/admin/origins", "/admin/subsets?origin=app", "/debug/pprof/", "/", "/dashboard/history"} {
+	for _, path := range []string{"/admin/origins", "/admin/subsets?origin=app", "/debug/pprof/", "/", "/dashboard/history", "/admin/config"} {
 		if code, _ := adminStatus(t, g, path, "Bearer "+token); code != 200 {
 			t.Errorf("GET %s with the token = %d, want 200", path, code)
 		}
+	}
+	// With the token the reload reaches the gateway, which has no file to
+	// read again.
+	if code, _ := adminStatus(t, g, "POST /admin/reload", "Bearer "+token); code != http.StatusConflict {
+		t.Errorf("POST /admin/reload with the token = %d, want 409 (no configuration file)", code)
 	}
 	if !strings.Contains(logs.String(), "admin_access=token") {
 		t.Errorf("the start line does not say the admin API needs the token:\n%s", logs.String())
@@ -150,7 +159,7 @@ func TestAdminOffLoopbackWithoutToken(t *testing.T) {
 			t.Errorf("GET %s on %s = %d, want 200", path, ip, code)
 		}
 	}
-	for _, path := range []string{"/admin/origins", "/debug/pprof/", "/"} {
+	for _, path := range []string{"/admin/origins", "/debug/pprof/", "/debug/pprof/profile?seconds=1", "/", "/admin/config", "POST /admin/reload"} {
 		if code, h := adminStatus(t, g, path, "Bearer x"); code != 403 || h.Get("X-Corput-Error") != "admin_token_not_configured" {
 			t.Errorf("GET %s on %s without a token file = %d %q, want 403 admin_token_not_configured", path, ip, code, h.Get("X-Corput-Error"))
 		}

@@ -376,7 +376,13 @@ func rotationClient(t testing.TB, roots *x509.CertPool) *http.Client {
 // getConfig is GET /admin/config.
 func getConfig(t testing.TB, g *Gateway) ConfigView {
 	t.Helper()
-	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/admin/config")
+	return configOf(t, g.AdminAddr())
+}
+
+// configOf is GET /admin/config of the admin address.
+func configOf(t testing.TB, admin string) ConfigView {
+	t.Helper()
+	resp, err := adminHTTP.Get("http://" + admin + "/admin/config")
 	if err != nil {
 		t.Fatal(err)
 	}

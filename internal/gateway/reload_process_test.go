@@ -1,0 +1,244 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/poll"
+)
+
+// These tests send real signals to a real `corput serve` process, and hand
+// it real sockets the way systemd does.
+
+// steadyLoad is W keep-alive clients sending GET url back to back,
+// counting answers and, apart, failures of any kind.
+type steadyLoad struct {
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	ok     atomic.Int64
+	failed atomic.Int64
+	mu     sync.Mutex
+	errs   []string // the first few failures
+}
+
+func startSteadyLoad(t *testing.T, url string, workers int) *steadyLoad {
+	l := &steadyLoad{stop: make(chan struct{})}
+	for range workers {
+		tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
+		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer tr.CloseIdleConnections()
+			for {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				resp, err := c.Get(url)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						l.ok.Add(1)
+						continue
+					}
+					err = fmt.Errorf("status %d %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"))
+				}
+				l.failed.Add(1)
+				l.mu.Lock()
+				if len(l.errs) < 5 {
+					l.errs = append(l.errs, err.Error())
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	t.Cleanup(l.halt)
+	return l
+}
+
+func (l *steadyLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+func (l *steadyLoad) check(t *testing.T, what string) {
+	t.Helper()
+	if n := l.failed.Load(); n > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		t.Errorf("%s: %d of %d requests failed; first: %v", what, n, n+l.ok.Load(), l.errs)
+	}
+}
+
+func serveConfig(extraRoutes []string, origins []*testorigin.Server, top string) string {
+	var b strings.Builder
+	b.WriteString("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 2\n" + top + "routes:\n  - {path_prefix: /, origin: app}\n")
+	for _, p := range extraRoutes {
+		fmt.Fprintf(&b, "  - {path_prefix: %s, origin: app}\n", p)
+	}
+	fmt.Fprintf(&b, "origins:\n  - name: app\n    endpoints: %s\n", endpointList(serverAddrs(origins)...))
+	return b.String()
+}
+
+// TestSIGHUPReloadsUnderLoad: five SIGHUPs, each after the file gained a
+// route, and one after the file broke, under a keep-alive load: the
+// process stays up, loses no request, applies the five (each route
+// answers) and refuses the broken one with its diagnostic in the log.
+func TestSIGHUPReloadsUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	origins := startOrigins(t, 2, testorigin.Options{Classes: fastClass})
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	var routes []string
+	writeFileAtomic(t, file, serveConfig(routes, origins, ""))
+	p := startServeWith(t, serveSpec{config: file})
+	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	load := startSteadyLoad(t, "http://"+p.listen+"/x", 8)
+	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	hup := func() {
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		prefix := fmt.Sprintf("/hup%d/", i)
+		routes = append(routes, prefix)
+		writeFileAtomic(t, file, serveConfig(routes, origins, ""))
+		hup()
+		poll.Until(t, "the reloaded route "+prefix, func() bool {
+			return strings.Count(p.log(), "configuration reloaded") == i+1
+		})
+	}
+	writeFileAtomic(t, file, strings.Replace(serveConfig(routes, origins, ""), "endpoints:", "endpoint:", 1))
+	hup()
+	poll.Until(t, "the broken file's refusal in the log", func() bool { return strings.Contains(p.log(), "reload refused") })
+	time.Sleep(200 * time.Millisecond)
+	load.halt()
+	load.check(t, "under SIGHUPs")
+	select {
+	case err := <-p.exited:
+		t.Fatalf("corput serve exited after SIGHUP: %v\n%s", err, p.log())
+	default:
+	}
+	if !strings.Contains(p.log(), "origins[0].endpoint") {
+		t.Errorf("the refusal does not name the key:\n%s", p.log())
+	}
+	v := configOf(t, p.admin)
+	if v.LastRejected == nil || len(v.LastRejected.Errors) == 0 {
+		t.Errorf("GET /admin/config shows no rejected reload: %+v", v)
+	}
+	t.Logf("%d requests under 5 applied and 1 refused SIGHUP reloads, %d failed", load.ok.Load()+load.failed.Load(), load.failed.Load())
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := p.wait(30 * time.Second); !exited || err != nil {
+		t.Fatalf("after SIGTERM: exited %v, %v", exited, err)
+	}
+}
+
+// TestWatchReloadsWhenTheFileChanges: with --watch, a file renamed over the
+// config (an editor's save) is applied with no signal.
+func TestWatchReloadsWhenTheFileChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	origins := startOrigins(t, 1, testorigin.Options{Classes: fastClass})
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	writeFileAtomic(t, file, serveConfig(nil, origins, ""))
+	p := startServeWith(t, serveSpec{config: file, args: []string{"--watch", "--watch-debounce", "50ms"}})
+	writeFileAtomic(t, file, serveConfig([]string{"/watched/"}, origins, ""))
+	poll.Until(t, "the watched file's reload", func() bool { return strings.Contains(p.log(), "configuration reloaded") })
+	if v := configOf(t, p.admin); !strings.Contains(fmt.Sprint(v.Config), "/watched/") {
+		t.Errorf("GET /admin/config after the watched reload lacks the route: %v", v.Config)
+	}
+}
+
+// TestRollingRestartLosesNothing hands one listening socket to two
+// `corput serve` processes in turn, as a systemd socket unit shared by two
+// service instances does: the new one starts and serves beside the old,
+// then the old one is sent SIGTERM and drains. A steady keep-alive load
+// through the socket sees no connection failure and no failed request;
+// the origins count their new connections per second across the handover.
+func TestRollingRestartLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	origins := startOrigins(t, 4, testorigin.Options{Classes: fastClass})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	writeFileAtomic(t, file, serveConfig(nil, origins, "shutdown: {drain_timeout: 10s}\n"))
+	spec := serveSpec{config: file, listeners: []*os.File{f}}
+
+	old := startServeWith(t, spec)
+	if old.listen != ln.Addr().String() {
+		t.Fatalf("the process serves %s, not the socket handed over (%s)", old.listen, ln.Addr())
+	}
+	poll.Until(t, "the old process ready", func() bool { return statusOf(t, "http://"+old.admin+"/readyz") == 200 })
+	load := startSteadyLoad(t, "http://"+ln.Addr().String()+"/x", 8)
+	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 200 })
+	before := acceptedPerSecond(origins)
+
+	next := startServeWith(t, spec)
+	poll.Until(t, "the new process ready", func() bool { return statusOf(t, "http://"+next.admin+"/readyz") == 200 })
+	if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := old.wait(30 * time.Second); !exited || err != nil {
+		t.Fatalf("the old process after SIGTERM: exited %v, %v\n%s", exited, err, old.log())
+	}
+	served := load.ok.Load()
+	poll.Until(t, "the new process to carry the load", func() bool { return load.ok.Load() > served+200 })
+	load.halt()
+	load.check(t, "across the handover")
+	after := acceptedPerSecond(origins)
+	peak, total := 0, 0
+	for s, n := range after {
+		if d := n - before[s]; d > 0 {
+			total += d
+			peak = max(peak, d)
+		}
+	}
+	t.Logf("%d requests across the handover, %d failed; new origin connections: %d in all, at most %d in one second (the new process's pre-warm: %d endpoints x 2 loops)",
+		load.ok.Load()+load.failed.Load(), load.failed.Load(), total, peak, len(origins))
+}
+
+// acceptedPerSecond sums the origins' per-second accepted connections by
+// the second they count from their start.
+func acceptedPerSecond(srvs []*testorigin.Server) map[int64]int {
+	out := map[int64]int{}
+	for _, s := range srvs {
+		st := s.Stats()
+		for _, sec := range st.Seconds {
+			out[sec.T] += int(sec.Accepted)
+		}
+	}
+	return out
+}
