@@ -9,10 +9,12 @@ import (
 	"testing/fstest"
 
 	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testbin.M(m))
 }
 
 // mutation is one plausible mistake in a deployment file and the problem

@@ -32,8 +32,8 @@ package deploy
 
 import "embed"
 
-// Files holds kubernetes/*.yaml and grafana/corput.json, as validated by
+// Files holds kubernetes/*.yaml, grafana/corput.json and systemd/*, as validated by
 // this package's tests.
 //
-//go:embed kubernetes grafana
+//go:embed kubernetes grafana systemd
 var Files embed.FS

@@ -68,6 +68,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	instance := fs.Int("fleet-instance", 0, "this gateway's position in the fleet (overrides CORPUT_FLEET_INSTANCE and fleet.instance)")
 	size := fs.Int("fleet-size", 0, "gateways in the fleet (overrides CORPUT_FLEET_SIZE and fleet.size)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	adminAddr := fs.String("admin", "", "the admin listener's `ADDR` (overrides admin.listen: two instances sharing one socket need an admin each)")
 	watchFiles := fs.Bool("watch", false, "reload when the config file or a file it names (certificates, keys, CAs) changes")
 	debounce := fs.Duration("watch-debounce", watch.DefaultDebounce, "with --watch: how long a burst of file events must be quiet before it is one reload")
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +122,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	fileFleet := cfg.Fleet
 	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
+	if *adminAddr != "" {
+		cfg.Admin.Listen = *adminAddr
+	}
 	log.Info("fleet position", "instance", fleet.Instance, "instance_from", fleet.InstanceFrom,
 		"size", fleet.Size, "size_from", fleet.SizeFrom)
 
@@ -141,6 +145,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		if next.Fleet == fileFleet {
 			next.Fleet = cfg.Fleet
+		}
+		if *adminAddr != "" {
+			next.Admin.Listen = *adminAddr
 		}
 		return next, nil
 	}
