@@ -771,6 +771,9 @@ func TestSpreadConfigsAreValid(t *testing.T) {
 				if has := strings.Contains(string(b), wantH2C[p.name()]); has != h2c {
 					t.Errorf("config has %q: %v", wantH2C[p.name()], has)
 				}
+				if p.name() == nameNginx && !strings.Contains(string(b), "keepalive 800;") {
+					t.Error("nginx keeps fewer idle upstream connections than it has servers")
+				}
 			})
 		}
 	}

@@ -287,7 +287,9 @@ func (nginxProxy) bin() string                 { return "nginx" }
 func (nginxProxy) join(string, []string) error { return nil }
 func (p nginxProxy) h2c() bool                 { return p.prior }
 
-// nginxConfig: least_conn, 64 idle keep-alive connections per worker,
+// nginxConfig: least_conn, 64 idle keep-alive connections per worker (or
+// one per member when there are more: with 800 servers a cache of 64
+// never holds the next server's connection, and every request dials),
 // passive health (a refused connection takes a server out for 2 s and the
 // request goes to the next one), and with fwd the X-Forwarded-For, -Proto
 // and -Host fields corput sends; with tc, HTTPS on listen, TLS 1.3 only
@@ -314,10 +316,11 @@ http {
   upstream origins {
     least_conn;
 `, dir)
-	for _, m := range append(append([]string{}, members...), nonEmpty(joining)...) {
+	all := append(append([]string{}, members...), nonEmpty(joining)...)
+	for _, m := range all {
 		fmt.Fprintf(&b, "    server %s max_fails=1 fail_timeout=2s;\n", m)
 	}
-	fmt.Fprintf(&b, `    keepalive 64;
+	fmt.Fprintf(&b, `    keepalive %d;
     keepalive_requests 1000000;
   }
   server {
@@ -332,7 +335,7 @@ http {
     }
   }
 }
-`, nginxListen(listen, tc, h2c), nginxTLS(tc), nginxForwarded(fwd))
+`, max(64, len(all)), nginxListen(listen, tc, h2c), nginxTLS(tc), nginxForwarded(fwd))
 	return b.String()
 }
 
