@@ -27,7 +27,7 @@ type Flags struct {
 func BindFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9001", "`ADDR` to listen on (port 0 picks a free one)")
-	fs.IntVar(&f.listeners, "listeners", 1, "listen on `N` consecutive ports from --listen's (port 0: the first N consecutive free ones), each counted on its own in the stats")
+	fs.IntVar(&f.listeners, "listeners", 1, "listen on `N` consecutive ports from --listen's (port 0: a free run in 10000–29999), each counted on its own in the stats")
 	fs.StringVar(&f.profile, "profile", "default", "preset: "+strings.Join(ProfileNames(), ", "))
 	fs.StringVar(&f.proto, "proto", string(H1), "h1, h2c (h1 and prior-knowledge h2 on one port) or tls (ALPN h2 and http/1.1)")
 	fs.StringVar(&f.mix, "workload", "default", "latency classes: a built-in `NAME` ("+strings.Join(workload.Names(), ", ")+") or a YAML/JSON FILE")

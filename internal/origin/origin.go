@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -73,9 +74,10 @@ const (
 type Options struct {
 	Listen string // address; default 127.0.0.1:0
 	// Listeners is how many addresses the origin listens on: Listen's
-	// port and the Listeners−1 ports after it (with port 0, the first run
-	// of that many consecutive free ports found). 0 means 1. Every
-	// listener serves the same origin; Stats.Listeners counts each.
+	// port and the Listeners−1 ports after it (with port 0 and more than
+	// one listener, a run of that many consecutive free ports in
+	// 10000–29999). 0 means 1. Every listener serves the same origin;
+	// Stats.Listeners counts each.
 	Listeners int
 	Proto     Proto // default H1
 	// Profile names the preset the options came from; reported in stats.
@@ -215,9 +217,11 @@ func Start(opts Options) (*Server, error) {
 // maxListeners bounds Options.Listeners.
 const maxListeners = 10000
 
-// listen opens n listeners on addr's port and the n−1 after it; with
-// port 0 it looks for n consecutive free ports, starting from a port the
-// kernel picks, a few times over before giving up.
+// listen opens n listeners on addr's port and the n−1 after it. With port
+// 0 and n above 1 it looks for n consecutive free ports from random bases
+// in 10000–29999, below Linux's default ephemeral range (32768–60999):
+// there a busy machine's outgoing connections leave ports in TIME_WAIT
+// that a listener cannot bind, so a run of 100 is seldom free.
 func listen(addr string, n int) ([]net.Listener, error) {
 	n = max(n, 1)
 	host, portText, err := net.SplitHostPort(addr)
@@ -231,18 +235,16 @@ func listen(addr string, n int) ([]net.Listener, error) {
 	if port != 0 || n == 1 {
 		return listenRun(host, port, n)
 	}
+	const lo, hi = 10000, 30000
+	if n > hi-lo {
+		return nil, fmt.Errorf("origin: listen %s: %d consecutive ports: more than %d–%d holds", addr, n, lo, hi-1)
+	}
 	var last error
 	for range 50 {
-		first, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("origin: listen %s: %w", addr, err)
-		}
-		base := first.Addr().(*net.TCPAddr).Port
-		rest, err := listenRun(host, base+1, n-1)
+		lns, err := listenRun(host, lo+rand.IntN(hi-lo-n+1), n)
 		if err == nil {
-			return append([]net.Listener{first}, rest...), nil
+			return lns, nil
 		}
-		first.Close()
 		last = err
 	}
 	return nil, fmt.Errorf("origin: no %d consecutive free ports on %s: %w", n, host, last)
