@@ -63,6 +63,10 @@ func (b *bench) members() []string {
 func (b *bench) totalRuns() int {
 	n := 0
 	for _, s := range b.o.scenarios {
+		if s == scSpread {
+			n += b.spreadRuns()
+			continue
+		}
 		per := len(b.proxies)
 		if hasDirect(s) {
 			per++
@@ -87,6 +91,12 @@ func (b *bench) order(round int) []proxy {
 func (b *bench) runAll(ctx context.Context) error {
 	b.conns = map[string]map[string]int64{}
 	for _, sc := range b.o.scenarios {
+		if sc == scSpread {
+			if err := b.runSpread(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		rounds := map[string][]Result{}
 		var names []string
 		for r := 0; r < b.o.rounds; r++ {

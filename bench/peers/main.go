@@ -15,7 +15,13 @@
 //  5. connections: TCP connections the origins accepted during raw, skewed
 //     and cold join, per proxy (ground truth from the origin side);
 //  6. overhead: open-loop raw GETs at half of corput's raw req/s, direct to
-//     an origin and through each proxy — the p99 each proxy adds.
+//     an origin and through each proxy — the p99 each proxy adds;
+//  7. spread (only when asked for: --scenarios spread): 800 identical
+//     endpoints (8 origin processes × 100 listeners), a 15 ms path, corput
+//     with 16 loops; wrk -c256, one h2c connection with 100 streams
+//     (h2load) and wrk -c4 through each proxy — how evenly the requests
+//     spread over the endpoints (the origins' per-listener counts) and,
+//     for corput, over its loops (spread.go).
 //
 // It installs what is missing with apt-get (haproxy, nginx-light, caddy,
 // wrk, and openssl for raw_tls's probe), starts the origins (`corput
@@ -73,6 +79,15 @@ type options struct {
 	ovDuration   time.Duration
 	ovRate       float64
 	originProcs  int
+
+	spreadOrigins    int
+	spreadListeners  int
+	spreadLoops      int
+	spreadDuration   time.Duration
+	spreadConns      int
+	spreadFewConns   int
+	spreadStreams    int
+	spreadH2Requests int
 }
 
 func main() {
@@ -89,12 +104,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench-out", "output `DIR`: peers.json, peers.md, and peers-run/ with configs and logs")
 	proxies := fs.String("proxies", "corput,nginx,haproxy,caddy", "proxies to compare, in the order runs alternate")
 	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
-	// about 45 s a round of the default run's 7 minutes.
-	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join)")
+	// about 45 s a round of the default run's 7 minutes. spread is not in
+	// the default: it opens 800 listeners and runs three loads per proxy.
+	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread runs only when named")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
-	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk (and openssl for raw_tls) when missing")
+	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk (and openssl for raw_tls, nghttp2-client's h2load for spread) when missing")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run on stderr")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the load's arrivals and classes")
 	fs.DurationVar(&o.rawDuration, "raw-duration", 10*time.Second, "raw test duration (wrk -d)")
@@ -105,6 +121,14 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.joinWindow, "join-window", 30*time.Second, "cold join: how long the fifth origin is watched")
 	fs.DurationVar(&o.ovDuration, "overhead-duration", 10*time.Second, "overhead test duration per target")
 	fs.Float64Var(&o.ovRate, "overhead-rate", 0, "overhead test rate, req/s (0: half of corput's raw req/s in this run)")
+	fs.IntVar(&o.spreadOrigins, "spread-origins", 8, "spread: origin processes")
+	fs.IntVar(&o.spreadListeners, "spread-listeners", 100, "spread: listeners (endpoints) per origin process")
+	fs.IntVar(&o.spreadLoops, "spread-loops", 16, "spread: corput's loops")
+	fs.DurationVar(&o.spreadDuration, "spread-duration", 10*time.Second, "spread: duration of each wrk load")
+	fs.IntVar(&o.spreadConns, "spread-conns", 256, "spread: connections of the first wrk load")
+	fs.IntVar(&o.spreadFewConns, "spread-few-conns", 4, "spread: connections of the last wrk load")
+	fs.IntVar(&o.spreadStreams, "spread-streams", 100, "spread: concurrent streams of the h2load load's one connection")
+	fs.IntVar(&o.spreadH2Requests, "spread-h2-requests", 40000, "spread: requests of the h2load load")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -115,9 +139,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.scenarios = splitList(*scenarios)
 	for _, s := range o.scenarios {
 		switch s {
-		case scRaw, scRawTLS, scSkewed, scCold, scOverhead:
+		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread:
 		default:
-			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join or overhead", s)
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead or spread", s)
 		}
 	}
 	if o.rounds < 1 {
@@ -125,6 +149,18 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rate <= 0 {
 		return o, fmt.Errorf("--rate %g: want a positive rate, e.g. 300", o.rate)
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"--spread-origins", o.spreadOrigins}, {"--spread-listeners", o.spreadListeners}, {"--spread-loops", o.spreadLoops},
+		{"--spread-conns", o.spreadConns}, {"--spread-few-conns", o.spreadFewConns}, {"--spread-streams", o.spreadStreams}, {"--spread-h2-requests", o.spreadH2Requests}} {
+		if v.n < 1 {
+			return o, fmt.Errorf("%s %d: want 1 or more", v.name, v.n)
+		}
+	}
+	if o.spreadDuration < time.Second {
+		return o, fmt.Errorf("--spread-duration %v: want at least 1s (wrk counts whole seconds)", o.spreadDuration)
 	}
 	if o.originProcs < 0 {
 		return o, fmt.Errorf("--origin-procs %d: want 0 (Go's default) or a processor count, e.g. 1", o.originProcs)
@@ -197,6 +233,9 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	if slices.Contains(o.scenarios, scRawTLS) {
 		need = append(need, "openssl") // probeTLS
 	}
+	if slices.Contains(o.scenarios, scSpread) {
+		need = append(need, spreadNeeds...)
+	}
 	for _, n := range o.proxies {
 		p, err := proxyByName(n, corputProxy{bin_: bin, balancer: o.balancer, downstream: o.downstream}, o.forwarded)
 		if err != nil {
@@ -218,8 +257,10 @@ func runBench(ctx context.Context, o options, stdout, stderr io.Writer) (*Result
 	if o.verbose {
 		b.log = stderr
 	}
-	if err := b.startOrigins(ctx); err != nil {
-		return nil, err
+	if usesStandardOrigins(o.scenarios) {
+		if err := b.startOrigins(ctx); err != nil {
+			return nil, err
+		}
 	}
 	b.bar = progress.New(stdout, "peers", b.totalRuns())
 	err = b.runAll(ctx)

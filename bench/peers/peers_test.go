@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/loadgen"
 	"github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/progress"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/testbin"
 )
@@ -88,7 +90,7 @@ func TestCorputConfigIsValid(t *testing.T) {
 	}
 	for _, cert := range []*tlsFiles{nil, tc} {
 		for _, joining := range []bool{false, true} {
-			text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", "", members, joining, cert)
+			text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", "", "", 0, members, joining, cert)
 			cfg, err := config.Parse([]byte(text), "bench.yaml")
 			if err != nil {
 				t.Fatalf("joining=%v tls=%v: %v\n%s", joining, cert != nil, err, text)
@@ -445,7 +447,22 @@ func TestOptions(t *testing.T) {
 		t.Errorf("defaults = %+v, %v; want the issue's wrk -c64 -d10s and 300 req/s for 20 s, one processor per origin", o, err)
 	}
 	if want := []string{scRaw, scRawTLS, scSkewed, scCold, scOverhead}; !slices.Equal(o.scenarios, want) {
-		t.Errorf("default scenarios %v, want %v", o.scenarios, want)
+		t.Errorf("default scenarios %v, want %v (spread only when named)", o.scenarios, want)
+	}
+	if o.spreadOrigins*o.spreadListeners != 800 || o.spreadLoops != 16 || o.spreadConns != 256 || o.spreadFewConns != 4 ||
+		o.spreadStreams != 100 || o.spreadH2Requests != 40000 || o.spreadDuration != 10*time.Second {
+		t.Errorf("spread defaults = %+v; want 800 endpoints, 16 loops, wrk -c256 and -c4 for 10 s, h2load -c1 -m100 -n40000", o)
+	}
+	if o, err := parseOptions([]string{"--scenarios", "spread", "--corput-balancer", "{policy: p2c}"}, os.Stderr); err != nil || !slices.Equal(o.scenarios, []string{scSpread}) || o.balancer != "{policy: p2c}" {
+		t.Errorf("--scenarios spread --corput-balancer: %v %q, %v", o.scenarios, o.balancer, err)
+	}
+	if usesStandardOrigins([]string{scSpread}) || !usesStandardOrigins([]string{scSpread, scRaw}) {
+		t.Error("the four standard origins: started for spread alone, or not for raw")
+	}
+	for _, bad := range [][]string{{"--spread-listeners", "0"}, {"--spread-loops", "0"}, {"--spread-duration", "500ms"}, {"--spread-h2-requests", "-1"}} {
+		if _, err := parseOptions(bad, os.Stderr); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: err = %v", bad, err)
+		}
 	}
 	if v := firstVersion("nginx version: nginx/1.22.1\n"); v != "1.22.1" {
 		t.Errorf("nginx version %q", v)
@@ -704,6 +721,244 @@ func TestOriginProcessors(t *testing.T) {
 		ps.stopAll()
 		if !strings.Contains(string(text), tc.want) {
 			t.Errorf("--origin-procs %d: the origin printed %q, want %s", tc.procs, text, tc.want)
+		}
+	}
+}
+
+// spreadMembers is n loopback addresses from port 20001 on.
+func spreadMembers(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("127.0.0.1:%d", 20001+i)
+	}
+	return out
+}
+
+// TestSpreadConfigsAreValid: the spread scenario's corput config (800
+// endpoints, loops: 16, subset automatic) passes corput's validation and
+// gives 16 loops; with the h2c variant each installed peer accepts its
+// config for the same 800 servers (nginx -t, haproxy -c, caddy validate),
+// and the listener is the h2c one.
+func TestSpreadConfigsAreValid(t *testing.T) {
+	members := spreadMembers(800)
+	cp := spreadVariant(corputProxy{balancer: "{policy: round_robin}"}, 16, true).(corputProxy)
+	text := corputConfig("127.0.0.1:8080", "127.0.0.1:9901", cp.balancer, "", cp.loops, members, false, nil)
+	cfg, err := config.Parse([]byte(text), "spread.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text[:400])
+	}
+	if cfg.LoopCount() != 16 || len(cfg.Origins[0].Endpoints) != 800 || cfg.Origins[0].Balancer.Policy != "round_robin" || cfg.Origins[0].Subset.Size != 0 {
+		t.Errorf("loops %d, %d endpoints, policy %q, subset size %d; want 16, 800, round_robin, 0 (automatic)",
+			cfg.LoopCount(), len(cfg.Origins[0].Endpoints), cfg.Origins[0].Balancer.Policy, cfg.Origins[0].Subset.Size)
+	}
+	if !cp.h2c() {
+		t.Error("corput's h2c variant is not probed over h2c")
+	}
+	wantH2C := map[string]string{nameNginx: "listen 127.0.0.1:18080 http2;", nameHAProxy: "bind 127.0.0.1:18080 proto h2\n", nameCaddy: "protocols h1 h2c\n"}
+	for _, p := range []proxy{nginxProxy{fwd: true}, haproxyProxy{fwd: true}, caddyProxy{}} {
+		for _, h2c := range []bool{false, true} {
+			v := spreadVariant(p, 16, h2c)
+			t.Run(fmt.Sprintf("%s/h2c=%v", p.name(), h2c), func(t *testing.T) {
+				if v.h2c() != h2c {
+					t.Fatalf("h2c() = %v", v.h2c())
+				}
+				testPeerConfig(t, v, members, nil, nil)
+				dir := t.TempDir()
+				if _, err := v.files(dir, "127.0.0.1:18080", members, "", nil); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := os.ReadFile(filepath.Join(dir, map[string]string{nameNginx: "nginx.conf", nameHAProxy: "haproxy.cfg", nameCaddy: "Caddyfile"}[p.name()]))
+				if has := strings.Contains(string(b), wantH2C[p.name()]); has != h2c {
+					t.Errorf("config has %q: %v", wantH2C[p.name()], has)
+				}
+				if p.name() == nameNginx && !strings.Contains(string(b), "keepalive 800;") {
+					t.Error("nginx keeps fewer idle upstream connections than it has servers")
+				}
+			})
+		}
+	}
+}
+
+const h2loadOutput = `starting benchmark...
+spawning thread #0: 1 total client(s). 40000 total requests
+Application protocol: h2c
+progress: 10% done
+
+finished in 7.05s, 5673.21 req/s, 1.23MB/s
+requests: 40000 total, 40000 started, 40000 done, 39990 succeeded, 10 failed, 0 errored, 0 timeout
+status codes: 39990 2xx, 0 3xx, 0 4xx, 10 5xx
+traffic: 5.01KB (5128) total, 867B (867) headers (space savings 95.44%), 600B (600) data
+                     min         max         mean         sd        +/- sd
+time for request:    15.33ms     16.67ms     17.50ms       169us    70.00%
+time for connect:      368us       368us       368us         0us   100.00%
+`
+
+func TestParseH2load(t *testing.T) {
+	r, err := parseH2load(h2loadOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := h2loadResult{RPS: 5673.21, MeanMS: 17.5, Requests: 40000, Errors: 10, Protocol: "h2c"}
+	if r != want {
+		t.Fatalf("parseH2load = %+v, want %+v", r, want)
+	}
+	if _, err := parseH2load("Application protocol: h2c\n"); err == nil {
+		t.Fatal("output without a summary was accepted")
+	}
+}
+
+// TestSpreadOf: the per-endpoint figures come from the difference of two
+// tallies over every member (one that got nothing counts), and the
+// per-loop ones from two readings of corput's loops.
+func TestSpreadOf(t *testing.T) {
+	members := []string{"a", "b", "c", "d"}
+	before := map[string]int64{"a": 5, "b": 5, "c": 0}
+	after := map[string]int64{"a": 15, "b": 35, "c": 20, "d": 0}
+	s := spreadOf(members, before, after)
+	want := Spread{Endpoints: 4, EndpointsReached: 3, OriginRequests: 60, PerEndpointMean: 15, PerEndpointMax: 30, PerEndpointMin: 0,
+		PerEndpointMaxOverMean: 2, PerEndpointMinOverMean: 0, PerEndpointCV: round3(math.Sqrt((25+225+25+225)/4.0) / 15)}
+	if !reflectEqual(s, want) {
+		t.Fatalf("spreadOf = %+v\nwant       %+v", s, want)
+	}
+	s.setLoops([]uint64{1, 1, 1, 1}, []uint64{11, 21, 31, 41})
+	if !slices.Equal(s.LoopRequests, []uint64{10, 20, 30, 40}) || *s.PerLoopMaxOverMean != 1.6 || *s.PerLoopMinOverMean != 0.4 {
+		t.Fatalf("loops %v max/mean %v min/mean %v; want 10..40, 1.6, 0.4", s.LoopRequests, *s.PerLoopMaxOverMean, *s.PerLoopMinOverMean)
+	}
+	var none Spread
+	none.setLoops(nil, []uint64{0, 0})
+	if none.PerLoopMaxOverMean != nil {
+		t.Error("loops without requests got ratios")
+	}
+}
+
+func reflectEqual(a, b Spread) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// TestSpreadShape: a spread result's figures sit in its own object in
+// peers.json (endpoints_reached, per_endpoint_max_over_mean, …; per_loop_*
+// for corput only), and peers.md has a row per load and proxy.
+func TestSpreadShape(t *testing.T) {
+	mx, mn := 1.02, 0.98
+	r := &Results{}
+	s := r.scenario(scSpread, "800 endpoints")
+	s.Note = spreadNote
+	s.Results = []Result{
+		{Proxy: nameCorput, RPS: 9000, P99MS: 40, Spread: &Spread{Load: loadManyConns, Balancer: defaultBalancer, Endpoints: 800, EndpointsReached: 800,
+			OriginRequests: 90000, PerEndpointMean: 112.5, PerEndpointMaxOverMean: 1.9, PerEndpointMinOverMean: 0.3, PerEndpointCV: 0.25,
+			LoopRequests: []uint64{45000, 45000}, PerLoopMaxOverMean: &mx, PerLoopMinOverMean: &mn}},
+		{Proxy: nameNginx, RPS: 5600, MeanMS: 17.1, Spread: &Spread{Load: loadH2, Endpoints: 800, EndpointsReached: 799, PerEndpointMaxOverMean: 1.1}},
+	}
+	dir := t.TempDir()
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "peers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Scenarios []struct {
+			Name    string           `json:"name"`
+			Results []map[string]any `json:"results"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	c, n := v.Scenarios[0].Results[0], v.Scenarios[0].Results[1]
+	if v.Scenarios[0].Name != "spread" || c["proxy"] != "corput" || c["load"] != loadManyConns || c["endpoints_reached"] != 800.0 ||
+		c["per_endpoint_max_over_mean"] != 1.9 || c["per_endpoint_min_over_mean"] != 0.3 || c["per_loop_max_over_mean"] != 1.02 ||
+		c["per_loop_min_over_mean"] != 0.98 || c["balancer"] != defaultBalancer || c["rps"] != 9000.0 {
+		t.Fatalf("corput spread result = %v", c)
+	}
+	if _, ok := n["per_loop_max_over_mean"]; ok || n["per_endpoint_min_over_mean"] != 0.0 || n["mean_ms"] != 17.1 || n["endpoints_reached"] != 799.0 {
+		t.Fatalf("nginx spread result = %v (want no per-loop figures, min/mean 0 written out)", n)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
+	for _, w := range []string{
+		"| load | proxy | req/s | p99 ms | mean ms | errors | endpoints reached | per endpoint max/mean | min/mean | cv | per loop max/mean | per loop min/mean |",
+		"| h1_many_conns | corput | 9000 | 40.0 | — | 0 | 800 of 800 | 1.90 | 0.30 | 0.25 | 1.02 | 0.98 | 0 | {policy: peak_ewma, choices: 2} |",
+		"| h2_one_conn | nginx | 5600 | — | 17.1 | 0 | 799 of 800 | 1.10 | 0.00 | 0.00 | — | — | 0 | — |",
+	} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("peers.md lacks %q:\n%s", w, md)
+		}
+	}
+}
+
+// TestCorputAdminAndLoops: the spread scenario finds corput's admin
+// address in the config it wrote and reads the bench origin's requests per
+// loop from /admin/origins.
+func TestCorputAdminAndLoops(t *testing.T) {
+	dir := t.TempDir()
+	argv, err := corputProxy{bin_: "corput"}.files(dir, "127.0.0.1:18080", []string{"127.0.0.1:9001"}, "", nil)
+	if err != nil || argv[0] != "corput" {
+		t.Fatal(argv, err)
+	}
+	admin, err := corputAdmin(dir)
+	if err != nil || !strings.HasPrefix(admin, "127.0.0.1:") {
+		t.Fatalf("corputAdmin = %q, %v", admin, err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/admin/origins" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`[{"name":"other","loops":[{"loop":0,"requests":9}]},
+			{"name":"bench","loops":[{"loop":1,"requests":7,"share":0.7},{"loop":0,"requests":3,"share":0.3}]}]`))
+	}))
+	defer srv.Close()
+	got, err := corputLoopRequests(srv.Listener.Addr().String())
+	if err != nil || !slices.Equal(got, []uint64{3, 7}) {
+		t.Fatalf("corputLoopRequests = %v, %v; want [3 7]", got, err)
+	}
+}
+
+// TestSpreadSmoke runs a tiny spread scenario through corput (a real
+// child; skipped under -short or without wrk and h2load): 2 origins × 3
+// listeners, 2 loops, a second of each wrk load and 300 h2 requests. Each
+// load reaches every endpoint through both loops, the h2 load speaks h2c,
+// and nothing failed. No speed is asserted.
+func TestSpreadSmoke(t *testing.T) {
+	bin := testbin.Corput(t)
+	for _, tool := range spreadNeeds {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	o, err := parseOptions([]string{"--scenarios", "spread", "--proxies", "corput", "--spread-origins", "2", "--spread-listeners", "3",
+		"--spread-loops", "2", "--spread-duration", "1s", "--spread-conns", "8", "--spread-few-conns", "2", "--spread-streams", "10", "--spread-h2-requests", "300"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ps := newProcs(dir)
+	defer ps.stopAll()
+	b := &bench{o: o, ps: ps, bin: bin, dir: dir, log: io.Discard, res: &Results{},
+		proxies: []proxy{corputProxy{bin_: bin, balancer: o.balancer}}}
+	b.bar = progress.New(io.Discard, "peers", b.totalRuns())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.runAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.totalRuns() != 3 || len(b.res.Scenarios) != 1 || len(b.res.Scenarios[0].Results) != 3 {
+		t.Fatalf("%d runs, results %+v; want 3 runs, one scenario with a result per load", b.totalRuns(), b.res.Scenarios)
+	}
+	for i, r := range b.res.Scenarios[0].Results {
+		sp := r.Spread
+		if sp == nil || sp.Load != []string{loadManyConns, loadH2, loadFewConns}[i] {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+		if sp.Endpoints != 6 || sp.EndpointsReached != 6 || r.Errors != 0 || len(sp.LoopRequests) != 2 || sp.LoopRequests[0] == 0 || sp.LoopRequests[1] == 0 ||
+			sp.Balancer != defaultBalancer || sp.PerLoopMinOverMean == nil {
+			t.Errorf("%s: %+v errors %d; want 6 of 6 endpoints reached through both loops, no errors", sp.Load, *sp, r.Errors)
+		}
+		if sp.Load == loadH2 && (sp.OriginRequests < 300 || r.Requests != 300) {
+			t.Errorf("h2: %d requests sent, %d at the origins; want 300", r.Requests, sp.OriginRequests)
 		}
 	}
 }

@@ -35,6 +35,10 @@ type proxy interface {
 	// from the start and find it up by passive (nginx, Caddy) or active
 	// (HAProxy) health checking.
 	join(dir string, members []string) error
+	// h2c reports whether the proxy's listener is set up for h2c by
+	// prior knowledge (the spread scenario's h2 load): it is probed with
+	// an h2c client. nginx's and HAProxy's such listener speaks h2 only.
+	h2c() bool
 }
 
 // peer names, in the order runs alternate.
@@ -64,7 +68,7 @@ func proxyByName(name string, corput corputProxy, fwd bool) (proxy, error) {
 
 // aptPackage is the Debian package that installs a peer's executable.
 var aptPackage = map[string]string{
-	"nginx": "nginx-light", "haproxy": "haproxy", "caddy": "caddy", "wrk": "wrk", "openssl": "openssl",
+	"nginx": "nginx-light", "haproxy": "haproxy", "caddy": "caddy", "wrk": "wrk", "openssl": "openssl", "h2load": "nghttp2-client",
 }
 
 // ensureInstalled installs the missing executables with apt-get.
@@ -131,7 +135,7 @@ func startProxy(ctx context.Context, ps *procs, p proxy, dir string, members []s
 		c.stop(time.Second)
 		return nil, "", err
 	}
-	if err := waitOK(ctx, c, scheme(tc)+"://"+listen+"/"); err != nil {
+	if err := waitOK(ctx, c, scheme(tc)+"://"+listen+"/", p.h2c()); err != nil {
 		c.stop(time.Second)
 		return nil, "", err
 	}
@@ -146,17 +150,26 @@ func scheme(tc *tlsFiles) string {
 	return "http"
 }
 
-// waitOK polls url until it answers 200; an https url's certificate is
-// not verified (it is the run's throwaway one).
-func waitOK(ctx context.Context, c *child, url string) error {
+// waitOK polls url until it answers 200, over h2c by prior knowledge
+// when h2c is set; an https url's certificate is not verified (it is the
+// run's throwaway one).
+func waitOK(ctx context.Context, c *child, url string, h2c bool) error {
 	deadline := time.Now().Add(startTimeout)
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	if h2c {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	client := &http.Client{Timeout: time.Second, Transport: tr}
 	defer client.CloseIdleConnections()
 	var last string
 	for {
 		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
+			if h2c && resp.ProtoMajor != 2 {
+				return fmt.Errorf("%s answered over %s, not h2c", url, resp.Proto)
+			}
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
@@ -176,30 +189,40 @@ type corputProxy struct {
 	bin_       string
 	balancer   string // the balancer: line's flow mapping
 	downstream string // the downstream: line's flow mapping; "" for none
+	loops      int    // the loops: line; 0 for none (corput's default)
+	prior      bool   // probed over h2c (its cleartext listener always speaks it)
 }
+
+// corputOrigin is the origin's name in corput's config.
+const corputOrigin = "bench"
 
 // defaultBalancer is corput's default policy, written out.
 const defaultBalancer = "{policy: peak_ewma, choices: 2}"
 
 func (corputProxy) name() string { return nameCorput }
 func (corputProxy) bin() string  { return "" }
+func (p corputProxy) h2c() bool  { return p.prior }
 
 // corputConfig is the gateway's config: defaults everywhere (peak_ewma
 // with two choices, 50 pending per endpoint, 60 s slow start, retries of
 // connect failures), members static, or from a watched file when a member
 // joins later; with tc, HTTPS on listen (the tls block has no version or
-// cipher setting: Go's defaults, TLS 1.2 and 1.3).
-func corputConfig(listen, admin, balancer, downstream string, members []string, joining bool, tc *tlsFiles) string {
+// cipher setting: Go's defaults, TLS 1.2 and 1.3); loops above 0 sets the
+// loops (the spread scenario's 16).
+func corputConfig(listen, admin, balancer, downstream string, loops int, members []string, joining bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
+	if loops > 0 {
+		fmt.Fprintf(&b, "loops: %d\n", loops)
+	}
 	if tc != nil {
 		fmt.Fprintf(&b, "tls: {cert: %q, key: %q}\n", tc.cert, tc.key)
 	}
 	if downstream != "" {
 		b.WriteString("downstream: " + downstream + "\n")
 	}
-	b.WriteString("routes:\n  - {path_prefix: /, origin: bench}\n")
-	b.WriteString("origins:\n  - name: bench\n    protocol: h1\n")
+	b.WriteString("routes:\n  - {path_prefix: /, origin: " + corputOrigin + "}\n")
+	b.WriteString("origins:\n  - name: " + corputOrigin + "\n    protocol: h1\n")
 	if joining {
 		b.WriteString("    discovery: {type: file, path: endpoints.yaml}\n    debounce: 500ms\n")
 	} else {
@@ -237,7 +260,7 @@ func (p corputProxy) files(dir, listen string, members []string, joining string,
 		}
 	}
 	path := filepath.Join(dir, "corput.yaml")
-	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, p.downstream, members, joining != "", tc)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(corputConfig(listen, admin, p.balancer, p.downstream, p.loops, members, joining != "", tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{p.bin_, "serve", "--config", path, "--log-level", "warn"}, nil
@@ -255,20 +278,25 @@ func (corputProxy) join(dir string, members []string) error {
 
 // --- nginx
 
-// nginxProxy is nginx; fwd adds the X-Forwarded-* fields.
-type nginxProxy struct{ fwd bool }
+// nginxProxy is nginx; fwd adds the X-Forwarded-* fields; prior makes
+// its listener h2c by prior knowledge (listen … http2: h2 only).
+type nginxProxy struct{ fwd, prior bool }
 
 func (nginxProxy) name() string                { return nameNginx }
 func (nginxProxy) bin() string                 { return "nginx" }
 func (nginxProxy) join(string, []string) error { return nil }
+func (p nginxProxy) h2c() bool                 { return p.prior }
 
-// nginxConfig: least_conn, 64 idle keep-alive connections per worker,
+// nginxConfig: least_conn, 64 idle keep-alive connections per worker (or
+// one per member when there are more: with 800 servers a cache of 64
+// never holds the next server's connection, and every request dials),
 // passive health (a refused connection takes a server out for 2 s and the
 // request goes to the next one), and with fwd the X-Forwarded-For, -Proto
 // and -Host fields corput sends; with tc, HTTPS on listen, TLS 1.3 only
 // with TLS_AES_128_GCM_SHA256 only. nginx OSS has neither slow start nor
-// a request queue.
-func nginxConfig(dir, listen string, members []string, joining string, fwd bool, tc *tlsFiles) string {
+// a request queue. With h2c the listener speaks HTTP/2 by prior knowledge
+// only (nginx 1.22: a cleartext listen … http2 takes no HTTP/1.1).
+func nginxConfig(dir, listen string, members []string, joining string, fwd, h2c bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `daemon off;
 master_process on;
@@ -288,10 +316,11 @@ http {
   upstream origins {
     least_conn;
 `, dir)
-	for _, m := range append(append([]string{}, members...), nonEmpty(joining)...) {
+	all := append(append([]string{}, members...), nonEmpty(joining)...)
+	for _, m := range all {
 		fmt.Fprintf(&b, "    server %s max_fails=1 fail_timeout=2s;\n", m)
 	}
-	fmt.Fprintf(&b, `    keepalive 64;
+	fmt.Fprintf(&b, `    keepalive %d;
     keepalive_requests 1000000;
   }
   server {
@@ -306,16 +335,19 @@ http {
     }
   }
 }
-`, nginxListen(listen, tc), nginxTLS(tc), nginxForwarded(fwd))
+`, max(64, len(all)), nginxListen(listen, tc, h2c), nginxTLS(tc), nginxForwarded(fwd))
 	return b.String()
 }
 
 // nginxListen is the listen directive's argument.
-func nginxListen(listen string, tc *tlsFiles) string {
-	if tc == nil {
-		return listen
+func nginxListen(listen string, tc *tlsFiles, h2c bool) string {
+	switch {
+	case tc != nil:
+		return listen + " ssl"
+	case h2c:
+		return listen + " http2"
 	}
-	return listen + " ssl"
+	return listen
 }
 
 // nginxTLS is the server's TLS lines: the certificate, TLS 1.3 only, and
@@ -350,7 +382,7 @@ func nonEmpty(s string) []string {
 
 func (p nginxProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining, p.fwd, tc)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(nginxConfig(dir, listen, members, joining, p.fwd, p.prior, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"nginx", "-p", dir, "-c", path}, nil
@@ -358,19 +390,22 @@ func (p nginxProxy) files(dir, listen string, members []string, joining string, 
 
 // --- HAProxy
 
-// haproxyProxy is HAProxy; fwd adds the X-Forwarded-* fields.
-type haproxyProxy struct{ fwd bool }
+// haproxyProxy is HAProxy; fwd adds the X-Forwarded-* fields; prior
+// makes its listener h2c by prior knowledge (bind … proto h2: h2 only).
+type haproxyProxy struct{ fwd, prior bool }
 
 func (haproxyProxy) name() string                { return nameHAProxy }
 func (haproxyProxy) bin() string                 { return "haproxy" }
 func (haproxyProxy) join(string, []string) error { return nil }
+func (p haproxyProxy) h2c() bool                 { return p.prior }
 
 // haproxyConfig: leastconn, http-reuse always, at most 50 requests per
 // server with the rest queued up to 1 s (HAProxy's bounded queue),
 // slowstart 60s, a refused connection redispatched to another server, and
 // with fwd the X-Forwarded-For, -Proto and -Host fields corput sends; with
-// tc, HTTPS on listen, TLS 1.3 only with TLS_AES_128_GCM_SHA256 only.
-func haproxyConfig(dir, listen string, members []string, joining string, fwd bool, tc *tlsFiles) string {
+// tc, HTTPS on listen, TLS 1.3 only with TLS_AES_128_GCM_SHA256 only; with
+// h2c, HTTP/2 by prior knowledge only on listen.
+func haproxyConfig(dir, listen string, members []string, joining string, fwd, h2c bool, tc *tlsFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
   maxconn 4096
@@ -393,7 +428,7 @@ backend origins
   balance leastconn
   option httpchk GET /
   default-server maxconn 50 slowstart 60s
-`, dir, listen+haproxyTLS(tc), haproxyForwarded(fwd, tc != nil))
+`, dir, listen+haproxyTLS(tc)+haproxyH2C(h2c), haproxyForwarded(fwd, tc != nil))
 	for i, m := range members {
 		fmt.Fprintf(&b, "  server o%d %s\n", i+1, m)
 	}
@@ -415,6 +450,14 @@ func haproxyTLS(tc *tlsFiles) string {
 	return fmt.Sprintf(" ssl crt %s ssl-min-ver TLSv1.3 ciphersuites %s", tc.both, tlsSuite)
 }
 
+// haproxyH2C is the bind line's h2c option.
+func haproxyH2C(h2c bool) string {
+	if !h2c {
+		return ""
+	}
+	return " proto h2"
+}
+
 // haproxyForwarded is the frontend lines that send what corput's
 // Forwarding sends for a direct client (X-Forwarded-Proto https behind
 // TLS).
@@ -433,7 +476,7 @@ func haproxyForwarded(fwd, https bool) string {
 
 func (p haproxyProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining, p.fwd, tc)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(haproxyConfig(dir, listen, members, joining, p.fwd, p.prior, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"haproxy", "-db", "-f", path}, nil
@@ -441,21 +484,28 @@ func (p haproxyProxy) files(dir, listen string, members []string, joining string
 
 // --- Caddy
 
-type caddyProxy struct{}
+// caddyProxy is Caddy; prior adds h2c (by prior knowledge) to its
+// cleartext listener's protocols.
+type caddyProxy struct{ prior bool }
 
 func (caddyProxy) name() string                { return nameCaddy }
 func (caddyProxy) bin() string                 { return "caddy" }
 func (caddyProxy) join(string, []string) error { return nil }
+func (p caddyProxy) h2c() bool                 { return p.prior }
 
 // caddyConfig: least_conn, keep-alive with 64 idle connections per host,
 // passive health (a failed request takes the host out for 2 s) and retries
 // on another host for 1 s; with tc, HTTPS on listen, TLS 1.3 only (see
-// caddyTLS). Caddy has no slow start and no request queue.
-func caddyConfig(listen string, members []string, joining string, tc *tlsFiles) string {
+// caddyTLS); with h2c, HTTP/1.1 and h2c on listen. Caddy has no slow start
+// and no request queue.
+func caddyConfig(listen string, members []string, joining string, h2c bool, tc *tlsFiles) string {
 	all := append(append([]string{}, members...), nonEmpty(joining)...)
 	global, site, tlsBlock := "", "http://"+listen, ""
-	if tc != nil {
+	switch {
+	case tc != nil:
 		global, site, tlsBlock = caddyTLS(listen, tc)
+	case h2c:
+		global = "\tservers {\n\t\tprotocols h1 h2c\n\t}\n"
 	}
 	return fmt.Sprintf(`{
 	admin off
@@ -490,9 +540,9 @@ func caddyTLS(listen string, tc *tlsFiles) (global, site, block string) {
 	return global, "https://" + listen, block
 }
 
-func (caddyProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
+func (p caddyProxy) files(dir, listen string, members []string, joining string, tc *tlsFiles) ([]string, error) {
 	path := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyConfig(listen, members, joining, tc)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(caddyConfig(listen, members, joining, p.prior, tc)), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"caddy", "run", "--config", path, "--adapter", "caddyfile"}, nil

@@ -20,6 +20,7 @@ const (
 	scCold        = "cold_join"
 	scConnections = "connections"
 	scOverhead    = "overhead"
+	// scSpread ("spread") is in spread.go
 )
 
 // Results is bench-out/peers.json.
@@ -67,7 +68,10 @@ type Result struct {
 	RPS   float64 `json:"rps"`
 	P99MS float64 `json:"p99_ms"`
 
-	P50MS        float64 `json:"p50_ms,omitempty"`
+	P50MS float64 `json:"p50_ms,omitempty"`
+	// MeanMS is h2load's mean request time (spread scenario: h2load
+	// reports no percentiles, so its rows have p99_ms 0).
+	MeanMS       float64 `json:"mean_ms,omitempty"`
 	P90MS        float64 `json:"p90_ms,omitempty"`
 	MaxMS        float64 `json:"max_ms,omitempty"`
 	Requests     int64   `json:"requests,omitempty"`
@@ -94,6 +98,10 @@ type Result struct {
 	// connections accepted by the origins while this proxy ran, by scenario
 	Conns map[string]int64 `json:"connections,omitempty"`
 
+	// *Spread is the spread scenario's figures; its fields sit in the
+	// result's own object (load, endpoints_reached, …).
+	*Spread
+
 	Rounds []Result `json:"rounds,omitempty"`
 }
 
@@ -105,6 +113,32 @@ type JoinResult struct {
 	MaxConcurrency int64   `json:"max_concurrency"` // peak in service (≤ its workers)
 	MaxQueued      int64   `json:"max_queued"`      // peak waiting for a worker
 	FirstSecond    int64   `json:"first_second"`    // requests in its first second of service
+}
+
+// Spread is how one proxy spread one load's requests over the spread
+// scenario's endpoints (the origins' per-listener counts) and, for corput,
+// over its loops (/admin/origins).
+type Spread struct {
+	Load string `json:"load"`
+	// Balancer is corput's balancer flow mapping (--corput-balancer).
+	Balancer         string `json:"balancer,omitempty"`
+	Endpoints        int    `json:"endpoints"`
+	EndpointsReached int    `json:"endpoints_reached"` // got at least one request
+	// OriginRequests is every request the endpoints received during the
+	// load; OriginConnections the connections they accepted.
+	OriginRequests         int64   `json:"origin_requests"`
+	OriginConnections      int64   `json:"origin_connections"`
+	PerEndpointMean        float64 `json:"per_endpoint_mean"`
+	PerEndpointMax         int64   `json:"per_endpoint_max"`
+	PerEndpointMin         int64   `json:"per_endpoint_min"`
+	PerEndpointMaxOverMean float64 `json:"per_endpoint_max_over_mean"`
+	PerEndpointMinOverMean float64 `json:"per_endpoint_min_over_mean"`
+	PerEndpointCV          float64 `json:"per_endpoint_cv"` // standard deviation / mean
+	// LoopRequests are the requests corput placed on each loop; the
+	// ratios are over them (corput only).
+	LoopRequests       []uint64 `json:"loop_requests,omitempty"`
+	PerLoopMaxOverMean *float64 `json:"per_loop_max_over_mean,omitempty"`
+	PerLoopMinOverMean *float64 `json:"per_loop_min_over_mean,omitempty"`
 }
 
 // Goal is one of docs/performance.md's goals, judged on this run.
@@ -269,6 +303,19 @@ func (r *Results) tables() []report.Table {
 				t.Rows = append(t.Rows, []string{x.Proxy, strconv.FormatInt(x.Conns[scRaw], 10), strconv.FormatInt(x.Conns[scSkewed], 10),
 					strconv.FormatInt(x.Conns[scCold], 10), strconv.FormatInt(x.Conns["total"], 10), ratio(float64(c.Conns["total"]), float64(x.Conns["total"]), x.Proxy)})
 			}
+		case scSpread:
+			t.Header = []string{"load", "proxy", "req/s", "p99 ms", "mean ms", "errors", "endpoints reached", "per endpoint max/mean", "min/mean", "cv",
+				"per loop max/mean", "per loop min/mean", "upstream connections", "corput balancer"}
+			for _, x := range s.Results {
+				sp := x.Spread
+				if sp == nil {
+					sp = &Spread{}
+				}
+				t.Rows = append(t.Rows, []string{sp.Load, x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P99MS), ms(x.MeanMS), strconv.FormatInt(x.Errors, 10),
+					fmt.Sprintf("%d of %d", sp.EndpointsReached, sp.Endpoints), fmt.Sprintf("%.2f", sp.PerEndpointMaxOverMean), fmt.Sprintf("%.2f", sp.PerEndpointMinOverMean),
+					fmt.Sprintf("%.2f", sp.PerEndpointCV), ratioCell(sp.PerLoopMaxOverMean), ratioCell(sp.PerLoopMinOverMean),
+					strconv.FormatInt(sp.OriginConnections, 10), orDash(sp.Balancer)})
+			}
 		case scOverhead:
 			t.Header = []string{"proxy", "rate req/s", "p50 ms", "p99 ms", "max ms", "added p99 ms", "corput/peer added p99", "generator late p99 ms"}
 			for _, x := range s.Results {
@@ -294,6 +341,20 @@ func (r *Results) tables() []report.Table {
 		ts = append(ts, t)
 	}
 	return ts
+}
+
+func ratioCell(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
 
 // tlsCell is a raw_tls row's negotiated TLS, flagged when it is not the

@@ -24,7 +24,7 @@ func init() {
 // follows, refreshed every second.
 func runOrigin(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("corput origin", stderr,
-		"usage: corput origin --listen ADDR [--profile NAME] [--workers N] [--slowdown F] [--warmup 8x:40s] [--error-rate P] [--proto h1|h2c|tls]",
+		"usage: corput origin --listen ADDR [--listeners N] [--profile NAME] [--workers N] [--slowdown F] [--warmup 8x:40s] [--error-rate P] [--proto h1|h2c|tls]",
 		"",
 		"A request's class is the last segment of its path (/light, /heavy); any other path is a tiny immediate 200.",
 		"GET "+origin.StatsPath+" is the ground truth as JSON. Profiles: "+strings.Join(origin.ProfileNames(), ", ")+".")
@@ -49,8 +49,8 @@ func runOrigin(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	o := srv.Options()
-	fmt.Fprintf(stdout, "listening on %s (profile %s, %s, workers %d, slowdown %g, warm-up %s, error rate %g)\n",
-		srv.URL(), o.Profile, o.Proto, o.Workers, o.Slowdown, o.Warmup, o.ErrorRate)
+	fmt.Fprintf(stdout, "listening on %s (profile %s, %s, workers %d, slowdown %g, warm-up %s, error rate %g%s)\n",
+		srv.URL(), o.Profile, o.Proto, o.Workers, o.Slowdown, o.Warmup, o.ErrorRate, listenersNote(srv.Addrs()))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,6 +63,17 @@ func runOrigin(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nstopped: %d connections accepted, %d requests (%d ok, %d 500, %d cut), peak %d in service, %d waiting\n",
 		st.Connections.Accepted, t.Total(), t.OK, t.Error, t.Canceled, st.Concurrency.Max, st.Queued.Max)
 	return 0
+}
+
+// listenersNote is the listening line's tail for an origin with several
+// listeners: ", 100 listeners 127.0.0.1:40100–40199".
+func listenersNote(addrs []string) string {
+	if len(addrs) < 2 {
+		return ""
+	}
+	last := addrs[len(addrs)-1]
+	last = last[strings.LastIndexByte(last, ':')+1:]
+	return fmt.Sprintf(", %d listeners %s–%s", len(addrs), addrs[0], last)
 }
 
 // showStatus redraws one status line every second until ctx ends.

@@ -17,7 +17,7 @@ type Flags struct {
 	fs                                      *flag.FlagSet
 	listen, profile, proto, mix, warmup, id string
 	cert, key, writeCA                      string
-	workers, bodyBytes                      int
+	workers, bodyBytes, listeners           int
 	slowdown, errorRate                     float64
 	seed                                    uint64
 	idle                                    time.Duration
@@ -27,6 +27,7 @@ type Flags struct {
 func BindFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9001", "`ADDR` to listen on (port 0 picks a free one)")
+	fs.IntVar(&f.listeners, "listeners", 1, "listen on `N` consecutive ports from --listen's (port 0: a free run in 10000–29999), each counted on its own in the stats")
 	fs.StringVar(&f.profile, "profile", "default", "preset: "+strings.Join(ProfileNames(), ", "))
 	fs.StringVar(&f.proto, "proto", string(H1), "h1, h2c (h1 and prior-knowledge h2 on one port) or tls (ALPN h2 and http/1.1)")
 	fs.StringVar(&f.mix, "workload", "default", "latency classes: a built-in `NAME` ("+strings.Join(workload.Names(), ", ")+") or a YAML/JSON FILE")
@@ -51,7 +52,7 @@ func (f *Flags) Options() (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	o.Listen, o.Proto, o.ID, o.Seed = f.listen, Proto(f.proto), f.id, f.seed
+	o.Listen, o.Listeners, o.Proto, o.ID, o.Seed = f.listen, f.listeners, Proto(f.proto), f.id, f.seed
 	o.BodyBytes, o.IdleTimeout, o.CertFile, o.KeyFile = f.bodyBytes, f.idle, f.cert, f.key
 	var errs []error
 	f.fs.Visit(func(fl *flag.Flag) {

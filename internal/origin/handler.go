@@ -39,6 +39,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStats(w, r)
 		return
 	}
+	countRequest(r)
 	c := s.classOf(r.URL.Path)
 	queued := c.latency > 0 && s.sem != nil
 	if queued && !s.acquire(r.Context()) {

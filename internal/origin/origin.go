@@ -14,7 +14,11 @@
 //   - ground-truth counters: TCP connections accepted and open, requests by
 //     class and status, current and peak concurrency and queue, and a
 //     per-second history of requests, peak concurrency and connections
-//     accepted and closed.
+//     accepted and closed;
+//   - many endpoints in one process: Listeners addresses on consecutive
+//     ports, served alike (one worker bound, one set of classes), with
+//     connections and requests counted per listener, so one process can
+//     stand in for a hundred identical endpoints.
 //
 // Invariants: at most Workers class requests are in service at once; a
 // service time is the class latency × Slowdown × Warmup.At(time since
@@ -33,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -68,7 +73,13 @@ const (
 // a free loopback port with unlimited workers.
 type Options struct {
 	Listen string // address; default 127.0.0.1:0
-	Proto  Proto  // default H1
+	// Listeners is how many addresses the origin listens on: Listen's
+	// port and the Listeners−1 ports after it (with port 0 and more than
+	// one listener, a run of that many consecutive free ports in
+	// 10000–29999). 0 means 1. Every listener serves the same origin;
+	// Stats.Listeners counts each.
+	Listeners int
+	Proto     Proto // default H1
 	// Profile names the preset the options came from; reported in stats.
 	Profile string
 	// ID is sent in IDHeader on every response when not empty.
@@ -124,8 +135,9 @@ type Server struct {
 	hist history
 
 	http    *http.Server
-	ln      net.Listener
-	served  chan struct{} // closed when Serve returns
+	lns     []net.Listener // one per listener, in port order
+	lcs     []*listenerCounters
+	served  chan struct{} // closed when every Serve returned
 	closing chan struct{} // closed by Close: waits end at once
 
 	closeOnce sync.Once
@@ -141,11 +153,15 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	lns, err := listen(s.opts.Listen, s.opts.Listeners)
 	if err != nil {
-		return nil, fmt.Errorf("origin: listen %s: %w", s.opts.Listen, err)
+		return nil, err
 	}
-	s.ln = &countingListener{Listener: ln, s: s}
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
 	errLog := opts.ErrorLog
 	if errLog == nil {
 		errLog = io.Discard
@@ -156,6 +172,7 @@ func Start(opts Options) (*Server, error) {
 		IdleTimeout:       opts.IdleTimeout,
 		ErrorLog:          log.New(errLog, "origin: ", 0),
 		Protocols:         new(http.Protocols),
+		ConnContext:       connContext,
 	}
 	s.http.Protocols.SetHTTP1(true)
 	switch s.opts.Proto {
@@ -165,20 +182,91 @@ func Start(opts Options) (*Server, error) {
 		s.http.Protocols.SetHTTP2(true)
 		cert, pem, err := loadOrGenerateCert(opts.CertFile, opts.KeyFile)
 		if err != nil {
-			ln.Close()
+			closeAll()
 			return nil, err
 		}
 		s.certPEM = pem
 		s.ca = x509.NewCertPool()
 		s.ca.AppendCertsFromPEM(pem)
 		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
-		s.ln = tls.NewListener(s.ln, s.http.TLSConfig)
+	}
+	var wg sync.WaitGroup
+	for _, ln := range lns {
+		lc := &listenerCounters{addr: ln.Addr().String()}
+		s.lcs = append(s.lcs, lc)
+		var l net.Listener = &countingListener{Listener: ln, s: s, lc: lc}
+		if s.opts.Proto == TLS {
+			l = tls.NewListener(l, s.http.TLSConfig)
+		}
+		s.lns = append(s.lns, l)
+	}
+	for _, l := range s.lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.http.Serve(l) // returns ErrServerClosed after Close
+		}()
 	}
 	go func() {
-		defer close(s.served)
-		s.http.Serve(s.ln) // returns ErrServerClosed after Close
+		wg.Wait()
+		close(s.served)
 	}()
 	return s, nil
+}
+
+// maxListeners bounds Options.Listeners.
+const maxListeners = 10000
+
+// listen opens n listeners on addr's port and the n−1 after it. With port
+// 0 and n above 1 it looks for n consecutive free ports from random bases
+// in 10000–29999, below Linux's default ephemeral range (32768–60999):
+// there a busy machine's outgoing connections leave ports in TIME_WAIT
+// that a listener cannot bind, so a run of 100 is seldom free.
+func listen(addr string, n int) ([]net.Listener, error) {
+	n = max(n, 1)
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("origin: listen %s: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("origin: listen %s: port %q: %w", addr, portText, err)
+	}
+	if port != 0 || n == 1 {
+		return listenRun(host, port, n)
+	}
+	const lo, hi = 10000, 30000
+	if n > hi-lo {
+		return nil, fmt.Errorf("origin: listen %s: %d consecutive ports: more than %d–%d holds", addr, n, lo, hi-1)
+	}
+	var last error
+	for range 50 {
+		lns, err := listenRun(host, lo+rand.IntN(hi-lo-n+1), n)
+		if err == nil {
+			return lns, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("origin: no %d consecutive free ports on %s: %w", n, host, last)
+}
+
+// listenRun listens on host's ports port … port+n−1, all or none.
+func listenRun(host string, port, n int) ([]net.Listener, error) {
+	if port+n-1 > 65535 {
+		return nil, fmt.Errorf("origin: listen %s: ports %d–%d: past 65535", host, port, port+n-1)
+	}
+	lns := make([]net.Listener, 0, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port+i)))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("origin: listen: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
 }
 
 // newServer checks opts and builds everything but the listener.
@@ -239,6 +327,9 @@ func (o *Options) validate() error {
 	default:
 		return fmt.Errorf("origin: proto %q: want h1, h2c or tls", o.Proto)
 	}
+	if o.Listeners < 0 || o.Listeners > maxListeners {
+		return fmt.Errorf("origin: listeners %d: want 1–%d (0 is 1)", o.Listeners, maxListeners)
+	}
 	if o.Workers < 0 {
 		return fmt.Errorf("origin: workers %d: want ≥ 0 (0 is unlimited)", o.Workers)
 	}
@@ -267,8 +358,18 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// Addr is the address the origin listens on, e.g. 127.0.0.1:40123.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the address the origin listens on, e.g. 127.0.0.1:40123: the
+// first one when it has several listeners.
+func (s *Server) Addr() string { return s.lns[0].Addr().String() }
+
+// Addrs are the addresses of every listener, in port order.
+func (s *Server) Addrs() []string {
+	out := make([]string, len(s.lns))
+	for i, ln := range s.lns {
+		out[i] = ln.Addr().String()
+	}
+	return out
+}
 
 // URL is the origin's base URL: http:// or https:// and Addr.
 func (s *Server) URL() string {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -336,6 +338,90 @@ func TestH2CAndTLSWithALPN(t *testing.T) {
 	}
 }
 
+// TestListenersAreCountedApart: an origin with several listeners listens
+// on consecutive ports (from a free run with port 0, or from the port
+// given), serves the same classes on each, over HTTP/1.1, h2c and TLS, and
+// counts every listener's connections and requests apart; the stats page
+// is not a request.
+func TestListenersAreCountedApart(t *testing.T) {
+	for _, proto := range []Proto{H1, H2C, TLS} {
+		t.Run(string(proto), func(t *testing.T) {
+			s := start(t, Options{Proto: proto, Listeners: 4, Classes: tiny(time.Millisecond, 2*time.Millisecond)})
+			addrs := s.Addrs()
+			if len(addrs) != 4 || addrs[0] != s.Addr() {
+				t.Fatalf("Addrs = %v (Addr %s); want 4, the first Addr", addrs, s.Addr())
+			}
+			for i := 1; i < len(addrs); i++ {
+				if port(t, addrs[i]) != port(t, addrs[0])+i {
+					t.Fatalf("ports %v are not consecutive", addrs)
+				}
+			}
+			c, _ := client(t, func(tr *http.Transport) {
+				tr.TLSClientConfig = &tls.Config{RootCAs: s.CertPool()}
+				if proto == H2C {
+					tr.Protocols = new(http.Protocols)
+					tr.Protocols.SetUnencryptedHTTP2(true)
+				}
+			})
+			scheme := strings.TrimSuffix(s.URL(), "://"+s.Addr())
+			// Listener i gets i requests: 0, 1, 2 and 3.
+			for i, a := range addrs {
+				for range i {
+					if resp, body := get(t, c, scheme+"://"+a+"/light"); resp.StatusCode != 200 || body != "ok\n" {
+						t.Fatalf("%s: %s %q", a, resp.Status, body)
+					}
+				}
+			}
+			get(t, c, s.URL()+StatsPath)
+			st := s.Stats()
+			if len(st.Listeners) != 4 {
+				t.Fatalf("stats list %d listeners, want 4", len(st.Listeners))
+			}
+			for i, l := range st.Listeners {
+				wantConns := int64(min(i, 1))
+				if i == 0 {
+					wantConns = 1 // the stats page's
+				}
+				// Go's h2 transport may redial once on a starved CPU.
+				slack := int64(0)
+				if proto == H2C {
+					slack = 1
+				}
+				if l.Address != addrs[i] || l.Requests != int64(i) || l.Accepted < wantConns || l.Accepted > wantConns+slack {
+					t.Errorf("listener %d: %+v; want %s with %d requests on %d connection", i, l, addrs[i], i, wantConns)
+				}
+			}
+			if st.Requests["light"].OK != 6 || st.Connections.Accepted < 4 {
+				t.Errorf("origin-wide: %d light, %d connections; want 6 and 4", st.Requests["light"].OK, st.Connections.Accepted)
+			}
+		})
+	}
+	// A port given: the run starts there.
+	s := start(t, Options{Listeners: 3})
+	base := port(t, s.Addr())
+	s.Close()
+	again := start(t, Options{Listen: s.Addr(), Listeners: 3})
+	if a := again.Addrs(); port(t, a[0]) != base || port(t, a[2]) != base+2 {
+		t.Fatalf("from port %d: %v", base, a)
+	}
+	if st := again.Stats(); len(st.Listeners) != 3 || st.Listeners[2].Requests != 0 {
+		t.Fatalf("listeners %+v", st.Listeners)
+	}
+}
+
+func port(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestStatsEndpoint(t *testing.T) {
 	s := start(t, Options{ID: "a", Profile: "raw"})
 	c, _ := client(t, nil)
@@ -368,6 +454,9 @@ func TestOptionsAreChecked(t *testing.T) {
 		"latency":    {Classes: []workload.Class{{Name: "a"}}},
 		"cert":       {Proto: TLS, CertFile: "only-a-cert.pem"},
 		"listen":     {Listen: "127.0.0.1:notaport"},
+		"listeners":  {Listeners: -1},
+		"too many":   {Listeners: maxListeners + 1},
+		"past 65535": {Listen: "127.0.0.1:65535", Listeners: 2},
 	} {
 		if s, err := Start(o); err == nil {
 			s.Close()
@@ -403,8 +492,8 @@ func TestProfilesAndFlags(t *testing.T) {
 		}
 		return f.Options()
 	}
-	o, err := parse("--profile", "cold", "--workers", "3", "--warmup", "8x:30s", "--proto", "h2c", "--listen", "127.0.0.1:0")
-	if err != nil || o.Workers != 3 || o.Warmup != (workload.Warmup{Factor: 8, Window: 30 * time.Second}) || o.Proto != H2C {
+	o, err := parse("--profile", "cold", "--workers", "3", "--warmup", "8x:30s", "--proto", "h2c", "--listen", "127.0.0.1:0", "--listeners", "4")
+	if err != nil || o.Workers != 3 || o.Warmup != (workload.Warmup{Factor: 8, Window: 30 * time.Second}) || o.Proto != H2C || o.Listeners != 4 {
 		t.Fatalf("flags over cold: %+v %v", o, err)
 	}
 	if o, err := parse("--profile", "slow"); err != nil || o.Workers != 8 || o.Slowdown != 5 {

@@ -1,6 +1,8 @@
 package origin
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -40,6 +42,46 @@ type Stats struct {
 	// Seconds is the per-second history, oldest first, at most
 	// Options.History long.
 	Seconds []Second `json:"seconds"`
+	// Listeners counts each listener (Options.Listeners), in port order.
+	Listeners []ListenerStats `json:"listeners"`
+}
+
+// ListenerStats is one listener's ground truth: the connections it
+// accepted and the requests that arrived on them, of every class (the
+// stats page excluded), counted when they arrive.
+type ListenerStats struct {
+	Address  string `json:"address"`
+	Accepted int64  `json:"accepted"`
+	Requests int64  `json:"requests"`
+}
+
+// listenerCounters are one listener's counters.
+type listenerCounters struct {
+	addr     string
+	accepted atomic.Int64
+	requests atomic.Int64
+}
+
+// listenerKey is the context key of a connection's *listenerCounters.
+type listenerKey struct{}
+
+// connContext is the server's ConnContext: it puts the counters of the
+// listener that accepted c where ServeHTTP finds them.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*countedConn); ok {
+		return context.WithValue(ctx, listenerKey{}, cc.lc)
+	}
+	return ctx
+}
+
+// countRequest counts r on the listener that accepted its connection.
+func countRequest(r *http.Request) {
+	if lc, ok := r.Context().Value(listenerKey{}).(*listenerCounters); ok {
+		lc.requests.Add(1)
+	}
 }
 
 // Connections counts TCP connections.
@@ -95,6 +137,10 @@ func (s *Server) Stats() Stats {
 		st.Requests[c.name] = Counts{OK: c.ok.Load(), Error: c.failed.Load(), Canceled: c.canceled.Load()}
 	}
 	st.Seconds = s.hist.snapshot(s.second(), st.Connections.Open)
+	st.Listeners = make([]ListenerStats, len(s.lcs))
+	for i, lc := range s.lcs {
+		st.Listeners[i] = ListenerStats{Address: lc.addr, Accepted: lc.accepted.Load(), Requests: lc.requests.Load()}
+	}
 	return st
 }
 
@@ -208,10 +254,12 @@ func (h *history) snapshot(now, open int64) []Second {
 	return out
 }
 
-// countingListener counts accepted connections and their closes.
+// countingListener counts accepted connections and their closes, for the
+// origin and for its listener lc.
 type countingListener struct {
 	net.Listener
-	s *Server
+	s  *Server
+	lc *listenerCounters
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -221,15 +269,17 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	}
 	s := l.s
 	s.accepted.Add(1)
+	l.lc.accepted.Add(1)
 	s.open.Add(1)
 	s.hist.at(s.second(), s.conc.Load()).accepted.Add(1)
 	s.notify()
-	return &countedConn{Conn: c, s: s}, nil
+	return &countedConn{Conn: c, s: s, lc: l.lc}, nil
 }
 
 type countedConn struct {
 	net.Conn
 	s      *Server
+	lc     *listenerCounters
 	closed atomic.Bool
 }
 
