@@ -72,7 +72,9 @@ func (o *origin) setSizing(z subset.Sizing) error {
 // setMembers makes the ring's membership eps. The first membership of an
 // origin is its initial set, shuffled by NewRing (as Zuul does); after
 // that Sync applies the difference: a joining endpoint takes the next
-// index, a leaving one's hole is filled by the highest.
+// index, a leaving one's hole is filled by the highest. A ring that is
+// empty has no index to keep, so the set that refills it is an initial
+// set again, shuffled.
 func (o *origin) setMembers(eps []discovery.Endpoint) error {
 	addrs := make([]string, len(eps))
 	members := make(map[string]discovery.Endpoint, len(eps))
@@ -80,7 +82,7 @@ func (o *origin) setMembers(eps []discovery.Endpoint) error {
 		addrs[i] = e.Address
 		members[e.Address] = e
 	}
-	if o.ring == nil {
+	if o.ring == nil || (o.ring.Len() == 0 && len(addrs) > 0) {
 		ring, err := subset.NewRing(o.config(), addrs)
 		if err != nil {
 			return err

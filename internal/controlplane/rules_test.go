@@ -3,6 +3,7 @@ package controlplane
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/corput/corput/internal/discovery"
@@ -88,5 +89,39 @@ func TestIndicesFollowTheRingRules(t *testing.T) {
 	poll.Until(t, "the gateway's client to follow both changes", func() bool { return len(gw.emitted()) == 3 })
 	if got := gw.emitted()[2].Endpoints; len(got) != 120 || slices.ContainsFunc(got, func(e discovery.Endpoint) bool { return e.Address == leaving }) {
 		t.Fatalf("the gateway's client holds %d endpoints after the remove", len(got))
+	}
+}
+
+// An origin whose ring emptied has no index to keep: the set that refills
+// it is an initial set, shuffled as a new ring's.
+func TestAnEmptiedRingRefillsShuffled(t *testing.T) {
+	o, err := newOrigin("payments", subset.DefaultSizing, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := endpoints(10001, 50)
+	for _, eps := range [][]string{nil, addrs} {
+		if err := o.setMembers(members(eps)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := subset.NewRing(subset.Config{Origin: "payments", Fleet: unboundedFleet}, addrs)
+	if !maps.Equal(o.ring.Indices(), want.Indices()) {
+		t.Fatal("the refilled ring is not the initial shuffle")
+	}
+}
+
+// A gateway asking for a cluster the control plane does not serve is
+// logged once, naming the node and the cluster.
+func TestUnknownClusterIsLogged(t *testing.T) {
+	f := newFixture(t, map[string][]string{"payments": endpoints(10001, 3)})
+	cp := f.start()
+	ads := dialADS(t, cp.Addr(), "gw-7", []string{"payments", "paymnets"}, nil)
+	ads.wait(1)
+	poll.Until(t, "the unknown cluster to be logged", func() bool {
+		return strings.Contains(f.log.String(), "does not serve") && strings.Contains(f.log.String(), "clusters=[paymnets]")
+	})
+	if strings.Count(f.log.String(), "does not serve") != 1 {
+		t.Errorf("logged more than once per stream:\n%s", f.log.String())
 	}
 }

@@ -30,14 +30,16 @@ type Server struct {
 	metrics *Metrics
 	log     *slog.Logger
 
-	mu      sync.Mutex // guards streams
+	mu      sync.Mutex // guards following
 	streams map[int64]*stream
+	names   map[string]bool // the origins published
 }
 
 // stream is one gateway's ADS stream.
 type stream struct {
-	node string
-	last *discoveryv3.DiscoveryResponse // the last response sent, for NACK logs
+	node   string
+	last   *discoveryv3.DiscoveryResponse // the last response sent, for NACK logs
+	warned map[string]bool                // unknown clusters already logged
 }
 
 // NewServer returns a server whose version_info strings start with
@@ -51,6 +53,7 @@ func NewServer(prefix string, m *Metrics, log *slog.Logger) *Server {
 		metrics: m,
 		log:     log,
 		streams: map[int64]*stream{},
+		names:   map[string]bool{},
 	}
 	ads := serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
 		StreamOpenFunc:     s.opened,
@@ -86,6 +89,14 @@ func (s *Server) Publish(changed map[string]*Assignment, removed []string) error
 	if err := s.cache.UpdateResources(res, removed); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	for name := range changed {
+		s.names[name] = true
+	}
+	for _, name := range removed {
+		delete(s.names, name)
+	}
+	s.mu.Unlock()
 	for name, a := range changed {
 		s.metrics.published(name, a)
 	}
@@ -142,9 +153,23 @@ func (s *Server) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 		st.node = n
 		s.log.Info("control plane: gateway connected", "node", n, "stream", id, "clusters", req.GetResourceNames())
 	}
+	var unknown []string
+	for _, name := range req.GetResourceNames() {
+		if !s.names[name] && !st.warned[name] {
+			if st.warned == nil {
+				st.warned = map[string]bool{}
+			}
+			st.warned[name] = true
+			unknown = append(unknown, name)
+		}
+	}
 	last := st.last
 	node := st.node
 	s.mu.Unlock()
+	if len(unknown) > 0 {
+		s.log.Warn("control plane: a gateway asks for clusters this control plane does not serve (yet); it gets them once they are published",
+			"node", node, "clusters", unknown)
+	}
 	if req.GetErrorDetail() == nil {
 		return nil
 	}
