@@ -420,7 +420,7 @@ func (o *Origin) noteModeLocked() {
 	case mode == PlacementShared:
 		log.Info("origin placed by shared ring indices: every gateway given them holds the same subsets",
 			"origin", o.name, "endpoints", len(o.members), "subsets", o.placement.Snapshot().Subsets(), "was", o.mode)
-	default:
+	case !ignored: // ignored indices are warned of below
 		log.Warn("origin placed locally again: its membership came without shared ring indices; the placement continues from the last shared ring, and gateways that start from now on build their own",
 			"origin", o.name, "endpoints", len(o.members))
 	}
@@ -429,14 +429,6 @@ func (o *Origin) noteModeLocked() {
 			"origin", o.name, "algorithm", o.conf.Load().Subset.Algorithm)
 	}
 	o.mode, o.ignored = mode, ignored
-}
-
-// PlacementMode is PlacementShared or PlacementLocal: how the origin's
-// subsets are placed now.
-func (o *Origin) PlacementMode() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.mode
 }
 
 // resubsetLocked brings every loop to its subset under the current

@@ -506,8 +506,10 @@ func TestSharedIndicesIgnoredByOtherAlgorithms(t *testing.T) {
 
 // A reload that changes the subset sizing builds a new placement; an origin
 // placed by shared indices keeps them on it, so every gateway reloaded
-// alike holds the same new ring: the same indices, the new count.
-func TestSharedIndicesSurviveAReloadOfTheSubsetSizing(t *testing.T) {
+// alike holds the same new ring: the same indices, the new count. A reload
+// to another algorithm ignores them, and one back to ringsteady places
+// them again.
+func TestSharedIndicesSurviveReloadsOfTheSubsetSettings(t *testing.T) {
 	srvs := fastOrigins(t, 8)
 	cp := newControlPlane(t, "127.0.0.1:0")
 	addrs := addrsOfServers(srvs)
@@ -526,7 +528,8 @@ func TestSharedIndicesSurviveAReloadOfTheSubsetSizing(t *testing.T) {
 	}
 	cp.publishEndpoints(t, "1", ringEndpoints(r.Indices(), r.Subsets(), true)...)
 	text := xdsConfig(cp.Addr(), 4, "    subset: {size: 4}\n    pool: {prewarm: 0}\n")
-	g := runGateway(t, text, Options{})
+	logs := &syncLog{}
+	g := runGateway(t, text, Options{Logger: logs.logger()})
 	waitReady(t, g)
 	if !sameRing(snapshotOf(g), r.Snapshot()) || snapshotOf(g).Subsets() != 2 {
 		t.Fatalf("before the reload: not the control plane's ring of 2 subsets")
@@ -548,4 +551,27 @@ func TestSharedIndicesSurviveAReloadOfTheSubsetSizing(t *testing.T) {
 		}
 	}
 	checkPlacement(t, g, "shared")
+
+	// To an algorithm that cannot place by them, and back: the indices
+	// are ignored meanwhile (with a warning) and placed again after.
+	reload := func(text string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(text), "test.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(strings.Replace(text, "size: 4", "algorithm: rendezvous, size: 4", 1))
+	checkPlacement(t, g, "local")
+	if log := logs.String(); !strings.Contains(log, "shared ring indices ignored") || strings.Contains(log, "came without shared ring indices") {
+		t.Fatalf("the log does not say the indices are ignored by the algorithm:\n%s", log)
+	}
+	reload(text)
+	checkPlacement(t, g, "shared")
+	if !sameRing(snapshotOf(g), r.Snapshot()) {
+		t.Fatal("back on ringsteady, the gateway does not hold the control plane's ring")
+	}
 }
