@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,16 +19,19 @@ func init() {
 
 // runLab is `corput lab [--scenario NAME] [--out DIR] [--sim|--live]
 // [--scale small|full] [--seed N]`. It exits 0 when every check passes, 1
-// when a check fails or the run breaks, 2 on a usage error.
+// when a check fails or the run breaks, 2 on a usage error. The reload
+// scenario exists only live: `--scenario reload` implies --live; with
+// --live, `--scenario steps` or `reload` runs that part alone.
 func runLab(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("corput lab", stderr,
 		"usage: corput lab [--scenario NAME] [--out DIR] [--sim|--live] [--scale small|full] [--seed N]",
 		"\nRuns the experiments on an embedded scenario, prints the comparison tables and one",
 		"PASS/FAIL line per check, and writes the report to DIR (see docs/lab.md).")
-	scenario := fs.String("scenario", "default", "`NAME` of the experiments to run: default (all of them) or one of "+strings.Join(lab.Experiments(), ", "))
+	scenario := fs.String("scenario", "default", "`NAME` of the experiments to run: default (all of them) or one of "+strings.Join(lab.Experiments(), ", ")+
+		"; live: steps or "+live.ScenarioReload+" (reloads vs a restart of one gateway; implies --live)")
 	out := fs.String("out", "./lab-out", "report `DIR`: results.json, report.md, report.html, PNG plots")
-	liveMode := fs.Bool("live", false, "run the steps over real sockets with corput serve and corput origin processes")
-	fs.Bool("sim", true, "run the simulator on virtual time")
+	liveMode := fs.Bool("live", false, "run the steps and the reload experiment over real sockets with corput serve and corput origin processes")
+	simMode := fs.Bool("sim", true, "run the simulator on virtual time")
 	scale := fs.String("scale", string(lab.ScaleSmall), "`small` (10 gateways × 16 loops × 800 endpoints) or full (100 × 16 × 800)")
 	seed := fs.Uint64("seed", 1, "`N` seeds every draw: the same seed gives the same figures")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -38,10 +42,25 @@ func runLab(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "corput lab: %v\n", err)
 		return 2
 	}
+	if *scenario == live.ScenarioReload {
+		simSet := false
+		fs.Visit(func(f *flag.Flag) { simSet = simSet || (f.Name == "sim" && *simMode) })
+		if simSet && !*liveMode {
+			fmt.Fprintf(stderr, "corput lab: --scenario %s runs real processes: use --live, not --sim\n", live.ScenarioReload)
+			return 2
+		}
+		*liveMode = true
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *liveMode {
-		if err := live.Run(ctx, live.Options{Out: *out, Seed: *seed, Stdout: stdout}); err != nil {
+		// --scenario selects a live part; the simulator's other names do
+		// not apply, and run both.
+		part := live.ScenarioAll
+		if *scenario == live.ScenarioSteps || *scenario == live.ScenarioReload {
+			part = *scenario
+		}
+		if err := live.Run(ctx, live.Options{Out: *out, Seed: *seed, Stdout: stdout, Scenario: part}); err != nil {
 			fmt.Fprintf(stderr, "corput lab --live: %v\n", err)
 			return 1
 		}

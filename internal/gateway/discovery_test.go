@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -557,19 +556,6 @@ func diffs(a, b []float64) []float64 {
 	return out
 }
 
-// writeEndpoints replaces the endpoints file atomically, as a ConfigMap
-// update or `mv` does.
-func writeEndpoints(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func endpointsYAML(srvs []*testorigin.Server) string {
 	var b strings.Builder
 	b.WriteString("endpoints:\n")
@@ -582,7 +568,7 @@ func endpointsYAML(srvs []*testorigin.Server) string {
 func TestFileDiscoveryFollowsEditsAndKeepsLastGoodSetOnGarbage(t *testing.T) {
 	srvs := fastOrigins(t, 4)
 	path := filepath.Join(t.TempDir(), "app.yaml")
-	writeEndpoints(t, path, endpointsYAML(srvs[:2]))
+	writeFileAtomic(t, path, endpointsYAML(srvs[:2]))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &syncLog{}
 	g := runGateway(t, fmt.Sprintf(`
@@ -606,7 +592,7 @@ origins:
 
 	// Edit the file: the next poll (every second) offers it, the debounce
 	// window (2 s) applies it.
-	writeEndpoints(t, path, endpointsYAML(srvs[:3]))
+	writeFileAtomic(t, path, endpointsYAML(srvs[:3]))
 	clk.Advance(time.Second)
 	if v := adminOrigin(t, g); v.MembershipChanges != 1 {
 		t.Fatalf("applied before the debounce window passed: %d changes", v.MembershipChanges)
@@ -623,7 +609,7 @@ origins:
 
 	// Garbage: the last good set stays, and the log and /admin/origins say
 	// why.
-	writeEndpoints(t, path, "endpoints: [{address: 127.0.0.1, weight: lots}\n\x00\x01")
+	writeFileAtomic(t, path, "endpoints: [{address: 127.0.0.1, weight: lots}\n\x00\x01")
 	clk.Advance(time.Second)
 	v := adminOrigin(t, g)
 	if !strings.Contains(v.SourceError, path) || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[:3])) {
@@ -643,7 +629,7 @@ origins:
 	}
 
 	// A good file again: followed, and the error clears.
-	writeEndpoints(t, path, endpointsYAML(srvs[1:]))
+	writeFileAtomic(t, path, endpointsYAML(srvs[1:]))
 	clk.Advance(3 * time.Second)
 	v = adminOrigin(t, g)
 	if v.SourceError != "" || v.MembershipChanges != 3 || !slices.Equal(endpointAddrs(v), addrsOfServers(srvs[1:])) {

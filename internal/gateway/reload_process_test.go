@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -21,9 +22,10 @@ import (
 // These tests send real signals to a real `corput serve` process, and hand
 // it real sockets the way systemd does.
 
-// steadyLoad is W keep-alive clients sending GET url back to back,
-// counting answers and, apart, failures of any kind.
-type steadyLoad struct {
+// keepAliveLoad is W keep-alive clients, each on its own connection,
+// sending GET url(w, i) back to back (pause between two), counting answers
+// and, apart, failures of any kind.
+type keepAliveLoad struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	ok     atomic.Int64
@@ -32,37 +34,22 @@ type steadyLoad struct {
 	errs   []string // the first few failures
 }
 
-func startSteadyLoad(t *testing.T, url string, workers int) *steadyLoad {
-	l := &steadyLoad{stop: make(chan struct{})}
-	for range workers {
-		tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}
+func startKeepAliveLoad(t *testing.T, workers int, pause time.Duration, tlsc *tls.Config, url func(w, i int) string) *keepAliveLoad {
+	l := &keepAliveLoad{stop: make(chan struct{})}
+	for w := range workers {
+		tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, TLSClientConfig: tlsc}
 		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			defer tr.CloseIdleConnections()
-			for {
+			for i := 0; ; i++ {
 				select {
 				case <-l.stop:
 					return
-				case <-time.After(time.Millisecond):
+				case <-time.After(pause):
 				}
-				resp, err := c.Get(url)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						l.ok.Add(1)
-						continue
-					}
-					err = fmt.Errorf("status %d %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"))
-				}
-				l.failed.Add(1)
-				l.mu.Lock()
-				if len(l.errs) < 5 {
-					l.errs = append(l.errs, err.Error())
-				}
-				l.mu.Unlock()
+				l.one(c, url(w, i))
 			}
 		}()
 	}
@@ -70,7 +57,26 @@ func startSteadyLoad(t *testing.T, url string, workers int) *steadyLoad {
 	return l
 }
 
-func (l *steadyLoad) halt() {
+func (l *keepAliveLoad) one(c *http.Client, url string) {
+	resp, err := c.Get(url)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			l.ok.Add(1)
+			return
+		}
+		err = fmt.Errorf("%s: status %d %s", url, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
+	}
+	l.failed.Add(1)
+	l.mu.Lock()
+	if len(l.errs) < 5 {
+		l.errs = append(l.errs, err.Error())
+	}
+	l.mu.Unlock()
+}
+
+func (l *keepAliveLoad) halt() {
 	select {
 	case <-l.stop:
 	default:
@@ -79,13 +85,19 @@ func (l *steadyLoad) halt() {
 	l.wg.Wait()
 }
 
-func (l *steadyLoad) check(t *testing.T, what string) {
+func (l *keepAliveLoad) check(t *testing.T, what string) {
 	t.Helper()
 	if n := l.failed.Load(); n > 0 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		t.Errorf("%s: %d of %d requests failed; first: %v", what, n, n+l.ok.Load(), l.errs)
 	}
+}
+
+// startSteadyLoad is W plain HTTP clients sending GET url, a millisecond
+// apart.
+func startSteadyLoad(t *testing.T, url string, workers int) *keepAliveLoad {
+	return startKeepAliveLoad(t, workers, time.Millisecond, nil, func(int, int) string { return url })
 }
 
 func serveConfig(extraRoutes []string, origins []*testorigin.Server, top string) string {

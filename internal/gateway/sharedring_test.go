@@ -455,7 +455,7 @@ func TestSharedIndicesRefusedUpdatesKeepTheLastGoodSet(t *testing.T) {
 		for _, a := range addrs[:4] {
 			goodYAML += fmt.Sprintf("  - {address: %q, zone: z1, ring_index: %d, ring_subsets: 2}\n", a, good[a])
 		}
-		writeEndpoints(t, path, goodYAML)
+		writeFileAtomic(t, path, goodYAML)
 		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		g := runGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -470,14 +470,14 @@ origins:
 		checkPlacement(t, g, "shared")
 		kept := snapshotOf(g)
 		for _, r := range refusals {
-			writeEndpoints(t, path, goodYAML+r.yaml)
+			writeFileAtomic(t, path, goodYAML+r.yaml)
 			clk.Advance(time.Second)
 			if v := adminOrigin(t, g); !strings.Contains(v.SourceError, r.cause) || !strings.Contains(v.SourceError, path) || v.MembershipChanges != 1 {
 				t.Fatalf("%s: source_error %q, %d changes; want the file, the cause and the first set only", r.name, v.SourceError, v.MembershipChanges)
 			}
 			checkServing(t, g, kept)
 		}
-		writeEndpoints(t, path, goodYAML+fmt.Sprintf("  - {address: %q, zone: z1, ring_index: 4, ring_subsets: 2}\n", addrs[4]))
+		writeFileAtomic(t, path, goodYAML+fmt.Sprintf("  - {address: %q, zone: z1, ring_index: 4, ring_subsets: 2}\n", addrs[4]))
 		clk.Advance(time.Second)
 		if v := adminOrigin(t, g); v.SourceError != "" || v.Placement != "shared" || len(v.Endpoints) != 5 {
 			t.Fatalf("after a valid file: source_error %q, placement %q, %d endpoints", v.SourceError, v.Placement, len(v.Endpoints))

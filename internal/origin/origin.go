@@ -102,6 +102,11 @@ type Options struct {
 	BodyBytes int
 	// IdleTimeout closes keep-alive connections idle this long; 0 never.
 	IdleTimeout time.Duration
+	// HeaderTimeout bounds the wait for a request's head, the first one's
+	// from the accept (net/http's ReadHeaderTimeout): a connection opened
+	// ahead of need and never used is closed when it runs out, as most
+	// servers do. 0 means 10 s; negative, none.
+	HeaderTimeout time.Duration
 	// CertFile and KeyFile are the TLS certificate; when empty a
 	// self-signed one for 127.0.0.1, ::1 and localhost is generated.
 	CertFile, KeyFile string
@@ -166,9 +171,16 @@ func Start(opts Options) (*Server, error) {
 	if errLog == nil {
 		errLog = io.Discard
 	}
+	headerTimeout := opts.HeaderTimeout
+	switch {
+	case headerTimeout == 0:
+		headerTimeout = 10 * time.Second
+	case headerTimeout < 0:
+		headerTimeout = 0
+	}
 	s.http = &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 		ErrorLog:          log.New(errLog, "origin: ", 0),
 		Protocols:         new(http.Protocols),

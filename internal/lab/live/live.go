@@ -15,6 +15,12 @@
 // (gateway, loop), samples both sides every second, then stops the
 // gateways and checks that the origins saw every connection close.
 //
+// The reload experiment (reload.go) then puts 10 configuration reloads
+// (SIGHUP) of one gateway beside a restart of it under the same load, and
+// checks that the reloads created no more upstream connections than a
+// steady window of the same length, were all applied and failed no
+// request. Options.Scenario runs either part alone.
+//
 // Invariants: the origins run for the whole run and their counters are
 // read as differences, so a step counts only its own connections; the
 // scraper removes its own connection from the origins' counts exactly;
@@ -54,8 +60,17 @@ type Options struct {
 	Rate float64
 	// StepDuration is how long each step's load runs.
 	StepDuration time.Duration
+	// Scenario is what runs: ScenarioAll ("" too) the steps, then the
+	// reload experiment; ScenarioSteps or ScenarioReload one of them.
+	Scenario string
 	// Steps are the IDs to run, in order (see StepIDs); empty runs all.
 	Steps []string
+	// Reloads is the reload experiment's number of SIGHUPs, ReloadEvery
+	// the time between two, RestartWindow how long the load runs from
+	// the restart on (see reload.go).
+	Reloads       int
+	ReloadEvery   time.Duration
+	RestartWindow time.Duration
 	// Binary is the corput executable to run `corput origin` and
 	// `corput serve` from; default os.Executable().
 	Binary string
@@ -73,6 +88,20 @@ const (
 	DefaultRate         = 320
 	DefaultStepDuration = 15 * time.Second
 )
+
+// Scenarios, for Options.Scenario.
+const (
+	ScenarioAll    = "default" // the steps, then the reload experiment
+	ScenarioSteps  = "steps"   // the steps (StepIDs)
+	ScenarioReload = "reload"  // reloads vs a restart of one gateway
+)
+
+// Scenarios lists the scenario names.
+func Scenarios() []string { return []string{ScenarioAll, ScenarioSteps, ScenarioReload} }
+
+// runs reports whether the options' scenario includes part (ScenarioSteps
+// or ScenarioReload).
+func (o Options) runs(part string) bool { return o.Scenario == ScenarioAll || o.Scenario == part }
 
 // withDefaults fills zero fields and checks the rest.
 func (o Options) withDefaults() (Options, error) {
@@ -97,7 +126,29 @@ func (o Options) withDefaults() (Options, error) {
 	if o.StepDuration == 0 {
 		o.StepDuration = DefaultStepDuration
 	}
+	if o.Scenario == "" {
+		o.Scenario = ScenarioAll
+	}
+	def(&o.Reloads, DefaultReloads)
+	if o.ReloadEvery == 0 {
+		o.ReloadEvery = DefaultReloadEvery
+	}
+	if o.RestartWindow == 0 {
+		o.RestartWindow = DefaultRestartWindow
+	}
 	var errs []error
+	if !slices.Contains(Scenarios(), o.Scenario) {
+		errs = append(errs, fmt.Errorf("scenario %q: want one of %v", o.Scenario, Scenarios()))
+	}
+	if o.Reloads < 1 {
+		errs = append(errs, fmt.Errorf("reloads %d: want at least 1", o.Reloads))
+	}
+	if o.ReloadEvery < 200*time.Millisecond {
+		errs = append(errs, fmt.Errorf("reload interval %v: want at least 200ms (each reload is waited for)", o.ReloadEvery))
+	}
+	if o.RestartWindow < 3*time.Second {
+		errs = append(errs, fmt.Errorf("restart window %v: want at least 3s (a start, a drain and the load after them)", o.RestartWindow))
+	}
 	if o.Gateways < 1 || o.Loops < 1 || o.Endpoints < 1 {
 		errs = append(errs, fmt.Errorf("gateways %d, loops %d, endpoints %d: each must be at least 1", o.Gateways, o.Loops, o.Endpoints))
 	}
@@ -139,7 +190,31 @@ type Results struct {
 	// Origins are the origins' addresses, endpoint i first.
 	Origins []string     `json:"origins"`
 	Steps   []StepResult `json:"steps"`
+	// Reload is the reload experiment's; nil when it did not run.
+	Reload *ReloadResult `json:"reload,omitempty"`
+	// Checks are the must-show inequalities evaluated on the run's own
+	// figures (the reload experiment's).
+	Checks []Check `json:"checks,omitempty"`
 }
+
+// Check is one must-show inequality, evaluated on the run's figures.
+type Check struct {
+	Name   string `json:"name"`
+	Pass   bool   `json:"pass"`
+	Detail string `json:"detail"`
+}
+
+// Status is PASS or FAIL.
+func (c Check) Status() string {
+	if c.Pass {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// ErrChecksFailed is Run's error when the run went through and wrote its
+// report, but a check failed.
+var ErrChecksFailed = errors.New("a check failed")
 
 // StepResult is one step's measurements.
 type StepResult struct {
@@ -198,17 +273,23 @@ type Summary struct {
 	LeftOpen int64 `json:"left_open_after_stop"`
 }
 
-// Run runs the steps, prints the comparison tables to o.Stdout and writes
-// live-results.json, live-report.md and the plots to o.Out.
+// Run runs the steps and the reload experiment (as o.Scenario says),
+// prints the comparison tables and one PASS/FAIL line per check to
+// o.Stdout and writes live-results.json, live-report.md and the plots to
+// o.Out. A failed check is ErrChecksFailed, once everything is written.
 func Run(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
 		return err
 	}
-	steps := o.steps()
+	var steps []Step
+	if o.runs(ScenarioSteps) {
+		steps = o.steps()
+	}
 	if len(o.Steps) > 0 {
 		steps = slices.DeleteFunc(steps, func(s Step) bool { return !slices.Contains(o.Steps, s.ID) })
 	}
+	_, _, _, reloadLoad := o.reloadSpans()
 	work := filepath.Join(o.Out, "live-run")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
@@ -222,13 +303,24 @@ func Run(ctx context.Context, o Options) error {
 	if o.InProcess {
 		r.launch, r.res.Mode = inProcess{}, "in-process"
 	}
-	fmt.Fprintf(o.Stdout, "corput lab --live: %d gateways × %d loops × %d endpoints, %g req/s, %v per step, %d steps (%s); logs and configs in %s\n",
-		o.Gateways, o.Loops, o.Endpoints, o.Rate, o.StepDuration, len(steps), r.res.Mode, work)
+	what := fmt.Sprintf("%d gateways × %d loops × %d endpoints, %g req/s, %v per step, %d steps", o.Gateways, o.Loops, o.Endpoints, o.Rate, o.StepDuration, len(steps))
+	if o.runs(ScenarioReload) {
+		what += fmt.Sprintf(", then %d reloads %v apart and a restart of one gateway (%v of load)", o.Reloads, o.ReloadEvery, reloadLoad)
+	}
+	if len(steps) == 0 {
+		what = fmt.Sprintf("%d reloads %v apart and a restart of one gateway of %d loops × %d endpoints, %g req/s (%v of load)",
+			o.Reloads, o.ReloadEvery, o.Loops, o.Endpoints, o.Rate, reloadLoad)
+	}
+	fmt.Fprintf(o.Stdout, "corput lab --live: %s (%s); logs and configs in %s\n", what, r.res.Mode, work)
 	began := time.Now()
 	if err := r.startOrigins(ctx); err != nil {
 		return errors.Join(err, stopAll(r.origins))
 	}
-	r.bar = progress.New(o.Stdout, "lab --live", len(steps)*int(o.StepDuration/time.Second))
+	seconds := len(steps) * int(o.StepDuration/time.Second)
+	if o.runs(ScenarioReload) {
+		seconds += int(reloadLoad / time.Second)
+	}
+	r.bar = progress.New(o.Stdout, "lab --live", seconds)
 	for _, st := range steps {
 		res, err := r.step(ctx, st, work)
 		if err != nil {
@@ -242,10 +334,32 @@ func Run(ctx context.Context, o Options) error {
 				st.ID, s.OriginOpen, s.MetricsOpen, s.OriginSteady, s.MetricsSteady, res.Load.Requests)
 		}
 	}
+	if o.runs(ScenarioReload) {
+		res, err := r.reload(ctx, work)
+		if err != nil {
+			r.bar.Done()
+			return errors.Join(fmt.Errorf("reload experiment: %w", err), stopAll(r.origins))
+		}
+		r.res.Reload = &res
+		r.res.Checks = append(r.res.Checks, res.checks()...)
+		if r.bar == nil {
+			rl, rs := res.window(WindowReloads), res.window(WindowRestart)
+			fmt.Fprintf(o.Stdout, "reload: %.0f of %d reloads applied; created %d / %.0f in the reload window, %d / %.0f in the restart window; %d and %d requests failed\n",
+				res.ReloadsOK, res.Reloads, rl.OriginCreated, rl.MetricsCreated, rs.OriginCreated, rs.MetricsCreated, rl.Failed, rs.Failed)
+		}
+	}
 	r.bar.Done()
 	err = stopAll(r.origins)
 	r.res.WallSeconds = time.Since(began).Seconds()
-	return errors.Join(err, r.res.write(o.Out, o.Stdout))
+	if err := errors.Join(err, r.res.write(o.Out, o.Stdout)); err != nil {
+		return err
+	}
+	for _, c := range r.res.Checks {
+		if !c.Pass {
+			return ErrChecksFailed
+		}
+	}
+	return nil
 }
 
 // run is one live run's state.
@@ -320,7 +434,7 @@ func (r *run) step(ctx context.Context, st Step, work string) (StepResult, error
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		res.Load, err = drive(lctx, gws, st.Loops, o.Rate, o.StepDuration, o.Seed^uint64(len(r.res.Steps)+1))
+		res.Load, err = drive(lctx, gws, st.Loops, o.Rate, o.StepDuration, o.Seed^uint64(len(r.res.Steps)+1), nil)
 		done <- err
 	}()
 	// Samples fall on whole seconds of the load; one that comes late

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(m)) }
 func small(t *testing.T, steps ...string) Options {
 	return Options{
 		Out: t.TempDir(), Seed: 7, Gateways: 2, Loops: 2, Endpoints: 8, SubsetSize: 2,
-		Rate: 40, StepDuration: 3 * time.Second, Steps: steps,
+		Rate: 40, StepDuration: 3 * time.Second, Scenario: ScenarioSteps, Steps: steps,
 	}
 }
 

@@ -34,14 +34,20 @@ type Load struct {
 }
 
 // drive sends rate requests per second for d, split evenly over loops
-// streams per gateway, and sums what they saw.
-func drive(ctx context.Context, gateways []*part, loops int, rate float64, d time.Duration, seed uint64) (Load, error) {
+// streams per gateway, and sums what they saw. A non-nil progress hears
+// each stream's running tally about once a second, from that stream's
+// goroutine.
+func drive(ctx context.Context, gateways []*part, loops int, rate float64, d time.Duration, seed uint64, progress func(stream int, p loadgen.Progress)) (Load, error) {
 	n := len(gateways) * loops
 	reports := make([]loadgen.Report, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		gw := gateways[i/loops]
+		var tally func(loadgen.Progress)
+		if progress != nil {
+			tally = func(p loadgen.Progress) { progress(i, p) }
+		}
 		wg.Go(func() {
 			reports[i], errs[i] = loadgen.Run(ctx, loadgen.Options{
 				Target:   "http://" + gw.addr,
@@ -51,6 +57,7 @@ func drive(ctx context.Context, gateways []*part, loops int, rate float64, d tim
 				Timeout:  10 * time.Second,
 				Proto:    "h2c",
 				MaxConns: 1, // one downstream connection: one loop
+				Progress: tally,
 			})
 		})
 	}

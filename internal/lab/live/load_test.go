@@ -38,7 +38,7 @@ func TestDriveOneConnectionPerStream(t *testing.T) {
 	const loops, runs = 4, 10
 	for i := range runs {
 		before := conns.Load()
-		l, err := drive(context.Background(), gw, loops, 800, 300*time.Millisecond, uint64(i))
+		l, err := drive(context.Background(), gw, loops, 800, 300*time.Millisecond, uint64(i), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,8 +74,21 @@ func rates(a, b Sample) (origin, metrics float64) {
 	return float64(b.OriginAccepted-a.OriginAccepted) / dt, (b.MetricsCreated - a.MetricsCreated) / dt
 }
 
-// tables are the comparison tables.
+// tables are the comparison tables: the steps' two, if they ran, then the
+// reload experiment's.
 func (res *Results) tables() []report.Table {
+	var out []report.Table
+	if len(res.Steps) > 0 {
+		out = append(out, res.stepTables()...)
+	}
+	if res.Reload != nil {
+		out = append(out, res.Reload.table())
+	}
+	return out
+}
+
+// stepTables are the steps' comparison tables.
+func (res *Results) stepTables() []report.Table {
 	conns := report.Table{
 		Title: "Upstream connections: origins (ground truth) / gateway /metrics",
 		Header: []string{"step", "pools", "floor", "open (steady)", "created at start",
@@ -132,6 +145,12 @@ func (res *Results) write(dir string, stdout io.Writer) error {
 		fmt.Fprintln(stdout)
 		fmt.Fprint(stdout, t.Text())
 	}
+	if len(res.Checks) > 0 {
+		fmt.Fprintln(stdout)
+	}
+	for _, c := range res.Checks {
+		fmt.Fprintf(stdout, "%s  %s: %s\n", c.Status(), c.Name, c.Detail)
+	}
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
@@ -150,16 +169,46 @@ func (res *Results) write(dir string, stdout io.Writer) error {
 	return nil
 }
 
-// document draws the plots and assembles the report.
+// document draws the plots and assembles the report: the steps'
+// comparison and sections, if they ran, then the reload experiment's.
 func (res *Results) document(dir string, tables []report.Table) (report.Doc, error) {
 	doc := report.Doc{
 		Title: "corput lab --live",
 		Intro: fmt.Sprintf("%d gateways × %d loops × %d endpoints on loopback (%s), %g requests/s of the 70/30 mix for %gs per step, seed %d; "+
 			"%.0f s wall time. Every connection is counted twice: at the origins (TCP accepts, ground truth) and by the gateways' "+
-			"`corput_upstream_connections_created_total` / `_open`. docs/lab-live.md explains how to read this.",
+			"`corput_upstream_connections_created_total` / `_open`. docs/lab-live.md explains how to read this, docs/lab.md the reload experiment.",
 			res.Gateways, res.Loops, res.Endpoints, res.Mode, res.Rate, res.StepSeconds, res.Seed, res.WallSeconds),
 	}
+	if len(res.Steps) > 0 {
+		stepTables := tables
+		if res.Reload != nil {
+			stepTables = tables[:len(tables)-1] // the reload table is in its own section
+		}
+		secs, err := res.stepSections(dir, stepTables)
+		if err != nil {
+			return doc, err
+		}
+		doc.Sections = secs
+	} else {
+		doc.Intro = fmt.Sprintf("The reload experiment on loopback (%s), %g requests/s of the 70/30 mix, seed %d, %.0f s wall time. "+
+			"Every connection is counted twice: at the origins (TCP accepts, ground truth) and by the gateway's "+
+			"`corput_upstream_connections_created_total`. docs/lab.md explains how to read this.", res.Mode, res.Rate, res.Seed, res.WallSeconds)
+	}
+	if res.Reload != nil {
+		sec, err := res.Reload.section(dir, res.Checks)
+		if err != nil {
+			return doc, err
+		}
+		doc.Sections = append(doc.Sections, sec)
+	}
+	return doc, nil
+}
+
+// stepSections draws the steps' plots: the comparison first, then one
+// section per step.
+func (res *Results) stepSections(dir string, tables []report.Table) ([]report.Section, error) {
 	overview := report.Section{Title: "Comparison", Tables: tables}
+	var secs []report.Section
 	var openAll, createdAll []report.Series
 	for _, sr := range res.Steps {
 		id := sr.Step.ID
@@ -174,29 +223,28 @@ func (res *Results) document(dir string, tables []report.Table) (report.Doc, err
 		if err := report.LinePlot(filepath.Join(dir, sec.Plots[0]), report.LineOptions{
 			Title: "step " + id + ": open upstream connections", XLabel: "seconds since the load started", YLabel: "connections",
 		}, open[:]...); err != nil {
-			return doc, err
+			return nil, err
 		}
 		if err := report.LinePlot(filepath.Join(dir, sec.Plots[1]), report.LineOptions{
 			Title: "step " + id + ": connections created per second", XLabel: "seconds since the load started", YLabel: "connections/s",
 		}, created[:]...); err != nil {
-			return doc, err
+			return nil, err
 		}
-		doc.Sections = append(doc.Sections, sec)
+		secs = append(secs, sec)
 	}
 	overview.Plots = []string{"live-open.png", "live-created.png"}
 	if err := report.LinePlot(filepath.Join(dir, overview.Plots[0]), report.LineOptions{
 		Title: "open upstream connections at the origins, by step", XLabel: "seconds since the load started", YLabel: "connections",
 	}, openAll...); err != nil {
-		return doc, err
+		return nil, err
 	}
 	if err := report.LinePlot(filepath.Join(dir, overview.Plots[1]), report.LineOptions{
 		Title: "connections created per second at the origins, by step (log scale; 0 drawn at 0.1)", XLabel: "seconds since the load started",
 		YLabel: "connections/s", LogY: true,
 	}, createdAll...); err != nil {
-		return doc, err
+		return nil, err
 	}
-	doc.Sections = append([]report.Section{overview}, doc.Sections...)
-	return doc, nil
+	return append([]report.Section{overview}, secs...), nil
 }
 
 // series are a step's open connections and creation rate over time, at the

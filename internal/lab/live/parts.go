@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"time"
 
 	"github.com/corput/corput/internal/config"
@@ -19,6 +21,9 @@ type part struct {
 	addr  string // the serving address, host:port
 	admin string // a gateway's admin address; "" for an origin
 	stop  func() error
+	// reload has a gateway started by gatewayOn read its file again
+	// (SIGHUP for a process); nil for the others.
+	reload func() error
 }
 
 // launcher starts the parts of a run. The run talks to every part over
@@ -32,6 +37,12 @@ type launcher interface {
 	// gateway starts a gateway from a config file's text; name is unique
 	// within the run.
 	gateway(ctx context.Context, name string, cfg []byte) (*part, error)
+	// gatewayOn starts a gateway from the config file at path that
+	// serves the listening socket ln instead of binding its listen
+	// address (socket activation): a restart hands the same socket to
+	// the next gateway, which accepts beside the old one. Its part can
+	// reload.
+	gatewayOn(ctx context.Context, name, path string, ln *os.File) (*part, error)
 }
 
 // originID names origin i in logs and in the X-Corput-Origin header.
@@ -71,7 +82,31 @@ func (inProcess) gateway(_ context.Context, name string, text []byte) (*part, er
 	if err != nil {
 		return nil, fmt.Errorf("gateway %s: %w", name, err)
 	}
-	g, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startInProcess(name, cfg, gateway.Options{})
+}
+
+// gatewayOn serves a copy of ln (net.FileListener) and reloads through
+// Gateway.ReloadFromSource, the path SIGHUP takes in `corput serve`.
+func (inProcess) gatewayOn(_ context.Context, name, path string, ln *os.File) (*part, error) {
+	load := func() (*config.Config, error) { return config.Load(path) }
+	cfg, err := load()
+	if err != nil {
+		return nil, fmt.Errorf("gateway %s: %w", name, err)
+	}
+	l, err := net.FileListener(ln)
+	if err != nil {
+		return nil, fmt.Errorf("gateway %s: the socket handed over: %w", name, err)
+	}
+	p, err := startInProcess(name, cfg, gateway.Options{Load: load, Listeners: gateway.Listeners{Listen: l}})
+	if err != nil {
+		l.Close()
+	}
+	return p, err
+}
+
+func startInProcess(name string, cfg *config.Config, opts gateway.Options) (*part, error) {
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("gateway %s: %w", name, err)
 	}
@@ -84,7 +119,7 @@ func (inProcess) gateway(_ context.Context, name string, text []byte) (*part, er
 		defer cancel()
 		return g.Shutdown(ctx)
 	}
-	return &part{name: "gateway " + name, addr: g.Addr(), admin: g.AdminAddr(), stop: stop}, nil
+	return &part{name: "gateway " + name, addr: g.Addr(), admin: g.AdminAddr(), stop: stop, reload: g.ReloadFromSource}, nil
 }
 
 // stopGrace is how long a part may take to drain and exit before it is

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -51,11 +52,26 @@ func (p *processes) gateway(ctx context.Context, name string, cfg []byte) (*part
 	if err := os.WriteFile(path, cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("gateway %s: write config: %w", name, err)
 	}
-	c, m, err := p.spawn(ctx, name, []string{"serve", "--config", path}, gatewayServing)
+	return p.gatewayOn(ctx, name, path, nil)
+}
+
+// gatewayOn hands ln over as systemd does (LISTEN_FDS=1, named listen)
+// through sh, which sets LISTEN_PID to its own pid and execs corput in
+// place; with ln nil the gateway binds its listen address itself.
+func (p *processes) gatewayOn(ctx context.Context, name, path string, ln *os.File) (*part, error) {
+	args := []string{"serve", "--config", path}
+	cmd := exec.Command(p.bin, args...)
+	if ln != nil {
+		const script = `LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=listen exec "$0" "$@"`
+		cmd = exec.Command("/bin/sh", append([]string{"-c", script, p.bin}, args...)...)
+		cmd.ExtraFiles = []*os.File{ln}
+	}
+	c, m, err := p.start(ctx, name, cmd, gatewayServing)
 	if err != nil {
 		return nil, err
 	}
-	return &part{name: "gateway " + name, addr: m[1], admin: m[2], stop: c.stop}, nil
+	hup := func() error { return c.cmd.Process.Signal(syscall.SIGHUP) }
+	return &part{name: "gateway " + name, addr: m[1], admin: m[2], stop: c.stop, reload: hup}, nil
 }
 
 // child is a started process.
@@ -70,13 +86,17 @@ type child struct {
 // line of the log matches ready; it returns the submatches. A child that
 // exits or stays silent is killed and reported with its log's tail.
 func (p *processes) spawn(ctx context.Context, name string, args []string, ready *regexp.Regexp) (*child, []string, error) {
+	return p.start(ctx, name, exec.Command(p.bin, args...), ready)
+}
+
+// start is spawn for a command already built.
+func (p *processes) start(ctx context.Context, name string, cmd *exec.Cmd, ready *regexp.Regexp) (*child, []string, error) {
 	logPath := filepath.Join(p.dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {

@@ -22,6 +22,7 @@ const (
 	metricCreated = "corput_upstream_connections_created_total"
 	metricOpen    = "corput_upstream_connections_open"
 	metricClosed  = "corput_upstream_connections_closed_total"
+	metricReloads = "corput_config_reloads_total"
 )
 
 // scraper reads the two sides of the count: each origin's /origin/stats
@@ -87,6 +88,9 @@ func (s *scraper) origin(ctx context.Context, addr string) (originCount, error) 
 type gatewayCount struct {
 	Open, Created float64
 	Closed        map[string]float64 // by reason
+	// ReloadsOK and ReloadsRejected are corput_config_reloads_total by
+	// result.
+	ReloadsOK, ReloadsRejected float64
 }
 
 // gateway scrapes the gateway whose admin listener is at admin.
@@ -106,6 +110,17 @@ func (s *scraper) gateway(ctx context.Context, admin string) (gatewayCount, erro
 	}
 	for _, m := range fams[metricCreated].GetMetric() {
 		gc.Created += m.GetCounter().GetValue()
+	}
+	for _, m := range fams[metricReloads].GetMetric() {
+		for _, l := range m.GetLabel() {
+			switch {
+			case l.GetName() != "result":
+			case l.GetValue() == "ok":
+				gc.ReloadsOK += m.GetCounter().GetValue()
+			case l.GetValue() == "rejected":
+				gc.ReloadsRejected += m.GetCounter().GetValue()
+			}
+		}
 	}
 	for _, m := range fams[metricClosed].GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -148,6 +163,8 @@ func (a originCount) plus(b originCount) originCount {
 func (a gatewayCount) plus(b gatewayCount) gatewayCount {
 	a.Open += b.Open
 	a.Created += b.Created
+	a.ReloadsOK += b.ReloadsOK
+	a.ReloadsRejected += b.ReloadsRejected
 	for k, v := range b.Closed {
 		a.Closed[k] += v
 	}

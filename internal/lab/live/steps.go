@@ -107,12 +107,27 @@ func (o Options) tunedIdle() time.Duration {
 // listed statically, one route, the step's loops, protocol, subset and
 // pool settings; everything else at its default.
 func (st Step) gatewayConfig(i, gateways int, endpoints []string) []byte {
+	return st.config(fmt.Sprintf("step %s: %s", st.ID, st.Title), i, gateways, endpoints, nil, 0)
+}
+
+// config is the YAML of gateway i: routes are path prefixes added after
+// the catch-all route, maxConns is pool.max_connections (0: the default,
+// left out).
+func (st Step) config(title string, i, gateways int, endpoints, routes []string, maxConns int) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# corput lab --live, step %s: %s\n", st.ID, st.Title)
+	fmt.Fprintf(&b, "# corput lab --live, %s\n", title)
 	b.WriteString("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\n")
 	fmt.Fprintf(&b, "loops: %d\nfleet: {instance: %d, size: %d}\n", st.Loops, i, gateways)
 	b.WriteString("shutdown: {drain_timeout: 5s}\n")
-	b.WriteString("routes: [{path_prefix: /, origin: fleet}]\norigins:\n  - name: fleet\n")
+	if len(routes) == 0 {
+		b.WriteString("routes: [{path_prefix: /, origin: fleet}]\n")
+	} else {
+		b.WriteString("routes:\n  - {path_prefix: /, origin: fleet}\n")
+		for _, r := range routes {
+			fmt.Fprintf(&b, "  - {path_prefix: %s, origin: fleet}\n", r)
+		}
+	}
+	b.WriteString("origins:\n  - name: fleet\n")
 	fmt.Fprintf(&b, "    protocol: %s\n    endpoints:\n", st.Protocol)
 	for _, e := range endpoints {
 		fmt.Fprintf(&b, "      - {address: %q}\n", e)
@@ -122,6 +137,10 @@ func (st Step) gatewayConfig(i, gateways int, endpoints []string) []byte {
 	} else {
 		fmt.Fprintf(&b, "    subset: {algorithm: %s}\n", st.Subset)
 	}
-	fmt.Fprintf(&b, "    pool: {prewarm: %d, idle_timeout: %v, max_lifetime: %v}\n", st.Prewarm, st.IdleTimeout, st.MaxLifetime)
+	fmt.Fprintf(&b, "    pool: {prewarm: %d, idle_timeout: %v, max_lifetime: %v", st.Prewarm, st.IdleTimeout, st.MaxLifetime)
+	if maxConns > 0 {
+		fmt.Fprintf(&b, ", max_connections: %d", maxConns)
+	}
+	b.WriteString("}\n")
 	return []byte(b.String())
 }
