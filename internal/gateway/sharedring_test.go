@@ -10,6 +10,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -23,8 +25,10 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/controlplane"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
+	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/subset"
 )
@@ -574,4 +578,116 @@ func TestSharedIndicesSurviveReloadsOfTheSubsetSettings(t *testing.T) {
 	if !sameRing(snapshotOf(g), r.Snapshot()) {
 		t.Fatal("back on ringsteady, the gateway does not hold the control plane's ring")
 	}
+}
+
+// With `corput control-plane` itself (internal/controlplane, a source file,
+// its state file) in front of two gateways that started at different
+// memberships: both hold the control plane's ring, so every endpoint has
+// exactly F/S = 1 frontend. The control plane then restarts on the same
+// state and address mid-test: no ring index changes, no gateway applies a
+// membership or re-subsets, and the origins accept 0 new connections;
+// requests are answered throughout.
+func TestControlPlaneRestartMovesNothingOnTheGateways(t *testing.T) {
+	srvs := fastOrigins(t, 12)
+	dir := t.TempDir()
+	source, state := filepath.Join(dir, "origins.yaml"), filepath.Join(dir, "state.json")
+	writeSource := func(srvs []*testorigin.Server) {
+		text := "origins:\n  - name: app\n    subset: {size: 4}\n    endpoints:\n"
+		for _, s := range srvs {
+			text += fmt.Sprintf("      - {address: %q, zone: z1}\n", s.Addr())
+		}
+		writeFileAtomic(t, source, text)
+	}
+	startCP := func(listen string) *controlplane.ControlPlane {
+		t.Helper()
+		cp, err := controlplane.Start(controlplane.Options{Listen: listen, StatePath: state, Source: source, Debounce: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cp.Close)
+		return cp
+	}
+	writeSource(srvs[:11])
+	cp := startCP("127.0.0.1:0")
+	gateway := func(instance int) *Gateway {
+		return runGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 2
+fleet: {instance: %d, size: 2}
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    discovery: {type: xds, server: %q, cluster: app, node_id: gw-%d}
+    debounce: 0s
+    subset: {size: 4}
+    pool: {prewarm: 1}
+`, instance, cp.Addr(), instance), Options{})
+	}
+	g0 := gateway(0)
+	waitReady(t, g0)
+	// One endpoint replaced; then the second gateway starts, from the
+	// membership as it is now.
+	writeSource(srvs[1:])
+	poll.Until(t, "gateway 0 to follow the change", func() bool { return holds(g0, addrsOfServers(srvs[1:])) })
+	waitReady(t, g0)
+	g1 := gateway(1)
+	waitReady(t, g1)
+	fleet := []*Gateway{g0, g1}
+	uses := map[string]int{}
+	for i, g := range fleet {
+		checkPlacement(t, g, "shared")
+		if !sameRing(snapshotOf(g), snapshotOf(g0)) {
+			t.Fatalf("gateway %d holds another ring than gateway 0", i)
+		}
+		for _, s := range sortedSubsets(g) {
+			for _, a := range s {
+				uses[a]++
+			}
+		}
+	}
+	for _, s := range srvs[1:] {
+		if uses[s.Addr()] != 1 {
+			t.Fatalf("endpoint %s has %d frontends, want exactly 1 (4 frontends, 4 subsets): %v", s.Addr(), uses[s.Addr()], uses)
+		}
+	}
+	c, closeIdle := client()
+	defer closeIdle()
+	serve := func() {
+		t.Helper()
+		for _, g := range fleet {
+			getOK(t, c, g, 6)
+		}
+	}
+	serve()
+	acc, rings, changes := acceptedBy(srvs), []*subset.Snapshot{snapshotOf(g0), snapshotOf(g1)}, []uint64{}
+	for _, g := range fleet {
+		changes = append(changes, adminOrigin(t, g).MembershipChanges)
+	}
+
+	addr := cp.Addr()
+	cp.Close()
+	for i, g := range fleet {
+		poll.Until(t, fmt.Sprintf("gateway %d to notice the control plane is down", i), func() bool { return adminOrigin(t, g).SourceError != "" })
+	}
+	serve()
+	startCP(addr)
+	for i, g := range fleet {
+		poll.Until(t, fmt.Sprintf("gateway %d to take the restarted control plane's response", i), func() bool { return adminOrigin(t, g).SourceError == "" })
+	}
+	serve()
+	for i, g := range fleet {
+		if snap := snapshotOf(g); snap != rings[i] || !sameRing(snap, rings[i]) {
+			t.Errorf("gateway %d: the ring changed across the control plane's restart (version %d → %d)", i, rings[i].Version(), snap.Version())
+		}
+		if n := adminOrigin(t, g).MembershipChanges; n != changes[i] {
+			t.Errorf("gateway %d applied %d memberships across the restart, want 0", i, n-changes[i])
+		}
+		checkPlacement(t, g, "shared")
+	}
+	if after := acceptedBy(srvs); !maps.Equal(after, acc) {
+		t.Errorf("connections accepted per origin %v → %v across the control plane's restart; want no new one", acc, after)
+	}
+	t.Logf("control plane restarted on its state: 2 gateways, same ring before and after, 0 memberships applied, 0 new upstream connections")
 }
