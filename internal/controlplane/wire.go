@@ -8,25 +8,14 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/corput/corput/internal/discovery"
 )
 
-// The wire keys the gateways read (docs/discovery.md, "Shared ring
-// indices"): each LbEndpoint's metadata.filter_metadata[MetadataNamespace]
-// is a Struct holding the endpoint's ring index and the origin's subset
-// count. Any xDS control plane may set them; this one always sets both,
-// on every endpoint of every origin it serves.
-const (
-	// MetadataNamespace is the filter_metadata key of corput's Struct.
-	MetadataNamespace = "corput"
-	// KeyRingIndex is the endpoint's index on the origin's ring: a
-	// number, 0..N-1, each held by one endpoint.
-	KeyRingIndex = "ring_index"
-	// KeyRingSubsets is the origin's subset count as the control plane's
-	// ring chose it (its hysteresis's current value): a number, a power
-	// of two, the same on every endpoint of the origin. Each gateway still
-	// caps it by its own frontends.
-	KeyRingSubsets = "ring_subsets"
-)
+// The wire keys the gateways read are internal/discovery's
+// (MetadataNamespace, KeyRingIndex, KeyRingSubsets; docs/discovery.md,
+// "Shared ring indices"): this control plane always sets both, on every
+// endpoint of every origin it serves.
 
 // CLA is the ClusterLoadAssignment the control plane publishes for an
 // origin: one locality per zone (zones in order of name), each endpoint
@@ -57,12 +46,7 @@ func lbEndpoint(e Endpoint, subsets int) *endpointv3.LbEndpoint {
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
 		HealthStatus:        corev3.HealthStatus_HEALTHY,
 		LoadBalancingWeight: wrapperspb.UInt32(uint32(e.Weight)),
-		Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-			MetadataNamespace: {Fields: map[string]*structpb.Value{
-				KeyRingIndex:   structpb.NewNumberValue(float64(e.Index)),
-				KeyRingSubsets: structpb.NewNumberValue(float64(subsets)),
-			}},
-		}},
+		Metadata:            discovery.RingMetadata(e.Index, subsets),
 	}
 }
 
@@ -70,9 +54,9 @@ func lbEndpoint(e Endpoint, subsets int) *endpointv3.LbEndpoint {
 // and subset count, and false when either is missing. Tests and tools use
 // it to read what a control plane sent.
 func RingMetadata(lbe *endpointv3.LbEndpoint) (index, subsets int, ok bool) {
-	s := lbe.GetMetadata().GetFilterMetadata()[MetadataNamespace]
-	i, okI := s.GetFields()[KeyRingIndex].GetKind().(*structpb.Value_NumberValue)
-	n, okN := s.GetFields()[KeyRingSubsets].GetKind().(*structpb.Value_NumberValue)
+	s := lbe.GetMetadata().GetFilterMetadata()[discovery.MetadataNamespace]
+	i, okI := s.GetFields()[discovery.KeyRingIndex].GetKind().(*structpb.Value_NumberValue)
+	n, okN := s.GetFields()[discovery.KeyRingSubsets].GetKind().(*structpb.Value_NumberValue)
 	if !okI || !okN {
 		return 0, 0, false
 	}
