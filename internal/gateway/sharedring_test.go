@@ -691,3 +691,120 @@ origins:
 	}
 	t.Logf("control plane restarted on its state: 2 gateways, same ring before and after, 0 memberships applied, 0 new upstream connections")
 }
+
+// TestCorputControlPlaneGivesTheFleetOneRing is the fleet of
+// TestSharedIndicesFleetCoverageAcrossRingHistories with the indices from
+// the real `corput control-plane` (in process, on its source file and
+// state file) instead of a stand-in: 8 gateways × 2 loops, 200 endpoints,
+// 5 replaced, half the fleet restarted — frontends per endpoint exactly
+// 4..4. Then the control plane restarts on its state file: no gateway's
+// ring changes, none applies a membership. Then one endpoint is added and
+// one removed: at most two subsets change on every gateway, and every
+// gateway still holds the same ring.
+func TestCorputControlPlaneGivesTheFleetOneRing(t *testing.T) {
+	const size, loops = 8, 2
+	addrs := fakeAddrs(207)
+	dir := t.TempDir()
+	source, state := filepath.Join(dir, "origins.yaml"), filepath.Join(dir, "state.json")
+	writeSource := func(eps []string) {
+		var b strings.Builder
+		b.WriteString("origins:\n  - name: app\n    endpoints:\n")
+		for _, a := range eps {
+			fmt.Fprintf(&b, "      - {address: %q}\n", a)
+		}
+		writeFileAtomic(t, source, b.String())
+	}
+	startCP := func(listen string) *controlplane.ControlPlane {
+		t.Helper()
+		cp, err := controlplane.Start(controlplane.Options{Listen: listen, StatePath: state, Source: source, Debounce: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	want := func(eps []string) []string { return slices.Sorted(slices.Values(eps)) }
+	writeSource(addrs[:200])
+	cp := startCP("127.0.0.1:0")
+	defer func() { cp.Close() }()
+	fleet := make([]*xdsFleetMember, size)
+	for i := range fleet {
+		fleet[i] = startXDSFleetMember(t, cp.Addr(), i, size, loops)
+	}
+	waitFleetHolds(t, fleet, want(addrs[:200]))
+	final := addrs[5:205]
+	writeSource(final)
+	waitFleetHolds(t, fleet, want(final))
+	for i := 1; i < size; i += 2 {
+		fleet[i].stop()
+		fleet[i] = startXDSFleetMember(t, cp.Addr(), i, size, loops)
+	}
+	waitFleetHolds(t, fleet, want(final))
+	sameAcrossFleet := func(when string) {
+		t.Helper()
+		for i, m := range fleet {
+			if got := m.g.Origins().([]cluster.OriginView)[0].Placement; got != "shared" {
+				t.Errorf("%s: gateway %d reports placement %q", when, i, got)
+			}
+			if !sameRing(snapshotOf(m.g), snapshotOf(fleet[0].g)) {
+				t.Errorf("%s: gateway %d holds another ring than gateway 0", when, i)
+			}
+		}
+	}
+	sameAcrossFleet("after the restarts")
+	lo, hi, mean := coverage(fleet, final)
+	t.Logf("corput control-plane: 8 gateways × 2 loops, 200 endpoints (S = %d), half restarted after 5 were replaced: frontends per endpoint %d..%d (mean %.1f)",
+		snapshotOf(fleet[0].g).Subsets(), lo, hi, mean)
+	if lo != 4 || hi != 4 {
+		t.Errorf("frontends per endpoint %d..%d; want exactly 4 each", lo, hi)
+	}
+
+	// The control plane restarts on its state file.
+	rings, changes := make([]*subset.Snapshot, size), make([]uint64, size)
+	for i, m := range fleet {
+		rings[i], changes[i] = snapshotOf(m.g), m.g.Origins().([]cluster.OriginView)[0].MembershipChanges
+	}
+	addr := cp.Addr()
+	cp.Close()
+	cp = startCP(addr)
+	for i, m := range fleet {
+		poll.Until(t, fmt.Sprintf("gateway %d to hear the restarted control plane", i), func() bool {
+			return m.g.Origins().([]cluster.OriginView)[0].SourceError == ""
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // a response that would change something has arrived by now
+	for i, m := range fleet {
+		if snap := snapshotOf(m.g); snap != rings[i] {
+			t.Errorf("gateway %d: the ring changed across the control plane's restart (version %d → %d)", i, rings[i].Version(), snap.Version())
+		}
+		if n := m.g.Origins().([]cluster.OriginView)[0].MembershipChanges; n != changes[i] {
+			t.Errorf("gateway %d applied %d memberships across the control plane's restart, want 0", i, n-changes[i])
+		}
+	}
+
+	// One endpoint added, then one removed.
+	for _, step := range []string{"add", "remove"} {
+		before := make([]*subset.Snapshot, size)
+		for i, m := range fleet {
+			before[i] = snapshotOf(m.g)
+		}
+		if step == "add" {
+			final = append(slices.Clone(final), addrs[205])
+		} else {
+			victim := snapshotOf(fleet[0].g).Endpoints()[17].Address // a low index: the highest moves into its hole
+			final = slices.DeleteFunc(slices.Clone(final), func(a string) bool { return a == victim })
+		}
+		writeSource(final)
+		waitFleetHolds(t, fleet, want(final))
+		var changed []int
+		for i, m := range fleet {
+			n := changedSubsets(t, before[i], snapshotOf(m.g))
+			changed = append(changed, n)
+			if n > 2 || n == 0 {
+				t.Errorf("one endpoint %s: %d subsets changed on gateway %d; want 1 or 2", step, n, i)
+			}
+		}
+		sameAcrossFleet("after one endpoint " + step)
+		t.Logf("corput control-plane, one endpoint %s: subsets changed per gateway %v", step, changed)
+	}
+}
