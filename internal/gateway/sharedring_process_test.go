@@ -173,5 +173,3 @@ func endpointsOf(t *testing.T, p *serveProcess) []string {
 	}
 	return sortedCopyOf(out)
 }
-
-
