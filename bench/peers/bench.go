@@ -274,9 +274,25 @@ func fromReport(rep loadgen.Report) Result {
 	if rep.Overall != nil {
 		res.P50MS, res.P90MS, res.P99MS, res.MaxMS = rep.Overall.P50, rep.Overall.P90, rep.Overall.P99, rep.Overall.Max
 	}
+	for _, c := range rep.Classes {
+		switch c.Name {
+		case "light":
+			res.LightP50MS, res.LightP99MS = c.Latency.P50, c.Latency.P99
+		case "heavy":
+			res.HeavyP50MS, res.HeavyP99MS = c.Latency.P50, c.Latency.P99
+		}
+	}
 	res.Errors = rep.Requests - rep.Answered
 	return res
 }
+
+// The spans of the cold origin's figures, from its start: its first
+// joinEarly (the peaks), and from joinLate to the end of the window (its
+// share once slow start is over).
+const (
+	joinEarly = 30 * time.Second
+	joinLate  = 60 * time.Second
+)
 
 // coldJoin runs the skewed load; after joinAfter a fifth, cold origin
 // starts and joins, and is watched for joinWindow. It returns the
@@ -313,6 +329,7 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 			wait()
 			return err
 		}
+		born := time.Now()
 		defer o5.c.stop(5 * time.Second)
 		tJoin, err := takeTally(b.origins)
 		if err != nil {
@@ -323,7 +340,35 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 			wait()
 			return err
 		}
-		out := <-done
+		// The other origins' counts at the cold one's early and late marks.
+		marks := map[time.Duration]*tally{joinEarly: nil, joinLate: nil}
+		var out outcome
+		got := false
+		for _, m := range []time.Duration{joinEarly, joinLate} {
+			if m >= b.o.joinWindow {
+				continue
+			}
+			select {
+			case <-time.After(time.Until(born.Add(m))):
+				t, err := takeTally(b.origins)
+				if err != nil {
+					wait()
+					return err
+				}
+				marks[m] = &t
+			case out = <-done:
+				got = true
+			case <-ctx.Done():
+				wait()
+				return ctx.Err()
+			}
+			if got {
+				break
+			}
+		}
+		if !got {
+			out = <-done
+		}
 		if out.err != nil {
 			return out.err
 		}
@@ -335,12 +380,21 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 		if err != nil {
 			return err
 		}
-		total := classRequests(st)
-		for _, n := range tEnd.since(tJoin).requests {
-			total += n
+		others := func(from, to *tally) int64 {
+			if from == nil || to == nil {
+				return 0
+			}
+			var n int64
+			for _, k := range to.since(*from).requests {
+				n += k
+			}
+			return n
 		}
 		res = fromReport(out.rep)
-		res.Join = joinResult(st, int(b.o.joinWindow/time.Second), total)
+		res.Join = joinResult(st, joinSpans{
+			window: int(b.o.joinWindow / time.Second), early: int(joinEarly / time.Second), late: int(joinLate / time.Second),
+			others: others(&tJoin, &tEnd), othersEarly: others(&tJoin, marks[joinEarly]), othersLate: others(marks[joinLate], &tEnd),
+		})
 		accepted = st.Connections.Accepted
 		return nil
 	})

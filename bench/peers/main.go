@@ -118,7 +118,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.skewDuration, "skewed-duration", 20*time.Second, "skewed test duration")
 	fs.Float64Var(&o.rate, "rate", 300, "open-loop rate of the skewed and cold-join tests, req/s")
 	fs.DurationVar(&o.joinAfter, "join-after", 5*time.Second, "cold join: load before the fifth origin starts")
-	fs.DurationVar(&o.joinWindow, "join-window", 30*time.Second, "cold join: how long the fifth origin is watched")
+	fs.DurationVar(&o.joinWindow, "join-window", 75*time.Second, "cold join: how long the fifth origin is watched (its peaks over its first 30 s, its share from 60 s on)")
 	fs.DurationVar(&o.ovDuration, "overhead-duration", 10*time.Second, "overhead test duration per target")
 	fs.Float64Var(&o.ovRate, "overhead-rate", 0, "overhead test rate, req/s (0: half of corput's raw req/s in this run)")
 	fs.IntVar(&o.spreadOrigins, "spread-origins", 8, "spread: origin processes")

@@ -98,24 +98,50 @@ func (t tally) since(t0 tally) tally {
 	return d
 }
 
+// joinSpans are the cold origin's spans (whole seconds since it started)
+// and the class requests the other origins answered over each: the whole
+// window, its first early seconds, and from late on.
+type joinSpans struct {
+	window, early, late             int
+	others, othersEarly, othersLate int64
+}
+
 // joinResult reads the joining origin's ground truth: it lives for about
-// window seconds, so its class requests (health checks are raw requests and
-// do not count) are what it got in its first window; total is every class
-// request the origins answered over the same time.
-func joinResult(st origin.Stats, window int, total int64) *JoinResult {
-	j := &JoinResult{WindowS: window, MaxQueued: st.Queued.Max}
+// the window, so its class requests (health checks are raw requests and do
+// not count) are what it got in the window; its per-second history gives
+// its early and late spans.
+func joinResult(st origin.Stats, sp joinSpans) *JoinResult {
+	j := &JoinResult{WindowS: sp.window, EarlyS: sp.early, LateFromS: sp.late}
 	j.Requests = classRequests(st)
+	var late int64
 	for _, s := range st.Seconds {
-		if s.T >= int64(window) {
+		if s.T >= int64(sp.window) {
 			break
 		}
-		j.MaxConcurrency = max(j.MaxConcurrency, s.MaxConcurrency)
+		if s.T < int64(sp.early) {
+			j.EarlyRequests += s.Requests
+			j.MaxConcurrency = max(j.MaxConcurrency, s.MaxConcurrency)
+			j.MaxQueued = max(j.MaxQueued, s.MaxQueued)
+			j.MaxInFlight = max(j.MaxInFlight, s.MaxInFlight)
+		}
+		if s.T >= int64(sp.late) {
+			late += s.Requests
+		}
 		if j.FirstSecond == 0 {
 			j.FirstSecond = s.Requests
 		}
 	}
-	if total > 0 {
-		j.Share = float64(j.Requests) / float64(total)
+	share := func(n, others int64) float64 {
+		if n+others == 0 {
+			return 0
+		}
+		return float64(n) / float64(n+others)
+	}
+	j.Share = share(j.Requests, sp.others)
+	j.EarlyShare = share(j.EarlyRequests, sp.othersEarly)
+	if sp.late < sp.window {
+		j.LateShare = share(late, sp.othersLate)
+		j.LateVsFair = j.LateShare * 5
 	}
 	return j
 }

@@ -298,13 +298,22 @@ func liveInGroup(t *testing.T, pgid int) int {
 func TestJoinResultCountsClassRequestsOnly(t *testing.T) {
 	st := origin.Stats{
 		Requests: map[string]origin.Counts{"light": {OK: 70}, "heavy": {OK: 25, Canceled: 5}, origin.RawClass: {OK: 30}},
-		Queued:   origin.Level{Max: 3},
-		Seconds:  []origin.Second{{T: 0, Requests: 4, MaxConcurrency: 2}, {T: 1, Requests: 9, MaxConcurrency: 6}, {T: 30, MaxConcurrency: 8}},
+		Queued:   origin.Level{Max: 9}, // over its whole life: not the early peak
+		Seconds: []origin.Second{
+			{T: 0, Requests: 4, MaxConcurrency: 2, MaxInFlight: 2}, {T: 1, Requests: 9, MaxConcurrency: 6, MaxQueued: 3, MaxInFlight: 9},
+			{T: 30, MaxConcurrency: 8, MaxQueued: 9, MaxInFlight: 17},
+			{T: 60, Requests: 20}, {T: 74, Requests: 10}, {T: 75, Requests: 50},
+		},
 	}
-	j := joinResult(st, 30, 1000)
-	want := JoinResult{WindowS: 30, Requests: 100, Share: 0.1, MaxConcurrency: 6, MaxQueued: 3, FirstSecond: 4}
+	j := joinResult(st, joinSpans{window: 75, early: 30, late: 60, others: 900, othersEarly: 117, othersLate: 120})
+	want := JoinResult{WindowS: 75, Requests: 100, Share: 0.1,
+		EarlyS: 30, EarlyRequests: 13, EarlyShare: 0.1, MaxConcurrency: 6, MaxQueued: 3, MaxInFlight: 9, FirstSecond: 4,
+		LateFromS: 60, LateShare: 0.2, LateVsFair: 1}
 	if *j != want {
 		t.Fatalf("joinResult = %+v, want %+v", *j, want)
+	}
+	if j := joinResult(st, joinSpans{window: 30, early: 30, late: 60, others: 100}); j.LateShare != 0 || j.LateVsFair != 0 {
+		t.Fatalf("a 30 s window has no late span: %+v", *j)
 	}
 }
 
@@ -327,8 +336,8 @@ func TestMedianAndGoals(t *testing.T) {
 	r.scenario(scSkewed, "").Results = []Result{{Proxy: nameCorput, P99MS: 200}, {Proxy: nameNginx, P99MS: 701}, {Proxy: nameCaddy, P99MS: 650}}
 	r.scenario(scOverhead, "").Results = []Result{{Proxy: nameCorput, AddedP99MS: 1.7, P99MS: 2, RateRPS: 10000}}
 	gs := r.goals()
-	if len(gs) != 3 {
-		t.Fatalf("%d goals, want 3: %+v", len(gs), gs)
+	if len(gs) != 6 {
+		t.Fatalf("%d goals, want 6: %+v", len(gs), gs)
 	}
 	if !gs[0].Met || gs[0].Value != 1.05 {
 		t.Errorf("raw goal = %+v; want met at 1.05", gs[0])
@@ -336,8 +345,27 @@ func TestMedianAndGoals(t *testing.T) {
 	if gs[1].Met || gs[1].Value != round3(200.0/650) {
 		t.Errorf("skewed goal = %+v; want not met against the best peer (650 ms)", gs[1])
 	}
-	if gs[2].Met {
-		t.Errorf("overhead goal = %+v; want not met at 1.7 ms", gs[2])
+	if gs[2].Met || gs[3].Met || gs[4].Met {
+		t.Errorf("issue 19's skewed goals = %+v; want none met at p99 200 ms, no heavy figure, success 0", gs[2:5])
+	}
+	if gs[5].Met {
+		t.Errorf("overhead goal = %+v; want not met at 1.7 ms", gs[5])
+	}
+
+	r.scenario(scSkewed, "").Results = []Result{{Proxy: nameCorput, P99MS: 149, HeavyP99MS: 170, SuccessRatio: 1}}
+	r.scenario(scCold, "").Results = []Result{{Proxy: nameCorput, P99MS: 170,
+		Join: &JoinResult{WindowS: 75, LateFromS: 60, MaxInFlight: 10, LateShare: 0.17, LateVsFair: 0.85}}}
+	met := 0
+	for _, g := range r.goals() {
+		if strings.Contains(g.Name, "issue 19") {
+			if !g.Met {
+				t.Errorf("goal %+v not met", g)
+			}
+			met++
+		}
+	}
+	if met != 6 {
+		t.Errorf("%d of issue 19's goals, want 6", met)
 	}
 }
 

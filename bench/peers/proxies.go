@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/corput/corput/internal/workload"
 )
 
 // A proxy is one gateway under test. Every proxy gets equivalent settings:
@@ -234,6 +236,21 @@ func corputConfig(listen, admin, balancer, downstream string, loops int, members
 	b.WriteString("    balancer: " + balancer + "\n")
 	b.WriteString("    slow_start: {window: 60s}\n")
 	b.WriteString("    timeouts: {connect: 1s, request: 30s}\n")
+	b.WriteString(workloadYAML(workload.Default()))
+	return b.String()
+}
+
+// workloadYAML is corput's workload block for the load generator's mix:
+// its classes, each matched by the path suffix the generator gives its
+// requests (/light, /heavy), so that corput knows each request's class
+// and cost (the peers have no such setting; raw requests match none and
+// cost 1).
+func workloadYAML(m workload.Mix) string {
+	var b strings.Builder
+	b.WriteString("workload:\n  classes:\n")
+	for _, c := range m.Classes {
+		fmt.Fprintf(&b, "    - {name: %s, percent: %g, latency: %v, match: {path_suffix: /%s}}\n", c.Name, c.Percent, c.Latency, c.Name)
+	}
 	return b.String()
 }
 

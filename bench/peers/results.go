@@ -86,6 +86,12 @@ type Result struct {
 	// AddedP99MS is the proxy's p99 minus the direct p99 at the same rate
 	// (overhead scenario).
 	AddedP99MS float64 `json:"added_p99_ms,omitempty"`
+	// Light*MS and Heavy*MS are the load generator's figures for the
+	// light and the heavy class (skewed and cold_join).
+	LightP50MS float64 `json:"light_p50_ms,omitempty"`
+	LightP99MS float64 `json:"light_p99_ms,omitempty"`
+	HeavyP50MS float64 `json:"heavy_p50_ms,omitempty"`
+	HeavyP99MS float64 `json:"heavy_p99_ms,omitempty"`
 	// SlowShare is the share of requests the 5×-slow origin served
 	// (skewed scenario).
 	SlowShare *float64 `json:"slow_origin_share,omitempty"`
@@ -93,7 +99,7 @@ type Result struct {
 	// scenario).
 	TLS *TLSInfo `json:"tls,omitempty"`
 
-	// cold join: the joining origin's first 30 s, from its own counters
+	// cold join: the joining origin's first seconds, from its own counters
 	Join *JoinResult `json:"join,omitempty"`
 	// connections accepted by the origins while this proxy ran, by scenario
 	Conns map[string]int64 `json:"connections,omitempty"`
@@ -105,14 +111,30 @@ type Result struct {
 	Rounds []Result `json:"rounds,omitempty"`
 }
 
-// JoinResult is the cold origin's ground truth over its first seconds.
+// JoinResult is the cold origin's ground truth over its first seconds
+// (the window, --join-window): the whole window, its first EarlyS seconds
+// (the peaks are theirs) and its seconds from LateFromS on. Its own
+// per-second counts are requests it finished (a health check is one);
+// the other origins' are their class requests over the same spans.
 type JoinResult struct {
-	WindowS        int     `json:"window_s"`
-	Requests       int64   `json:"requests"`        // it finished in the window
-	Share          float64 `json:"share"`           // of all requests answered in the window
-	MaxConcurrency int64   `json:"max_concurrency"` // peak in service (≤ its workers)
-	MaxQueued      int64   `json:"max_queued"`      // peak waiting for a worker
+	WindowS  int     `json:"window_s"`
+	Requests int64   `json:"requests"` // it finished in the window
+	Share    float64 `json:"share"`    // of all requests answered in the window
+
+	EarlyS         int     `json:"early_s"`
+	EarlyRequests  int64   `json:"early_requests"`  // it finished in its first EarlyS seconds
+	EarlyShare     float64 `json:"early_share"`     // of all requests answered then
+	MaxConcurrency int64   `json:"max_concurrency"` // peak in service (≤ its workers) in its first EarlyS seconds
+	MaxQueued      int64   `json:"max_queued"`      // peak waiting for a worker, same seconds
+	MaxInFlight    int64   `json:"max_in_flight"`   // peak in service plus waiting, same seconds
 	FirstSecond    int64   `json:"first_second"`    // requests in its first second of service
+
+	// LateShare is its share of the requests answered from LateFromS to
+	// the end of the window; LateVsFair is LateShare ÷ a fair share (one
+	// of the five origins). 0 when the window ends before LateFromS.
+	LateFromS  int     `json:"late_from_s"`
+	LateShare  float64 `json:"late_share"`
+	LateVsFair float64 `json:"late_vs_fair"`
 }
 
 // Spread is how one proxy spread one load's requests over the spread
@@ -218,6 +240,22 @@ func (r *Results) goals() []Goal {
 				Note: fmt.Sprintf("corput %.1f ms, best peer %.1f ms", c.P99MS, best)})
 		}
 	}
+	if c, ok := r.find(scSkewed, nameCorput); ok {
+		gs = append(gs,
+			Goal{Name: "skewed p99 (issue 19)", Target: "≤ 150 ms", Value: round3(c.P99MS), Met: c.P99MS <= 150},
+			Goal{Name: "skewed heavy-class p99 (issue 19)", Target: "≤ 175 ms", Value: round3(c.HeavyP99MS), Met: c.HeavyP99MS > 0 && c.HeavyP99MS <= 175},
+			Goal{Name: "skewed success (issue 19)", Target: "100 %", Value: round3(c.SuccessRatio), Met: c.SuccessRatio == 1})
+	}
+	if c, ok := r.find(scCold, nameCorput); ok && c.Join != nil {
+		j := c.Join
+		gs = append(gs,
+			Goal{Name: "cold_join p99 (issue 19)", Target: "≤ 175 ms", Value: round3(c.P99MS), Met: c.P99MS <= 175},
+			Goal{Name: "cold_join: the cold origin's peak in service + waiting, first 30 s (issue 19)", Target: "≤ 10", Value: float64(j.MaxInFlight), Met: j.MaxInFlight <= 10})
+		if j.LateFromS < j.WindowS {
+			gs = append(gs, Goal{Name: "cold_join: the cold origin's share from 60 s (issue 19)", Target: "≥ 0.8× a fair fifth", Value: round3(j.LateVsFair), Met: j.LateVsFair >= 0.8,
+				Note: fmt.Sprintf("%.1f %% of the requests from %d to %d s", 100*j.LateShare, j.LateFromS, j.WindowS)})
+		}
+	}
 	if c, ok := r.find(scOverhead, nameCorput); ok {
 		gs = append(gs, Goal{Name: "proxy-added p99 at half max throughput", Target: "≤ 1.5 ms", Value: round3(c.AddedP99MS), Met: c.AddedP99MS <= 1.5,
 			Note: fmt.Sprintf("corput p99 %.2f ms at %.0f req/s open loop, minus direct-to-origin p99 at the same rate", c.P99MS, c.RateRPS)})
@@ -273,29 +311,31 @@ func (r *Results) tables() []report.Table {
 				t.Rows = append(t.Rows, row)
 			}
 		case scSkewed:
-			t.Header = []string{"proxy", "p50 ms", "p90 ms", "p99 ms", "max ms", "success", "slow origin's share", "corput/peer p99"}
+			t.Header = []string{"proxy", "p50 ms", "p90 ms", "p99 ms", "max ms", "light p50/p99 ms", "heavy p50/p99 ms", "success", "slow origin's share", "corput/peer p99"}
 			for _, x := range s.Results {
 				share := "—"
 				if x.SlowShare != nil {
 					share = fmt.Sprintf("%.1f %%", 100**x.SlowShare)
 				}
 				t.Rows = append(t.Rows, []string{x.Proxy, ms(x.P50MS), ms(x.P90MS), ms(x.P99MS), ms(x.MaxMS),
+					ms(x.LightP50MS) + " / " + ms(x.LightP99MS), ms(x.HeavyP50MS) + " / " + ms(x.HeavyP99MS),
 					fmt.Sprintf("%.4f", x.SuccessRatio), share, ratio(c.P99MS, x.P99MS, x.Proxy)})
 			}
 		case scCold:
-			t.Header = []string{"proxy", "cold origin: requests in first 30 s", "share", "peak in service", "peak waiting", "first second", "overall p99 ms", "corput/peer requests"}
+			t.Header = []string{"proxy", "cold origin: requests in first 30 s", "share", "peak in service", "peak waiting", "peak in service + waiting",
+				"first second", "share from 60 s (× a fair fifth)", "overall p99 ms", "light p50/p99 ms", "heavy p50/p99 ms", "success"}
 			for _, x := range s.Results {
 				j := x.Join
 				if j == nil {
 					j = &JoinResult{}
 				}
-				var cj int64
-				if c.Join != nil {
-					cj = c.Join.Requests
+				late := "—"
+				if j.LateFromS < j.WindowS {
+					late = fmt.Sprintf("%.1f %% (%.2f×)", 100*j.LateShare, j.LateVsFair)
 				}
-				t.Rows = append(t.Rows, []string{x.Proxy, strconv.FormatInt(j.Requests, 10), fmt.Sprintf("%.1f %%", 100*j.Share),
-					strconv.FormatInt(j.MaxConcurrency, 10), strconv.FormatInt(j.MaxQueued, 10), strconv.FormatInt(j.FirstSecond, 10),
-					ms(x.P99MS), ratio(float64(cj), float64(j.Requests), x.Proxy)})
+				t.Rows = append(t.Rows, []string{x.Proxy, strconv.FormatInt(j.EarlyRequests, 10), fmt.Sprintf("%.1f %%", 100*j.EarlyShare),
+					strconv.FormatInt(j.MaxConcurrency, 10), strconv.FormatInt(j.MaxQueued, 10), strconv.FormatInt(j.MaxInFlight, 10), strconv.FormatInt(j.FirstSecond, 10),
+					late, ms(x.P99MS), ms(x.LightP50MS) + " / " + ms(x.LightP99MS), ms(x.HeavyP50MS) + " / " + ms(x.HeavyP99MS), fmt.Sprintf("%.4f", x.SuccessRatio)})
 			}
 		case scConnections:
 			t.Header = []string{"proxy", scRaw, scSkewed, scCold, "total", "corput/peer total"}

@@ -23,10 +23,21 @@ const avoidDraws = 3
 // takes no lock and allocates nothing; a successful PickAvoiding must be
 // followed by exactly one Done.
 func (p *Picker) PickAvoiding(avoid []*Endpoint) (*Endpoint, error) {
+	ep, _, err := p.pickAvoiding(avoid, workScale, false)
+	return ep, err
+}
+
+// PickCostAvoiding is PickAvoiding for a request of the given cost, as
+// PickCost is Pick: it ends with End(ticket, …).
+func (p *Picker) PickCostAvoiding(avoid []*Endpoint, cost float64) (*Endpoint, Ticket, error) {
+	return p.pickAvoiding(avoid, workUnits(cost), true)
+}
+
+func (p *Picker) pickAvoiding(avoid []*Endpoint, units int64, timed bool) (*Endpoint, Ticket, error) {
 	s := p.snap.Load()
 	n0, n1 := len(s.groups[0].entries), len(s.groups[1].entries)
 	if n0+n1 == 0 {
-		return nil, ErrNoHealthy
+		return nil, Ticket{}, ErrNoHealthy
 	}
 	var now int64
 	if s.clock {
@@ -40,8 +51,9 @@ func (p *Picker) PickAvoiding(avoid []*Endpoint) (*Endpoint, error) {
 		if len(g.entries) == 0 {
 			break
 		}
-		if e := s.choose.choose(g, now, p.rand); !tried(avoid, e.ep) {
-			return p.picked(s, e), nil
+		if e := s.choose.choose(g, now, p.rand, units); !tried(avoid, e.ep) {
+			ep, t := p.place(s, e, units, now, timed)
+			return ep, t, nil
 		}
 	}
 	start := p.rand.IntN(n0 + n1)
@@ -49,19 +61,11 @@ func (p *Picker) PickAvoiding(avoid []*Endpoint) (*Endpoint, error) {
 		i := (start + k) % (n0 + n1)
 		e := s.entryAt(i)
 		if !tried(avoid, e.ep) {
-			return p.picked(s, e), nil
+			ep, t := p.place(s, e, units, now, timed)
+			return ep, t, nil
 		}
 	}
-	return nil, ErrAllTried
-}
-
-// picked counts a request as active on e's endpoint, as Pick does.
-func (p *Picker) picked(s *snapshot, e *entry) *Endpoint {
-	e.ep.active.Add(1)
-	if s.count {
-		p.origin.obs.ZonePick(e.local)
-	}
-	return e.ep
+	return nil, Ticket{}, ErrAllTried
 }
 
 // entryAt is the i-th candidate of the snapshot, group 0 first.

@@ -20,10 +20,11 @@ const (
 	P2C          Policy = "p2c"           // fewest (active+1)/weight of k distinct random endpoints
 	LeastRequest Policy = "least_request" // equal weights: p2c; unequal: EDF on weight/(active+1)^bias
 	PeakEWMA     Policy = "peak_ewma"     // fewest ewma×(active+1)/weight of k distinct random endpoints
+	LeastWork    Policy = "least_work"    // least slowness × (work in flight / capacity + cost) of k candidates
 )
 
 // Policies lists every policy, the default first.
-func Policies() []Policy { return []Policy{PeakEWMA, LeastRequest, P2C, RoundRobin, Random} }
+func Policies() []Policy { return []Policy{PeakEWMA, LeastWork, LeastRequest, P2C, RoundRobin, Random} }
 
 // CodeUnboundedQueue is the diagnostic for a pending bound that is not in
 // 1..MaxPendingCeiling (seed ADV-UQ-01, INV-LB-05).

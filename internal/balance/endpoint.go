@@ -65,6 +65,18 @@ type Endpoint struct {
 	rtt         latencyEstimate
 	mean        meanEstimate // the typical latency, for peakEWMA's tie rule
 
+	// least_work's state (cost.go): the work in flight (Σ of the costs of
+	// the requests picked and not yet done, in work units), the timed
+	// requests in flight with the sum of their pick instants (one word:
+	// see ageSum), the moving average of latency per unit of cost and the
+	// instant of its last sample (ms since the epoch), and the learned
+	// concurrency limit (float64 bits).
+	work  atomic.Int64
+	ages  ageSum
+	speed meanEstimate
+	seen  atomic.Int64
+	limit atomic.Uint64
+
 	// Guarded by origin.mu.
 	zone        string
 	weight      int
@@ -110,10 +122,10 @@ func (e *Endpoint) TryAdmit() bool {
 func (e *Endpoint) Release() { e.pending.Add(-1) }
 
 // Done ends a request that Pick handed out; call it exactly once per
-// successful Pick. latency is the time from sending the request to the
-// response headers (ignored for Shed). A failure that completes a run of
-// consecutive_5xx ejects the endpoint before Done returns, unless the
-// ejection cap is full.
+// successful Pick (a request placed with PickCost ends with End instead).
+// latency is the time from sending the request to the response headers
+// (ignored for Shed). A failure that completes a run of consecutive_5xx
+// ejects the endpoint before Done returns, unless the ejection cap is full.
 //
 // A ConnectFailure's latency is not a round trip and is not recorded —
 // except in panic routing, where an endpoint outlier detection has given up
@@ -121,33 +133,56 @@ func (e *Endpoint) Release() { e.pending.Add(-1) }
 // a penalty (ten default RTTs, or twice the current estimate if higher), so
 // Peak EWMA does not take a refused dial, which returns in microseconds, for
 // the fastest endpoint. Outside panic the endpoint is ejected instead.
-func (e *Endpoint) Done(latency time.Duration, out Outcome) {
+func (e *Endpoint) Done(latency time.Duration, out Outcome) { e.End(unitTicket, latency, out) }
+
+// End ends a request that PickCost (or PickCostAvoiding) placed with ticket
+// t; call it exactly once per such pick. It is Done that also gives back
+// the request's work and pick instant, and teaches least_work the
+// endpoint's latency per unit of cost and its concurrency limit.
+func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 	e.active.Add(-1)
+	e.work.Add(-t.work)
+	if t.at >= 0 {
+		e.ages.remove(t.at)
+	}
 	if out == Shed {
 		return
 	}
 	o := e.origin
+	tn := o.t()
 	now := o.nowNs()
+	cost := t.cost()
 	if out != ConnectFailure {
-		e.rtt.observe(float64(latency), now, o.t().prm.tauMs)
+		e.rtt.observe(float64(latency), now, tn.prm.tauMs)
 		e.mean.observe(float64(latency))
+		if tn.leastWork {
+			x := float64(latency) / cost
+			if out == Success && t.n > 0 {
+				e.learn(t.n, x, tn.prm.tie)
+			}
+			e.observeSpeed(x, now)
+		}
 	}
 	if out == Success {
-		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= o.t().prm.failures && e.state.Load() == failing {
+		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= tn.prm.failures && e.state.Load() == failing {
 			o.recovered(e)
 		}
 		return
 	}
-	if e.consecutive.Add(1) >= o.t().prm.failures {
+	if e.consecutive.Add(1) >= tn.prm.failures {
 		// A failing endpoint (cap full) is ejected at its next failure
 		// once an ejection slot is free; until then it costs no lock.
 		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
 			o.failed(e)
 		}
 		if out == ConnectFailure && o.Panic() {
-			penalty := max(10*o.t().prm.rttNs, 2*e.rtt.at(now, o.t().prm.tauMs))
-			e.rtt.observe(penalty, now, o.t().prm.tauMs)
+			penalty := max(10*tn.prm.rttNs, 2*e.rtt.at(now, tn.prm.tauMs))
+			e.rtt.observe(penalty, now, tn.prm.tauMs)
 			e.mean.raise(penalty)
+			if tn.leastWork {
+				e.speed.raise(max(10*tn.prm.rttNs, 2*e.slowness(now, tn.prm.tauMs)))
+				e.seen.Store(now / 1e6)
+			}
 		}
 	}
 }
@@ -161,10 +196,16 @@ type EndpointStatus struct {
 	Active          int64         `json:"active"`
 	Pending         int64         `json:"pending"`
 	EWMALatency     time.Duration `json:"ewma_latency_ns"`
-	Ejected         bool          `json:"ejected"`
-	EjectedUntil    time.Time     `json:"ejected_until,omitzero"`
-	TimesEjected    int           `json:"times_ejected"`
-	Failing         bool          `json:"failing"` // failed consecutive_5xx times, not ejected because of the cap
+	// least_work's view: the work in flight (in units of the lightest
+	// class's cost), the latency per unit of cost (decayed while idle) and
+	// the learned concurrency limit.
+	Work         float64       `json:"work_in_flight"`
+	CostLatency  time.Duration `json:"cost_latency_ns"`
+	Concurrency  float64       `json:"concurrency_limit"`
+	Ejected      bool          `json:"ejected"`
+	EjectedUntil time.Time     `json:"ejected_until,omitzero"`
+	TimesEjected int           `json:"times_ejected"`
+	Failing      bool          `json:"failing"` // failed consecutive_5xx times, not ejected because of the cap
 }
 
 // Status returns the endpoint's state now.
@@ -185,6 +226,9 @@ func (e *Endpoint) statusLocked(now int64) EndpointStatus {
 		Active:          e.active.Load(),
 		Pending:         e.pending.Load(),
 		EWMALatency:     time.Duration(e.rtt.at(now, o.t().prm.tauMs)),
+		Work:            float64(e.work.Load()) / workScale,
+		CostLatency:     time.Duration(e.slowness(now, o.t().prm.tauMs)),
+		Concurrency:     e.limitNow(),
 		TimesEjected:    o.decayedTimesLocked(e, now),
 	}
 	switch e.state.Load() {

@@ -113,6 +113,13 @@ func (m *meanEstimate) observe(sampleNs float64) {
 	}
 }
 
+// samples is how many samples the mean has seen, up to meanWindow (0: it
+// is still the value reset gave it).
+func (m *meanEstimate) samples() uint32 {
+	_, n := unpackEWMA(m.word.Load())
+	return n
+}
+
 // raise lifts the mean to v if it is lower (a connect failure's penalty:
 // the endpoint must look expensive however noisy the others are).
 func (m *meanEstimate) raise(v float64) {

@@ -11,7 +11,7 @@ import (
 // an entry's weight at each pick is weight / (active+1)^bias.
 type leastRequest struct{}
 
-func (leastRequest) choose(g *group, now int64, r *rng.Source) *entry {
+func (leastRequest) choose(g *group, now int64, r *rng.Source, _ int64) *entry {
 	if g.uniform(now) {
 		return bestOf(g, g.prm.choices, now, r, loadCost)
 	}

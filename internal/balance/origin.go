@@ -98,10 +98,13 @@ type tuning struct {
 	cfg    Config
 	prm    params
 	policy chooser
+	// leastWork: the policy reads the pick instants, the latency per unit
+	// of cost and the concurrency limit, which End then keeps up to date.
+	leastWork bool
 }
 
 func newTuning(cfg Config) *tuning {
-	return &tuning{cfg: cfg, prm: newParams(cfg), policy: newChooser(cfg.Policy)}
+	return &tuning{cfg: cfg, prm: newParams(cfg), policy: newChooser(cfg.Policy), leastWork: cfg.Policy == LeastWork}
 }
 
 // t is the tuning in force.
@@ -170,13 +173,17 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 	byAddr := make(map[string]*Endpoint, len(members))
 	for _, m := range members {
 		e := o.byAddr[m.Address]
-		if e == nil {
+		fresh := e == nil
+		if fresh {
 			e = &Endpoint{origin: o, addr: m.Address, from: from, back: now}
 			e.rtt.reset(o.t().prm.rttNs, now)
 			e.mean.reset(o.t().prm.rttNs)
 		}
 		e.zone = m.Zone
 		e.weight = max(m.Weight, 1)
+		if fresh {
+			o.seedLocked(e, now)
+		}
 		list = append(list, e)
 		byAddr[m.Address] = e
 	}

@@ -8,6 +8,6 @@ import "github.com/corput/corput/internal/rng"
 // one of them.
 type p2c struct{}
 
-func (p2c) choose(g *group, now int64, r *rng.Source) *entry {
+func (p2c) choose(g *group, now int64, r *rng.Source, _ int64) *entry {
 	return bestOf(g, g.prm.choices, now, r, loadCost)
 }

@@ -29,7 +29,7 @@ import "github.com/corput/corput/internal/rng"
 // at 150 requests each).
 type peakEWMA struct{}
 
-func (peakEWMA) choose(g *group, now int64, r *rng.Source) *entry {
+func (peakEWMA) choose(g *group, now int64, r *rng.Source, _ int64) *entry {
 	es := g.entries
 	if n := len(es); g.prm.choices == 2 && n > 2 {
 		i := int((g.next.Add(1) - 1) % uint64(n))

@@ -27,7 +27,8 @@ type snapshot struct {
 	split     bool     // choose between the groups by localFrac
 	localFrac float64
 	count     bool // report ZonePick
-	clock     bool // Pick needs the time (Peak EWMA, or slow start in progress)
+	clock     bool // Pick needs the time (Peak EWMA, least_work, or slow start in progress)
+	timed     bool // PickCost records the pick instant (least_work's queue signal)
 }
 
 // group is a set of candidates a policy chooses among.
@@ -37,6 +38,7 @@ type group struct {
 	equal     bool    // every configured weight is the same
 	slowUntil int64   // no entry is in slow start from this instant on; warm: none is now
 	maxWeight float64 // the largest configured weight
+	sumWeight float64 // the configured weights' sum
 	next      atomic.Uint64
 }
 
@@ -109,12 +111,9 @@ func (p *Picker) Pick() (*Endpoint, error) {
 	if s.clock {
 		now = p.origin.nowNs()
 	}
-	e := s.choose.choose(g, now, p.rand)
-	e.ep.active.Add(1)
-	if s.count {
-		p.origin.obs.ZonePick(e.local)
-	}
-	return e.ep, nil
+	e := s.choose.choose(g, now, p.rand, workScale)
+	ep, _ := p.place(s, e, workScale, now, false)
+	return ep, nil
 }
 
 // Candidates returns the addresses the picker chooses among now, for the
@@ -161,7 +160,7 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 	}
 	now := o.nowNs()
 	t := o.t()
-	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "", clock: t.cfg.Policy == PeakEWMA}
+	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "", clock: t.cfg.Policy == PeakEWMA || t.leastWork, timed: t.leastWork}
 	var local, remote []*Endpoint
 	if o.zoned && !o.panic {
 		for _, e := range cands {
@@ -211,6 +210,7 @@ func (o *Origin) fillLocked(g *group, eps []*Endpoint, now int64, r *rng.Source)
 		}
 		g.equal = g.equal && e.weight == g.entries[0].weight
 		g.maxWeight = max(g.maxWeight, e.weight)
+		g.sumWeight += e.weight
 		e.deadline.Store(f64bits(1 / g.weight(e, now)))
 	}
 	if len(eps) > 0 {

@@ -9,8 +9,10 @@ import (
 // chooser is one policy: it returns an entry of a non-empty group. It runs
 // on the request path: no locks, no allocation, no blocking. now is the
 // time in ns since the origin's epoch when the snapshot needs it, else 0.
+// units is the request's cost in work units (workScale for a request of
+// no known class); only least_work reads it.
 type chooser interface {
-	choose(g *group, now int64, r *rng.Source) *entry
+	choose(g *group, now int64, r *rng.Source, units int64) *entry
 }
 
 func newChooser(p Policy) chooser {
@@ -23,6 +25,8 @@ func newChooser(p Policy) chooser {
 		return p2c{}
 	case LeastRequest:
 		return leastRequest{}
+	case LeastWork:
+		return leastWork{}
 	default:
 		return peakEWMA{}
 	}

@@ -11,7 +11,7 @@ type random struct{}
 
 const maxDraws = 64
 
-func (random) choose(g *group, now int64, r *rng.Source) *entry {
+func (random) choose(g *group, now int64, r *rng.Source, _ int64) *entry {
 	n := len(g.entries)
 	if g.uniform(now) {
 		return &g.entries[r.IntN(n)]

@@ -8,7 +8,7 @@ import "github.com/corput/corput/internal/rng"
 // weighted round robin by EDF on 1/weight.
 type roundRobin struct{}
 
-func (roundRobin) choose(g *group, now int64, _ *rng.Source) *entry {
+func (roundRobin) choose(g *group, now int64, _ *rng.Source, _ int64) *entry {
 	if g.uniform(now) {
 		return &g.entries[(g.next.Add(1)-1)%uint64(len(g.entries))]
 	}

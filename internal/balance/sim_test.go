@@ -24,16 +24,40 @@ type sim struct {
 	onPick  func(ep *Endpoint) // after the pick, before the request ends
 	picks   map[string]int
 	started bool
+	// costed: requests are placed with PickCost at their class's cost
+	// (workload.Mix.Costs) and ended with End, as the gateway does;
+	// heavy counts the picks of the mix's last class per address.
+	costed bool
+	heavy  map[string]int
+	// placed: after each costed pick, with its ticket
+	placed func(ep *Endpoint, t Ticket)
 }
 
 func (s *sim) arrive() {
-	if ep, err := s.p.Pick(); err == nil {
-		d := s.latency(ep, s.mix.Pick(s.r.Float64()).Latency)
+	c := s.mix.Pick(s.r.Float64())
+	var ep *Endpoint
+	var t Ticket
+	var err error
+	k, _ := s.mix.Index(c.Name)
+	if s.costed {
+		ep, t, err = s.p.PickCost(s.mix.Costs()[k])
+	} else {
+		ep, err = s.p.Pick()
+		t = unitTicket
+	}
+	if err == nil {
+		d := s.latency(ep, c.Latency)
 		s.picks[ep.Address()]++
+		if k == len(s.mix.Classes)-1 {
+			s.heavy[ep.Address()]++
+		}
 		if s.onPick != nil {
 			s.onPick(ep)
 		}
-		s.clk.AfterFunc(d, func() { ep.Done(d, Success) })
+		if s.placed != nil && s.costed {
+			s.placed(ep, t)
+		}
+		s.clk.AfterFunc(d, func() { ep.End(t, d, Success) })
 	}
 	gap := -math.Log(1-s.r.Float64()) / s.rate
 	s.clk.AfterFunc(time.Duration(gap*float64(time.Second)), s.arrive)
@@ -42,7 +66,7 @@ func (s *sim) arrive() {
 // run simulates until the clock reads until and returns the picks per
 // address made meanwhile. Arrivals go on across runs.
 func (s *sim) run(until time.Time) map[string]int {
-	s.picks = map[string]int{}
+	s.picks, s.heavy = map[string]int{}, map[string]int{}
 	if !s.started {
 		s.started = true
 		s.clk.AfterFunc(0, s.arrive)

@@ -8,10 +8,11 @@ import (
 )
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
-// body, so it may be sent again).
-func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool) {
+// body, so it may be sent again; cost: its workload class's cost, 1 when it
+// has none).
+func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64) {
 	o.m.requests[ol.idx].Inc()
-	a.Start(o.policy.Load(), ol.picker, replayable)
+	a.Start(o.policy.Load(), ol.picker, replayable, cost)
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered

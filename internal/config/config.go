@@ -190,6 +190,10 @@ type Route struct {
 	Host       string `yaml:"host"`        // "", "example.com" or "*.example.com"; lower-cased by Parse
 	PathPrefix string `yaml:"path_prefix"` // starts with "/"; default "/"
 	Origin     string `yaml:"origin"`      // name of an entry in origins
+	// Class names the workload class (workload.classes[].name) of every
+	// request of the route: its cost is what the balancer weighs
+	// (additive); "": the workload's match rules decide.
+	Class string `yaml:"class"`
 }
 
 // Origin is a named cluster of endpoints and every policy that applies to
@@ -303,6 +307,7 @@ const (
 	PolicyP2C          Policy = "p2c"
 	PolicyLeastRequest Policy = "least_request"
 	PolicyPeakEWMA     Policy = "peak_ewma"
+	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive)
 )
 
 // Pool bounds and ages the connections of one (endpoint, loop).

@@ -159,6 +159,16 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		default:
 			origins[rt.Origin] = n + 1
 		}
+		if rt.Class != "" {
+			switch {
+			case c.Workload == nil:
+				r.errorf(p+".class", "%q names a workload class, and there is no workload block; add workload.classes with a class of that name, or remove class", rt.Class)
+			default:
+				if _, ok := c.Workload.Index(rt.Class); !ok {
+					r.errorf(p+".class", "%q is not a workload class; use one of: %s", rt.Class, strings.Join(classNames(*c.Workload), ", "))
+				}
+			}
+		}
 		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
 		if first, dup := seen[k]; dup {
 			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)
@@ -314,7 +324,7 @@ func (o *Origin) checkSubset(r *reporter, p string) {
 
 func (o *Origin) checkBalancer(r *reporter, p string) {
 	b := o.Balancer
-	checkEnum(r, p+".policy", b.Policy, PolicyPeakEWMA, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom)
+	checkEnum(r, p+".policy", b.Policy, PolicyPeakEWMA, PolicyLeastWork, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom)
 	checkRange(r, p+".choices", b.Choices, 2, maxChoices, "2 (power of two choices) is the default")
 	checkPositive(r, p+".ewma_decay", b.EWMADecay, "10s")
 	checkPositive(r, p+".default_rtt", b.DefaultRTT, "30ms")
@@ -411,6 +421,14 @@ func (s *SLO) check(r *reporter, p string) {
 		}
 		prev = k
 	}
+}
+
+func classNames(m workload.Mix) []string {
+	out := make([]string, len(m.Classes))
+	for i, c := range m.Classes {
+		out[i] = c.Name
+	}
+	return out
 }
 
 func checkWorkload(r *reporter, m workload.Mix) {

@@ -27,7 +27,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	o, routed := c.s.cfg.Route(bstr(h.Host), bstr(h.Path))
+	o, cost, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
 	if routed {
 		if !o.Raw() {
 			return false, true
@@ -57,7 +57,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		loop = c.s.cfg.NextLoop()
 		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
-		o.Begin(a, ol, replayable)
+		o.Begin(a, ol, replayable, cost)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed

@@ -15,7 +15,7 @@
 //
 // A request's steps, with what the caller does between them:
 //
-//	a.Start(policy, picker, replayable)
+//	a.Start(policy, picker, replayable, cost)
 //	defer a.Finish()
 //	for {
 //		ep, trust, step := a.Pick()               // Acquire, or Answer
@@ -29,8 +29,12 @@
 //	}
 //
 // Invariants:
-//   - Every endpoint Pick returns gets exactly one Endpoint.Done, and its
-//     admission (TryAdmit) exactly one Endpoint.Release, at Acquired.
+//   - Every endpoint Pick returns gets exactly one Endpoint.End (with the
+//     ticket of its pick), and its admission (TryAdmit) exactly one
+//     Endpoint.Release, at Acquired.
+//   - The request's cost (its workload class's; 1 for no known class)
+//     reaches every pick of every attempt: the balancer weighs it and counts
+//     it in the endpoint's work in flight until End.
 //   - Every lease Acquired is given is released exactly once, by Failed or
 //     Settle, which the caller calls only after it has ended its I/O on the
 //     connection: a connection goes back to its pool in a known state.
@@ -105,10 +109,10 @@ const (
 // has no pool to acquire from.
 var ErrNoPool = errors.New("forward: the endpoint has no pool")
 
-// Picker chooses endpoints; *balance.Picker is one.
+// Picker chooses endpoints for requests of a cost; *balance.Picker is one.
 type Picker interface {
-	Pick() (*balance.Endpoint, error)
-	PickAvoiding(avoid []*balance.Endpoint) (*balance.Endpoint, error)
+	PickCost(cost float64) (*balance.Endpoint, balance.Ticket, error)
+	PickCostAvoiding(avoid []*balance.Endpoint, cost float64) (*balance.Endpoint, balance.Ticket, error)
 }
 
 // Observer hears what an origin's requests did, for its metrics. Its
@@ -159,6 +163,7 @@ type Attempt struct {
 	pk         Picker
 	replayable bool
 	started    bool
+	cost       float64 // the request's cost, in units of the lightest class
 
 	tried   triedHosts
 	failed  bool // an attempt failed: every later one probes its connection
@@ -168,6 +173,7 @@ type Attempt struct {
 	reason  Reason
 
 	ep      *balance.Endpoint
+	ticket  balance.Ticket    // what the balancer counted for ep's pick, given back at End
 	last    *balance.Endpoint // the latest endpoint Pick chose; kept past a Pick that finds none
 	picks   int               // endpoints Pick chose: the request's attempts
 	lease   pool.Lease
@@ -178,9 +184,11 @@ type Attempt struct {
 }
 
 // Start readies a for a request through pk under pol. replayable: the
-// request is idempotent and has no body, so it can be sent again.
-func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool) {
-	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy}
+// request is idempotent and has no body, so it can be sent again. cost is
+// the request's cost in units of the lightest workload class (its class's
+// workload.classes[].cost; 1 when it has no known class).
+func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool, cost float64) {
+	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy, cost: cost}
 	pol.Budget.begin()
 }
 
@@ -198,6 +206,9 @@ func (a *Attempt) Finish() {
 	}
 	a.pol.Budget.end()
 }
+
+// Cost is the request's cost, as Start was given it.
+func (a *Attempt) Cost() float64 { return a.cost }
 
 // Reason is what to answer after Answer.
 func (a *Attempt) Reason() Reason { return a.reason }
@@ -230,17 +241,17 @@ func (a *Attempt) MayRetry() bool { return a.replayable && a.retries+1 < a.pol.A
 // Answer the request is over.
 func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
 	a.ep = nil
-	ep, err := a.pick()
+	ep, t, err := a.pick()
 	switch {
 	case errors.Is(err, balance.ErrAllTried):
 		return nil, false, a.traced(a.answer(a.reason)) // the last failure's reason
 	case err != nil:
 		return nil, false, a.traced(a.answer(NoHealthy))
 	}
-	a.ep, a.last = ep, ep
+	a.ep, a.last, a.ticket = ep, ep, t
 	a.picks++
 	if !ep.TryAdmit() {
-		ep.Done(0, balance.Shed)
+		ep.End(t, 0, balance.Shed)
 		return nil, false, a.traced(a.answer(PendingFull))
 	}
 	return ep, a.MayRetry() && !a.failed, Acquire
@@ -266,15 +277,15 @@ func (a *Attempt) traced(s Step) Step {
 // none, a retry after a failure that may have reached an origin goes to a
 // tried endpoint anyway, and a strict one (after nothing was sent) fails
 // with balance.ErrAllTried: the same endpoints would fail it again at once.
-func (a *Attempt) pick() (*balance.Endpoint, error) {
+func (a *Attempt) pick() (*balance.Endpoint, balance.Ticket, error) {
 	if a.tried.n == 0 {
-		return a.pk.Pick()
+		return a.pk.PickCost(a.cost)
 	}
-	ep, err := a.pk.PickAvoiding(a.tried.list())
+	ep, t, err := a.pk.PickCostAvoiding(a.tried.list(), a.cost)
 	if errors.Is(err, balance.ErrAllTried) && !a.tried.strict {
-		return a.pk.Pick()
+		return a.pk.PickCost(a.cost)
 	}
-	return ep, err
+	return ep, t, err
 }
 
 // Acquired reports the acquisition for the picked endpoint: the lease and
@@ -298,17 +309,17 @@ func (a *Attempt) acquired(l pool.Lease, err error) Step {
 	var de *pool.DialError
 	switch {
 	case errors.As(err, &de):
-		ep.Done(0, balance.ConnectFailure)
+		ep.End(a.ticket, 0, balance.ConnectFailure)
 		if a.pol.RetryConnect { // nothing was sent: no connection, or none tried in the backoff
 			return a.after(sentNothing, ConnectFailed)
 		}
 		return a.answer(ConnectFailed)
 	case errors.Is(err, pool.ErrClosed):
 		// The endpoint just left the subset: another endpoint may serve.
-		ep.Done(0, balance.Shed)
+		ep.End(a.ticket, 0, balance.Shed)
 		return a.after(sentNothing, NoHealthy)
 	}
-	ep.Done(0, balance.Shed)
+	ep.End(a.ticket, 0, balance.Shed)
 	switch {
 	case errors.Is(err, pool.ErrPendingFull):
 		return a.answer(PendingFull)
@@ -334,25 +345,25 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	a.release()
 	switch f {
 	case Timeout:
-		ep.Done(elapsed, balance.ServerError)
+		ep.End(a.ticket, elapsed, balance.ServerError)
 		return a.answer(UpstreamTimeout)
 	case HeadTooLarge:
-		ep.Done(elapsed, balance.ServerError)
+		ep.End(a.ticket, elapsed, balance.ServerError)
 		return a.answer(UpstreamHeadTooLarge)
 	case Protocol:
-		ep.Done(elapsed, balance.ServerError)
+		ep.End(a.ticket, elapsed, balance.ServerError)
 		return a.answer(UpstreamReset)
 	case ClientLeft:
-		ep.Done(0, balance.Shed)
+		ep.End(a.ticket, 0, balance.Shed)
 		return Gone
 	case Refused:
-		ep.Done(0, balance.Shed)
+		ep.End(a.ticket, 0, balance.Shed)
 		if a.pol.RetryRefused {
 			return a.after(sentNothing, UpstreamReset)
 		}
 		return a.answer(UpstreamReset)
 	case Stale:
-		ep.Done(0, balance.Shed)
+		ep.End(a.ticket, 0, balance.Shed)
 		return a.after(sentStale, UpstreamReset)
 	}
 	// The connection broke before any response: an origin that crashed
@@ -360,7 +371,7 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	// was reused. The balancer counts a connect failure, and under
 	// retry.on connect-failure an idempotent request without a body is
 	// replayed on another endpoint (RFC 9110 §9.2.2).
-	ep.Done(0, balance.ConnectFailure)
+	ep.End(a.ticket, 0, balance.ConnectFailure)
 	if a.pol.RetryConnect {
 		return a.after(sentMaybe, UpstreamReset)
 	}
@@ -390,10 +401,10 @@ func (a *Attempt) settle() Step {
 	ep := a.ep
 	a.release()
 	if a.discard {
-		ep.Done(a.headers, balance.ServerError)
+		ep.End(a.ticket, a.headers, balance.ServerError)
 		return a.after(sentMaybe, Upstream503)
 	}
-	ep.Done(a.headers, balance.OutcomeOf(a.status))
+	ep.End(a.ticket, a.headers, balance.OutcomeOf(a.status))
 	if obs := a.pol.Observer; obs != nil {
 		obs.Settled(a.status, a.pol.Clock.Now().Sub(a.start))
 	}

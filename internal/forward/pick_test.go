@@ -25,13 +25,13 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 	pk := o.NewPicker(nil)
 	defer pk.Close()
 
-	a := &Attempt{pk: pk}
+	a := &Attempt{pk: pk, cost: 1}
 	tried := &a.tried
-	first, err := a.pick()
+	first, ft, err := a.pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.Done(0, balance.Shed)
+	first.End(ft, 0, balance.Shed)
 	tried.add(first)
 	tried.add(first) // counted once
 	if tried.n != 1 {
@@ -40,11 +40,11 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		tried.strict = strict
 		for range 100 {
-			ep, err := a.pick()
+			ep, et, err := a.pick()
 			if err != nil {
 				t.Fatal(err)
 			}
-			ep.Done(0, balance.Shed)
+			ep.End(et, 0, balance.Shed)
 			if ep == first {
 				t.Fatalf("strict %v: a retry went back to the tried endpoint %s", strict, first.Address())
 			}
@@ -55,15 +55,15 @@ func TestPickForAvoidsTriedEndpoints(t *testing.T) {
 		tried.add(ep)
 	}
 	tried.strict = true
-	if ep, err := a.pick(); !errors.Is(err, balance.ErrAllTried) {
+	if ep, _, err := a.pick(); !errors.Is(err, balance.ErrAllTried) {
 		t.Fatalf("strict, every endpoint tried: got %v, %v; want balance.ErrAllTried", ep, err)
 	}
 	tried.strict = false
-	ep, err := a.pick()
+	ep, et, err := a.pick()
 	if err != nil {
 		t.Fatalf("every endpoint tried, after a failure that may have reached the origin: %v, want a pick", err)
 	}
-	ep.Done(0, balance.Shed)
+	ep.End(et, 0, balance.Shed)
 }
 
 func TestUnsentRetriesOffWithRetries(t *testing.T) {

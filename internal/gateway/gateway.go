@@ -376,10 +376,8 @@ func adminAccess(cfg *config.Config, ln net.Listener, token string) telemetry.Ad
 // fastConfig is what the fast path serves this gateway with.
 func (g *Gateway) fastConfig() fastpath.Config {
 	return fastpath.Config{
-		Route: func(host, path string) (*cluster.Origin, bool) {
-			st := g.st()
-			name, ok := st.router.Match(host, path)
-			return st.origins[name], ok
+		Route: func(method, host, path string) (*cluster.Origin, float64, bool) {
+			return g.st().route(method, host, path)
 		},
 		Served:     g.served,
 		Forwarding: func() forward.Forwarding { return g.st().fwd },

@@ -68,14 +68,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 		// happens, the connection carries no further request.
 		w.Header().Set("Connection", "close")
 	}
-	st := g.st()
-	name, ok := st.router.Match(r.Host, r.URL.Path)
+	o, cost, ok := g.st().route(r.Method, r.Host, r.URL.Path)
 	if !ok {
 		return writeError(w, r, forward.NoRoute, oc)
 	}
-	o := st.origins[name]
 	oc.origin, oc.loop = o, loop
-	return g.proxy(w, r, o, o.Loop(loop), oc)
+	return g.proxy(w, r, o, o.Loop(loop), cost, oc)
 }
 
 // writeError writes the gateway's own answer for reason, notes it in oc
@@ -164,7 +162,7 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 
 // proxy forwards r to an endpoint of origin o through loop ol, retrying
 // idempotent requests on another endpoint (package forward).
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, oc *outcome) int {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, cost float64, oc *outcome) int {
 	ctx := r.Context()
 	if t := o.RequestTimeout(); t > 0 {
 		var cancel context.CancelFunc
@@ -196,7 +194,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	replayable := forward.Idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
 	var a forward.Attempt
-	o.Begin(&a, ol, replayable)
+	o.Begin(&a, ol, replayable, cost)
 	defer a.Finish()
 	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)

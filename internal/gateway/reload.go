@@ -19,6 +19,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/workload"
 )
 
 // A reload applies a new configuration in place (docs/gateway.md,
@@ -50,22 +51,47 @@ import (
 type state struct {
 	cfg     *config.Config
 	router  *Router
+	classes *workload.Classifier // the workload's match rules; nil without a workload block
 	origins map[string]*cluster.Origin
 	list    []*cluster.Origin // in config order
 	fwd     forward.Forwarding
 }
 
 func newState(cfg *config.Config, list []*cluster.Origin) *state {
+	var classes *workload.Classifier
+	if cfg.Workload != nil {
+		classes = workload.NewClassifier(*cfg.Workload)
+	}
 	routes := make([]Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
+		if r.Class != "" && cfg.Workload != nil {
+			if k, ok := cfg.Workload.Index(r.Class); ok {
+				routes[i].Cost = classes.ClassCost(k)
+			}
+		}
 	}
-	st := &state{cfg: cfg, router: NewRouter(routes), origins: map[string]*cluster.Origin{},
+	st := &state{cfg: cfg, router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
 		fwd: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}}
 	for _, o := range list {
 		st.add(o)
 	}
 	return st
+}
+
+// route returns the origin of a request and its cost: its route's class's
+// cost, else the cost of the first workload class whose match rule it
+// meets, else 1. It allocates nothing.
+func (st *state) route(method, host, path string) (o *cluster.Origin, cost float64, ok bool) {
+	rt := st.router.Lookup(host, path)
+	if rt == nil {
+		return nil, 0, false
+	}
+	cost = rt.Cost
+	if cost == 0 {
+		cost = st.classes.Cost(method, path)
+	}
+	return st.origins[rt.Origin], cost, true
 }
 
 func (st *state) add(o *cluster.Origin) {

@@ -13,6 +13,9 @@ type Route struct {
 	Host       string // "" matches any host; "*.example.com" matches subdomains
 	PathPrefix string // "" or "/" matches every path
 	Origin     string
+	// Cost is the cost of the route's workload class (routes[].class); 0:
+	// the route names no class, and the workload's match rules decide.
+	Cost float64
 }
 
 // Router picks the origin for a request: among routes whose host matches
@@ -61,31 +64,40 @@ func NewRouter(routes []Route) *Router {
 
 // Match returns the origin for host (with or without a port) and path.
 func (r *Router) Match(host, path string) (string, bool) {
+	if rt := r.Lookup(host, path); rt != nil {
+		return rt.Origin, true
+	}
+	return "", false
+}
+
+// Lookup returns the route for host (with or without a port) and path, nil
+// when none matches. The route is the router's: do not change it.
+func (r *Router) Lookup(host, path string) *Route {
 	host = stripPort(host)
 	if rs, ok := r.exact[host]; ok {
-		if o, ok := matchPrefix(rs, path); ok {
-			return o, true
+		if rt := matchPrefix(rs, path); rt != nil {
+			return rt
 		}
 	} else if lower := strings.ToLower(host); lower != host {
-		if o, ok := matchPrefix(r.exact[lower], path); ok {
-			return o, true
+		if rt := matchPrefix(r.exact[lower], path); rt != nil {
+			return rt
 		}
 	}
-	for _, rt := range r.wildcard {
-		if hasSuffixFold(host, rt.Host[1:]) && strings.HasPrefix(path, rt.PathPrefix) {
-			return rt.Origin, true
+	for i := range r.wildcard {
+		if rt := &r.wildcard[i]; hasSuffixFold(host, rt.Host[1:]) && strings.HasPrefix(path, rt.PathPrefix) {
+			return rt
 		}
 	}
 	return matchPrefix(r.any, path)
 }
 
-func matchPrefix(rs []Route, path string) (string, bool) {
-	for _, rt := range rs {
-		if strings.HasPrefix(path, rt.PathPrefix) {
-			return rt.Origin, true
+func matchPrefix(rs []Route, path string) *Route {
+	for i := range rs {
+		if strings.HasPrefix(path, rs[i].PathPrefix) {
+			return &rs[i]
 		}
 	}
-	return "", false
+	return nil
 }
 
 func hasSuffixFold(s, suffix string) bool {

@@ -52,11 +52,12 @@ type fleetOptions struct {
 // goroutine: the clock.Fake fires every callback on the goroutine that
 // advances it.
 type engine struct {
-	clk *clock.Fake
-	rnd *rng.Source // arrivals, classes, loops, injected errors
-	prn *rng.Source // the pools' jitter
-	mix workload.Mix
-	o   fleetOptions
+	clk   *clock.Fake
+	rnd   *rng.Source // arrivals, classes, loops, injected errors
+	prn   *rng.Source // the pools' jitter
+	mix   workload.Mix
+	costs []float64 // each class's cost (workload.Mix.Costs): what the gateway knows of a request
+	o     fleetOptions
 
 	placement subset.Placement
 	snap      *subset.Snapshot
@@ -81,6 +82,7 @@ func newEngine(seed uint64, mix workload.Mix, o fleetOptions) *engine {
 		rnd:    rng.New(seed),
 		prn:    rng.New(rng.Mix64(seed ^ 0x706f6f6c)),
 		mix:    mix,
+		costs:  mix.Costs(),
 		o:      o,
 		byAddr: map[string]*instance{},
 	}

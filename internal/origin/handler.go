@@ -83,6 +83,7 @@ func (s *Server) acquire(ctx context.Context) bool {
 	}
 	n := s.queued.Add(1)
 	atomicMax(&s.maxQueued, n)
+	s.noteQueue(s.hist.at(s.second(), s.conc.Load()))
 	defer s.queued.Add(-1)
 	select {
 	case s.sem <- struct{}{}:
@@ -149,6 +150,15 @@ func (s *Server) enter() {
 	sl := s.hist.at(s.second(), n-1)
 	atomicMax(&sl.maxConc, n)
 	sl.lastConc.Store(n)
+	s.noteQueue(sl)
+}
+
+// noteQueue raises the second's peaks of requests waiting, and of
+// requests in service or waiting, to what they are now.
+func (s *Server) noteQueue(sl *slot) {
+	q := s.queued.Load()
+	atomicMax(&sl.maxQueued, q)
+	atomicMax(&sl.maxInFlight, q+s.conc.Load())
 }
 
 func (s *Server) leave() {
@@ -156,6 +166,7 @@ func (s *Server) leave() {
 	sl := s.hist.at(s.second(), n+1)
 	sl.requests.Add(1)
 	sl.lastConc.Store(n)
+	s.noteQueue(sl)
 }
 
 // second is the current second since Start on the origin's clock.

@@ -251,9 +251,9 @@ func TestConnectionCountingAndHistory(t *testing.T) {
 		t.Fatalf("%+v, %d requests; want 4 accepted, 0 open, 8 requests", st.Connections, st.Total().OK)
 	}
 	want := []Second{
-		{T: 0, Requests: 5, MaxConcurrency: 1, Accepted: 1, Open: 1},
+		{T: 0, Requests: 5, MaxConcurrency: 1, MaxInFlight: 1, Accepted: 1, Open: 1},
 		{T: 1, Open: 1},
-		{T: 2, Requests: 3, MaxConcurrency: 1, Accepted: 3, Closed: 3, Open: 1},
+		{T: 2, Requests: 3, MaxConcurrency: 1, MaxInFlight: 1, Accepted: 3, Closed: 3, Open: 1},
 		{T: 3, Closed: 1, Open: 0},
 	}
 	if len(st.Seconds) != len(want) {

@@ -113,9 +113,14 @@ type Second struct {
 	T              int64 `json:"t"`
 	Requests       int64 `json:"requests"`        // finished in this second
 	MaxConcurrency int64 `json:"max_concurrency"` // peak requests in service
-	Accepted       int64 `json:"accepted"`        // connections opened
-	Closed         int64 `json:"closed"`          // connections closed
-	Open           int64 `json:"open"`            // connections open at its end
+	// MaxQueued and MaxInFlight are the peaks of class requests waiting
+	// for a worker, and of requests in service or waiting, seen at the
+	// second's arrivals, starts and ends.
+	MaxQueued   int64 `json:"max_queued"`
+	MaxInFlight int64 `json:"max_in_flight"`
+	Accepted    int64 `json:"accepted"` // connections opened
+	Closed      int64 `json:"closed"`   // connections closed
+	Open        int64 `json:"open"`     // connections open at its end
 }
 
 // Stats returns a snapshot of the counters.
@@ -195,6 +200,8 @@ type slot struct {
 	closed   atomic.Int64
 	maxConc  atomic.Int64
 	lastConc atomic.Int64 // concurrency after the last event
+	// peaks of requests waiting, and in service or waiting (noteQueue)
+	maxQueued, maxInFlight atomic.Int64
 }
 
 func (h *history) init(n int) {
@@ -223,6 +230,8 @@ func (h *history) at(sec, level int64) *slot {
 		sl.closed.Store(0)
 		sl.maxConc.Store(level)
 		sl.lastConc.Store(level)
+		sl.maxQueued.Store(0)
+		sl.maxInFlight.Store(0)
 		sl.sec.Store(sec)
 	}
 	return sl
@@ -243,6 +252,8 @@ func (h *history) snapshot(now, open int64) []Second {
 			sec.Accepted = sl.accepted.Load()
 			sec.Closed = sl.closed.Load()
 			sec.MaxConcurrency = sl.maxConc.Load()
+			sec.MaxQueued = sl.maxQueued.Load()
+			sec.MaxInFlight = sl.maxInFlight.Load()
 			carry = sl.lastConc.Load()
 		}
 		out = append(out, sec)

@@ -26,7 +26,26 @@ type Class struct {
 	Name    string        `json:"name" yaml:"name"`
 	Percent float64       `json:"percent" yaml:"percent"` // share of requests, 0–100
 	Latency time.Duration `json:"latency" yaml:"latency"` // mean service time on a warm origin
+	// Cost is what a request of the class weighs for the balancer
+	// (least_work), in units of the lightest class (0 < cost ≤ MaxCost);
+	// nil: Latency ÷ the lightest class's Latency (see Mix.Costs).
+	Cost *float64 `json:"cost,omitempty" yaml:"cost"`
+	// Match says which of the gateway's requests belong to the class (see
+	// Classifier); nil: only a route's class: names it.
+	Match *Match `json:"match,omitempty" yaml:"match"`
 }
+
+// Match is a classifier rule: a request matches when its method is one of
+// Methods (any method when empty), its path starts with PathPrefix and ends
+// with PathSuffix (either may be empty, not both with Methods).
+type Match struct {
+	Methods    []string `json:"methods,omitempty" yaml:"methods"`
+	PathPrefix string   `json:"path_prefix,omitempty" yaml:"path_prefix"`
+	PathSuffix string   `json:"path_suffix,omitempty" yaml:"path_suffix"`
+}
+
+// MaxCost bounds workload.classes[].cost.
+const MaxCost = 1000
 
 // Mix is a workload: classes whose percents add up to 100.
 type Mix struct {
@@ -58,6 +77,17 @@ func (m Mix) Validate() error {
 		if c.Latency <= 0 {
 			return fmt.Errorf("workload.classes[%d].latency: must be positive, e.g. 15ms", i)
 		}
+		for j := range i {
+			if m.Classes[j].Name == c.Name {
+				return fmt.Errorf("workload.classes[%d].name: %q is also classes[%d]'s name; name each class once", i, c.Name, j)
+			}
+		}
+		if c.Cost != nil && !(*c.Cost > 0 && *c.Cost <= MaxCost) {
+			return fmt.Errorf("workload.classes[%d].cost: %v is outside (0, %d]; leave it out for latency ÷ the lightest class's latency", i, *c.Cost, MaxCost)
+		}
+		if err := c.Match.validate(); err != nil {
+			return fmt.Errorf("workload.classes[%d].match%w", i, err)
+		}
 		sum += c.Percent
 	}
 	if sum < 99.999 || sum > 100.001 {
@@ -73,6 +103,41 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("%w: every workload class costs %v; a uniform-cost benchmark is not evidence (seed ADV-BW-01): add a heavy class, e.g. 30%% at 140ms", ErrNoSkew, m.Classes[0].Latency)
 	}
 	return nil
+}
+
+// Costs returns each class's cost, in units of the lightest class: its Cost
+// when set, else its Latency ÷ the lowest Latency of the mix (the seed's
+// weighted request cost factor: 140 ms ÷ 15 ms = 9.33 for the default
+// mix's heavy class).
+func (m Mix) Costs() []float64 {
+	lightest := time.Duration(0)
+	for _, c := range m.Classes {
+		if c.Latency > 0 && (lightest == 0 || c.Latency < lightest) {
+			lightest = c.Latency
+		}
+	}
+	out := make([]float64, len(m.Classes))
+	for i, c := range m.Classes {
+		switch {
+		case c.Cost != nil && *c.Cost > 0:
+			out[i] = *c.Cost
+		case lightest > 0 && c.Latency > 0:
+			out[i] = float64(c.Latency) / float64(lightest)
+		default:
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+// Index returns the position of the class called name.
+func (m Mix) Index(name string) (int, bool) {
+	for i, c := range m.Classes {
+		if c.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // Pick returns the class for a uniform draw u in [0, 1).

@@ -1,0 +1,186 @@
+package balance
+
+import (
+	"math/bits"
+
+	"github.com/corput/corput/internal/rng"
+)
+
+// leastWork is cost-aware least request (issue 19): of its candidates,
+// the one where this request is expected to finish first,
+//
+//		slowness × (work in flight / capacity + cost of this request)
+//
+//	  - work in flight is the sum of the costs of the requests picked for the
+//	    endpoint and not yet done (cost 1 is a request of the lightest class,
+//	    or of no known class), so a heavy request loads an endpoint by its
+//	    cost and not as one request;
+//	  - slowness is the endpoint's latency per unit of cost: the moving
+//	    average of latency ÷ the request's cost (about the last 64 answers;
+//	    decayed by exp(−idle/ewma_decay) while none comes, so a slow
+//	    endpoint is tried again), so a heavy request does not make an
+//	    endpoint look slow — or, when it is higher, the queue signal (the age
+//	    of the work in flight per unit of its cost, Endpoint.queue), which
+//	    rises as soon as requests wait at the endpoint, before any answer
+//	    shows it. There is no peak: a light request that waited 30 ms reads
+//	    as 3× slow per unit of cost, and a peak would keep that for seconds;
+//	    the queue signal is the quick reaction instead;
+//	  - capacity is the endpoint's learned concurrency limit (Endpoint.learn:
+//	    the requests in flight at which its latency starts to rise; a newcomer
+//	    starts from its peers' median) times its slow-start factor.
+//
+// Candidates: with choices 2, the loop's next endpoint in rotation and a
+// random other one (as peak_ewma); a request of cost c > 1 samples
+// ⌈log2 c⌉ more distinct random endpoints (a heavy one of 9.33, six): its
+// misplacement costs c times more, and two candidates that are both slow
+// leave it no good choice.
+//
+// Slow start also bounds the work in flight: once this request would take
+// an endpoint in slow start above factor × its fair share (by weight) of
+// the work in flight at the loop's candidates, it is not a candidate: a
+// random other entry is drawn in its place (redraw), or it loses to any
+// candidate that is not bounded. It always may hold one request.
+//
+// The tie rule of peak_ewma applies: two candidates whose mean latencies
+// per unit of cost are within tie_ratio of each other, neither with a queue
+// signal above tie_ratio × its mean, are compared by load alone: (work in
+// flight + this request's cost) ÷ capacity, as least request compares
+// (active + 1) ÷ weight; the first candidate wins a tie, so that identical
+// endpoints follow the rotation and share evenly.
+type leastWork struct{}
+
+func (leastWork) choose(g *group, now int64, r *rng.Source, units int64) *entry {
+	es := g.entries
+	n := len(es)
+	if n == 1 {
+		return &es[0]
+	}
+	w := workPick{g: g, now: now, units: units, cost: float64(units) / workScale, total: -1}
+	k := g.prm.choices
+	if units > workScale {
+		// One more candidate per doubling of the cost: a heavy request
+		// misplaced costs its cost × the slowness, so it is worth looking
+		// at more endpoints (9.33 → 6 candidates).
+		k += bits.Len64(uint64((units - 1) / workScale))
+	}
+	if k == 2 || n == 2 {
+		i := int((g.next.Add(1) - 1) % uint64(n))
+		j := r.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+		a, b := w.view(&es[i]), w.view(&es[j])
+		if a.bounded && !b.bounded {
+			a = w.redraw(a, j, r)
+		} else if b.bounded && !a.bounded {
+			b = w.redraw(b, i, r)
+		}
+		if w.better(&b, &a) {
+			return b.e
+		}
+		return a.e
+	}
+	var idx [maxChoices]int
+	m := sampleDistinct(n, min(k, n, maxChoices), r, &idx)
+	best := w.view(&es[idx[0]])
+	for _, k := range idx[1:m] {
+		if v := w.view(&es[k]); w.better(&v, &best) {
+			best = v
+		}
+	}
+	return best.e
+}
+
+// redrawTries is how many random entries a pick draws in place of a
+// candidate at its slow-start share, looking for one that is not.
+const redrawTries = 3
+
+// redraw replaces c, a candidate at its slow-start share of the work in
+// flight, by a random other entry that is not (nor the other candidate,
+// at index other), so that the pick still compares two endpoints: without
+// it, the bound would hand the request to the other candidate whatever it
+// is — a 5× slow endpoint would get the heavy requests the newcomer may
+// not take. c stays when no such entry turns up in redrawTries draws.
+func (w *workPick) redraw(c candidate, other int, r *rng.Source) candidate {
+	es := w.g.entries
+	for range redrawTries {
+		k := r.IntN(len(es))
+		if k == other || &es[k] == c.e {
+			continue
+		}
+		if v := w.view(&es[k]); !v.bounded {
+			return v
+		}
+	}
+	return c
+}
+
+// workPick is one least_work pick: the group, the instant, the request's
+// cost, and the group's total work in flight once a slow-start candidate
+// needed it.
+type workPick struct {
+	g     *group
+	now   int64
+	units int64
+	cost  float64
+	total int64 // work units in flight at the group's endpoints; -1: not summed yet
+}
+
+// candidate is what a least_work pick reads of one entry, once.
+type candidate struct {
+	e       *entry
+	load    float64 // work in flight ÷ capacity, in units of cost
+	cap     float64 // capacity: the concurrency limit × the slow-start factor
+	mean    float64 // mean latency per unit of cost, ns
+	queue   float64 // the queue signal, ns per unit of cost
+	bounded bool    // in slow start and at its share of the work in flight
+}
+
+func (w *workPick) view(e *entry) candidate {
+	ep := e.ep
+	units := ep.work.Load()
+	factor := 1.0
+	slow := e.from != warm && w.now < e.from+w.g.prm.window
+	if slow {
+		factor = w.g.weight(e, w.now) / e.weight
+	}
+	c := candidate{e: e, cap: ep.limitNow() * factor, mean: ep.speed.load()}
+	c.load = float64(units) / workScale / c.cap
+	if units > 0 {
+		c.queue = ep.queue(w.now, units)
+		if slow {
+			c.bounded = w.overShare(e, units, factor)
+		}
+	}
+	return c
+}
+
+// overShare reports whether a request of w.units more would take e's
+// work above factor × its fair share of the group's work in flight.
+func (w *workPick) overShare(e *entry, units int64, factor float64) bool {
+	if w.total < 0 {
+		w.total = 0
+		for i := range w.g.entries {
+			w.total += w.g.entries[i].ep.work.Load()
+		}
+	}
+	fair := float64(w.total+w.units) * e.weight / w.g.sumWeight
+	return float64(units+w.units) > factor*fair
+}
+
+// better reports whether candidate a is strictly better than b.
+func (w *workPick) better(a, b *candidate) bool {
+	if a.bounded != b.bounded {
+		return b.bounded
+	}
+	if tie := w.g.prm.tie; a.mean < tie*b.mean && b.mean < tie*a.mean && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
+		return a.load+w.cost/a.cap < b.load+w.cost/b.cap
+	}
+	return w.score(a) < w.score(b)
+}
+
+// score is the candidate's expected completion of this request, ns.
+func (w *workPick) score(c *candidate) float64 {
+	slowness := max(c.mean*decay(msOf(w.now), uint32(c.e.ep.seen.Load()), w.g.prm.tauMs), c.queue)
+	return slowness * (c.load + w.cost)
+}
