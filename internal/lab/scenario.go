@@ -19,11 +19,12 @@ const (
 	ExpLB         = "lb"
 	ExpResilience = "resilience"
 	ExpSpread     = "spread"
+	ExpFleet      = "fleet"
 )
 
 // Experiments lists every experiment name.
 func Experiments() []string {
-	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience, ExpSpread}
+	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience, ExpSpread, ExpFleet}
 }
 
 // Scale chooses the fleet size of the fleet experiments.
@@ -68,6 +69,7 @@ type Scenario struct {
 	LB         LBScenario         `json:"lb"`
 	Resilience ResilienceScenario `json:"resilience"`
 	Spread     SpreadScenario     `json:"spread"`
+	FleetRings FleetRingsScenario `json:"fleet_rings"`
 }
 
 // FleetScenario is the fleet the steps, the herd and the subset ranking run
@@ -166,6 +168,37 @@ type SpreadScenario struct {
 	Noise float64 `json:"noise"`
 }
 
+// FleetRingsScenario is the fleet experiment (--scenario fleet): a gateway
+// fleet whose gateways each hold their own ring, through a rolling deploy
+// of every endpoint during which a share of the gateways restart, with
+// local placement and with shared indices. The origin's instances are
+// Fleet's (workers, dial latency, h2 streams, warm-up).
+type FleetRingsScenario struct {
+	Gateways       int     `json:"gateways"`
+	Loops          int     `json:"loops"`
+	Endpoints      int     `json:"endpoints"`
+	RatePerGateway float64 `json:"rate_per_gateway"`
+	// SubsetSizes are the sizings compared: subset.size, 0 for automatic
+	// (the default sizing).
+	SubsetSizes []int `json:"subset_sizes"`
+	// Restart is the share of the gateways that restart, each at a seeded
+	// uniform instant during the deploy.
+	Restart float64 `json:"restart_share"`
+	// The rolling deploy replaces every endpoint by a new (cold) one,
+	// DeployBatch at a time, every DeployEvery, from DeployAt.
+	DeployAt    time.Duration `json:"deploy_at_ns"`
+	DeployBatch int           `json:"deploy_batch"`
+	DeployEvery time.Duration `json:"deploy_every_ns"`
+	// MeasureFrom..Duration is the window whose requests per endpoint are
+	// counted: after the last batch's slow start and warm-up, and long
+	// enough that the count's own noise stays well under the limit (about
+	// 2 000 requests per endpoint at the small scale).
+	MeasureFrom time.Duration `json:"measure_from_ns"`
+	Duration    time.Duration `json:"duration_ns"`
+	// Limit is the checks' bound on max/mean with shared indices.
+	Limit float64 `json:"limit"`
+}
+
 // ResilienceScenario is the subset-size resilience table.
 type ResilienceScenario struct {
 	Sizes       []int `json:"sizes"`
@@ -209,10 +242,18 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			Latency: 15 * time.Millisecond, Duration: 30 * time.Second, Noise: 0.1,
 		},
 		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
+		FleetRings: FleetRingsScenario{
+			Gateways: 10, Loops: 16, Endpoints: 800, RatePerGateway: 640,
+			SubsetSizes: []int{0, 25}, Restart: 0.3,
+			DeployAt: 30 * time.Second, DeployBatch: 80, DeployEvery: 5 * time.Second,
+			MeasureFrom: 140 * time.Second, Duration: 380 * time.Second,
+			Limit: 1.05,
+		},
 	}
 	if scale == ScaleFull {
 		sc.Scale = ScaleFull
 		sc.Fleet.Gateways = 100
+		sc.FleetRings.Gateways = 100
 	}
 	return sc
 }
@@ -273,6 +314,16 @@ func (sc *Scenario) Validate() error {
 	sp := sc.Spread
 	bad(sp.Loops > 0 && sp.Endpoints > 0 && sp.Workers > 0 && sp.Rate > 0 && sp.Latency > 0 && sp.Duration >= time.Second && sp.Noise >= 0,
 		"lab spread: loops, endpoints, workers, rate, latency must be positive, duration at least 1s, noise not negative")
+	fr := sc.FleetRings
+	bad(fr.Gateways > 0 && fr.Loops > 0 && fr.Endpoints > 0 && fr.RatePerGateway > 0,
+		"lab fleet_rings: gateways, loops, endpoints and rate_per_gateway must be positive")
+	bad(len(fr.SubsetSizes) > 0 && !slices.ContainsFunc(fr.SubsetSizes, func(k int) bool { return k < 0 || k == 1 }),
+		"lab fleet_rings.subset_sizes: want at least one, each 0 (automatic) or at least 2")
+	bad(fr.Restart >= 0 && fr.Restart <= 1, "lab fleet_rings.restart_share: want 0..1")
+	bad(fr.DeployBatch > 0 && fr.DeployEvery > 0 && fr.DeployAt >= 0, "lab fleet_rings: deploy_batch and deploy_every must be positive")
+	bad(fr.MeasureFrom >= fr.deployEnd() && fr.MeasureFrom+time.Second <= fr.Duration,
+		"lab fleet_rings: want the deploy over before measure_from and at least 1s of window before duration")
+	bad(fr.Limit >= 1, "lab fleet_rings.limit: want at least 1")
 	h := sc.Herd
 	bad(h.Duration > 0 && h.Jitter > 0 && h.Ramp > 0, "lab herd: duration, jitter and ramp must be positive")
 	r := sc.Resilience
