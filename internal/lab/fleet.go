@@ -37,11 +37,30 @@ import (
 // The deltas, the pools and the pickers are the gateway's: only loops whose
 // subset changed (subset.Diff) drain pools and take a new subset.
 
-// fleetRingsRun is one run of the fleet experiment: a subset sizing and a
-// placement mode.
+// fleetRingsRun is one run of the fleet experiment: a variant (subset
+// sizing and deploy style) and a placement mode.
 type fleetRingsRun struct {
-	size   int  // subset.size; 0: automatic (the default sizing)
+	FleetVariant
 	shared bool // shared indices from a control plane
+}
+
+// The deploy styles.
+const (
+	// deployReplace replaces a batch in one membership update (remove the
+	// old endpoints, add the new ones), as the steps' deploy does: the
+	// endpoint count never changes.
+	deployReplace = "replace"
+	// deploySurge adds the new batch first and removes the old one
+	// SurgeOverlap later, as a Kubernetes Deployment with maxSurge does:
+	// the count rises by a batch during each step.
+	deploySurge = "surge"
+)
+
+func (v FleetVariant) deploy() string {
+	if v.Surge {
+		return deploySurge
+	}
+	return deployReplace
 }
 
 func (r fleetRingsRun) placement() string {
@@ -57,12 +76,12 @@ const (
 	placementShared = "shared"
 )
 
-// fleetRingsRuns are, for every subset size of the scenario, local
-// placement then shared indices.
+// fleetRingsRuns are, for every variant of the scenario, local placement
+// then shared indices.
 func fleetRingsRuns(fr FleetRingsScenario) []fleetRingsRun {
 	var runs []fleetRingsRun
-	for _, size := range fr.SubsetSizes {
-		runs = append(runs, fleetRingsRun{size: size}, fleetRingsRun{size: size, shared: true})
+	for _, v := range fr.Variants {
+		runs = append(runs, fleetRingsRun{FleetVariant: v}, fleetRingsRun{FleetVariant: v, shared: true})
 	}
 	return runs
 }
@@ -72,7 +91,8 @@ func fleetRingsRuns(fr FleetRingsScenario) []fleetRingsRun {
 type FleetRingsResult struct {
 	Placement  string `json:"placement"`   // local or shared
 	SubsetSize int    `json:"subset_size"` // subset.size; 0 is automatic
-	Subsets    int    `json:"subsets"`     // the subset count S the fleet's rings use at the end (the largest, if they differ)
+	Deploy     string `json:"deploy"`      // replace or surge
+	Subsets    int    `json:"subsets"`     // the subset count S most of the fleet's rings use at the end (the smaller on a tie)
 	// SubsetCounts lists the distinct subset counts the gateways' rings
 	// hold at the end, ascending.
 	SubsetCounts []int `json:"subset_counts"`
@@ -107,9 +127,13 @@ type FleetRingsResult struct {
 	Shed            int64         `json:"shed"`
 }
 
-// Name labels the run: its sizing and placement.
+// Name labels the run: its sizing, deploy and placement.
 func (r FleetRingsResult) Name() string {
-	return fmt.Sprintf("%s, %s", sizingLabel(r.SubsetSize, r.Subsets, r.Endpoints), r.Placement)
+	return fmt.Sprintf("%s, %s, %s", sizingLabel(r.SubsetSize, r.Subsets, r.Endpoints), r.Deploy, r.Placement)
+}
+
+func (r FleetRingsResult) variant() FleetVariant {
+	return FleetVariant{SubsetSize: r.SubsetSize, Surge: r.Deploy == deploySurge}
 }
 
 // sizingLabel names a subset sizing by what it gives: "16 subsets of 50
@@ -280,10 +304,12 @@ func (rf *ringFleet) coverage() (lo, hi float64) {
 	return overMean3(vs)
 }
 
-// distinctRings counts the distinct rings the fleet holds: index order and
-// subset count.
-func (rf *ringFleet) distinctRings() (rings int, counts []int) {
+// distinctRings counts the distinct rings the fleet holds (index order and
+// subset count) and returns the distinct subset counts, ascending, and the
+// one most gateways hold.
+func (rf *ringFleet) distinctRings() (rings int, counts []int, usual int) {
 	seen := map[string]bool{}
+	held := map[int]int{}
 	for _, r := range rf.rings {
 		snap := r.Snapshot()
 		var b strings.Builder
@@ -293,12 +319,17 @@ func (rf *ringFleet) distinctRings() (rings int, counts []int) {
 			b.WriteByte(',')
 		}
 		seen[b.String()] = true
-		if !slices.Contains(counts, snap.Subsets()) {
+		if held[snap.Subsets()]++; held[snap.Subsets()] == 1 {
 			counts = append(counts, snap.Subsets())
 		}
 	}
 	slices.Sort(counts)
-	return len(seen), counts
+	for _, c := range counts {
+		if held[c] > held[usual] {
+			usual = c
+		}
+	}
+	return len(seen), counts, usual
 }
 
 // restartPlan draws which gateways restart during the deploy and when:
@@ -329,7 +360,7 @@ func restartPlan(seed uint64, gateways int, share float64, from, to time.Duratio
 // end counts the requests each endpoint received.
 func runFleetRings(ctx context.Context, sc *Scenario, run fleetRingsRun, tick func()) (FleetRingsResult, error) {
 	fr, f := sc.FleetRings, sc.Fleet
-	sizing := subset.FixedSize(run.size)
+	sizing := subset.FixedSize(run.SubsetSize)
 	e := newEngine(sc.Seed, sc.Mix, fleetOptions{
 		gateways: fr.Gateways, loops: fr.Loops, algorithm: subset.NameRingsteady, sizing: sizing,
 		scope: perLoop, pool: fleetPool(), conn: memconn.Config{Streams: f.Streams, DialLatency: f.DialLatency},
@@ -337,7 +368,7 @@ func runFleetRings(ctx context.Context, sc *Scenario, run fleetRingsRun, tick fu
 	})
 	e.rec.from = fr.MeasureFrom
 	fail := func(err error) (FleetRingsResult, error) {
-		return FleetRingsResult{}, fmt.Errorf("fleet %s: %w", run.placement(), err)
+		return FleetRingsResult{}, fmt.Errorf("fleet %s, %s deploy, %s: %w", sizingLabel(run.SubsetSize, 0, 0), run.deploy(), run.placement(), err)
 	}
 	for i := range fr.Endpoints {
 		e.members = append(e.members, e.newInstance(address(0, i), 1, workload.Warmup{}, 0))
@@ -369,17 +400,41 @@ func runFleetRings(ctx context.Context, sc *Scenario, run fleetRingsRun, tick fu
 	}
 	batches := (fr.Endpoints + fr.DeployBatch - 1) / fr.DeployBatch
 	for b := range batches {
-		e.clk.AfterFunc(fr.DeployAt+time.Duration(b)*fr.DeployEvery, func() {
-			next := make([]*instance, 0, len(e.members))
-			for _, in := range e.members {
-				if in.id >= b*fr.DeployBatch && in.id < (b+1)*fr.DeployBatch {
-					in = e.newInstance(address(1, in.id), 1, f.Warmup, 0)
-				}
-				next = append(next, in)
-			}
+		// Batch b is the initial instances b·batch.. (ids are dense in
+		// creation order); each is replaced by a new, cold one.
+		old := func(in *instance) bool {
+			return in.id >= b*fr.DeployBatch && in.id < min(fr.Endpoints, (b+1)*fr.DeployBatch)
+		}
+		change := func(next []*instance) {
 			if err := rf.setMembers(next); err != nil {
 				e.fail(err)
 			}
+		}
+		at := fr.DeployAt + time.Duration(b)*fr.DeployEvery
+		if !run.Surge {
+			e.clk.AfterFunc(at, func() {
+				next := make([]*instance, 0, len(e.members))
+				for _, in := range e.members {
+					if old(in) {
+						in = e.newInstance(address(1, in.id), 1, f.Warmup, 0)
+					}
+					next = append(next, in)
+				}
+				change(next)
+			})
+			continue
+		}
+		e.clk.AfterFunc(at, func() {
+			next := slices.Clone(e.members)
+			for _, in := range e.members {
+				if old(in) {
+					next = append(next, e.newInstance(address(1, in.id), 1, f.Warmup, 0))
+				}
+			}
+			change(next)
+		})
+		e.clk.AfterFunc(at+fr.SurgeOverlap, func() {
+			change(slices.DeleteFunc(slices.Clone(e.members), old))
 		})
 	}
 	plan := restartPlan(sc.Seed, fr.Gateways, fr.Restart, fr.DeployAt, fr.deployEnd())
@@ -415,12 +470,11 @@ func runFleetRings(ctx context.Context, sc *Scenario, run fleetRingsRun, tick fu
 func (rf *ringFleet) result(run fleetRingsRun, base []int64) FleetRingsResult {
 	e := rf.e
 	r := FleetRingsResult{
-		Placement: run.placement(), SubsetSize: run.size,
+		Placement: run.placement(), SubsetSize: run.SubsetSize, Deploy: run.deploy(),
 		Gateways: e.o.gateways, Loops: e.o.loops, Endpoints: len(e.members),
 		Restarted: rf.restarted, CoverageOverTime: rf.series,
 	}
-	r.Rings, r.SubsetCounts = rf.distinctRings()
-	r.Subsets = r.SubsetCounts[len(r.SubsetCounts)-1]
+	r.Rings, r.SubsetCounts, r.Subsets = rf.distinctRings()
 	cov := make([]float64, len(e.members))
 	got := make([]float64, len(e.members))
 	r.CoverageMin = math.MaxInt
@@ -490,14 +544,14 @@ func (r *Results) fleetChecks(add func(name string, ok, skipped bool, format str
 		}
 		ok := true
 		var parts []string
-		for _, size := range r.Scenario.FleetRings.SubsetSizes {
-			shared, local := r.fleetRing(size, placementShared), r.fleetRing(size, placementLocal)
+		for _, v := range r.Scenario.FleetRings.Variants {
+			shared, local := r.fleetRing(v, placementShared), r.fleetRing(v, placementLocal)
 			if shared == nil {
 				ok = false
-				parts = append(parts, sizingLabel(size, 0, 0)+": no shared run")
+				parts = append(parts, fmt.Sprintf("%s, %s deploy: no shared run", sizingLabel(v.SubsetSize, 0, 0), v.deploy()))
 				continue
 			}
-			part := fmt.Sprintf("%s: shared %.3f", sizingLabel(size, shared.Subsets, shared.Endpoints), m.of(*shared))
+			part := fmt.Sprintf("%s, %s deploy: shared %.3f", sizingLabel(v.SubsetSize, shared.Subsets, shared.Endpoints), v.deploy(), m.of(*shared))
 			if local != nil {
 				part += fmt.Sprintf(" (local %.3f)", m.of(*local))
 			}
@@ -508,10 +562,10 @@ func (r *Results) fleetChecks(add func(name string, ok, skipped bool, format str
 	}
 }
 
-// fleetRing returns the fleet run of subset size and placement, or nil.
-func (r *Results) fleetRing(size int, placement string) *FleetRingsResult {
+// fleetRing returns the fleet run of variant v and placement, or nil.
+func (r *Results) fleetRing(v FleetVariant, placement string) *FleetRingsResult {
 	for i := range r.FleetRings {
-		if x := &r.FleetRings[i]; x.SubsetSize == size && x.Placement == placement {
+		if x := &r.FleetRings[i]; x.variant() == v && x.Placement == placement {
 			return x
 		}
 	}
@@ -532,13 +586,18 @@ func (r *Results) fleetSection() report.Section {
 	t := report.Table{
 		Title: fmt.Sprintf("Fleet: %d gateways × %d loops × %d endpoints, rolling deploy of every endpoint (%d every %v from %v), %.0f%% of the gateways restarted during it",
 			fr.Gateways, fr.Loops, fr.Endpoints, fr.DeployBatch, fr.DeployEvery, fr.DeployAt, 100*fr.Restart),
-		Header: []string{"sizing", "placement", "restarted", "distinct rings", "frontends per endpoint min–max (mean)", "min/mean", "max/mean", "unused",
+		Header: []string{"sizing", "deploy", "placement", "restarted", "subset counts", "distinct rings", "frontends per endpoint min–max (mean)", "min/mean", "max/mean", "unused",
 			"requests min/mean", "requests max/mean", "p99 ms"},
 		Note: fmt.Sprintf("at the end; requests per endpoint over %v–%v (%.0f req/s per gateway); local = each gateway's ring from its own history, shared = every gateway places the control plane's indices and subset count",
 			fr.MeasureFrom, fr.Duration, fr.RatePerGateway),
 	}
 	for _, x := range r.FleetRings {
-		t.Rows = append(t.Rows, []string{sizingLabel(x.SubsetSize, x.Subsets, x.Endpoints), x.Placement, strconv.Itoa(x.Restarted), strconv.Itoa(x.Rings),
+		counts := make([]string, len(x.SubsetCounts))
+		for i, c := range x.SubsetCounts {
+			counts[i] = strconv.Itoa(c)
+		}
+		t.Rows = append(t.Rows, []string{sizingLabel(x.SubsetSize, x.Subsets, x.Endpoints), x.Deploy, x.Placement, strconv.Itoa(x.Restarted),
+			strings.Join(counts, ", "), strconv.Itoa(x.Rings),
 			fmt.Sprintf("%d–%d (%s)", x.CoverageMin, x.CoverageMax, f1(x.CoverageMean)), f3(x.CoverageMinOver), f3(x.CoverageMaxOver), strconv.Itoa(x.UnusedEndpoints),
 			f3(x.RequestsMinOver), f3(x.RequestsMaxOver), f1(x.Latency.P99)})
 	}

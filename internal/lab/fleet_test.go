@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func tinyFleet(seed uint64) Scenario {
 	sc.Run = []string{ExpFleet}
 	sc.FleetRings = FleetRingsScenario{
 		Gateways: 8, Loops: 2, Endpoints: 200, RatePerGateway: 200,
-		SubsetSizes: []int{0}, Restart: 0.3,
+		Variants: []FleetVariant{{}}, Restart: 0.3,
 		DeployAt: 2 * time.Second, DeployBatch: 20, DeployEvery: time.Second,
 		MeasureFrom: 75 * time.Second, Duration: 100 * time.Second, Limit: 1.05,
 	}
@@ -29,7 +30,7 @@ func TestFleetSharedIndicesExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, shared := res.fleetRing(0, placementLocal), res.fleetRing(0, placementShared)
+	local, shared := res.fleetRing(FleetVariant{}, placementLocal), res.fleetRing(FleetVariant{}, placementShared)
 	if local == nil || shared == nil {
 		t.Fatalf("runs: %+v", res.FleetRings)
 	}
@@ -63,9 +64,9 @@ func TestFleetSharedIndicesExact(t *testing.T) {
 // TestFleetChecksFail feeds the checks results that break them.
 func TestFleetChecksFail(t *testing.T) {
 	sc := tinyFleet(1)
-	sc.FleetRings.SubsetSizes = []int{0, 25}
+	sc.FleetRings.Variants = []FleetVariant{{}, {SubsetSize: 25}}
 	good := func(size int, placement string) FleetRingsResult {
-		return FleetRingsResult{Placement: placement, SubsetSize: size, Subsets: 4, Endpoints: 200, CoverageMaxOver: 1, RequestsMaxOver: 1.02}
+		return FleetRingsResult{Placement: placement, SubsetSize: size, Deploy: deployReplace, Subsets: 4, Endpoints: 200, CoverageMaxOver: 1, RequestsMaxOver: 1.02}
 	}
 	local := good(25, placementLocal)
 	local.CoverageMaxOver, local.RequestsMaxOver = 1.4, 1.45
@@ -132,21 +133,52 @@ func TestFleetRestartPlan(t *testing.T) {
 
 func TestFleetScenario(t *testing.T) {
 	full := DefaultScenario(ScaleFull, 1)
-	if fr := full.FleetRings; fr.Gateways != 100 || fr.Loops != 16 || fr.Endpoints != 800 || fr.Restart != 0.3 || fr.SubsetSizes[0] != 0 {
+	if fr := full.FleetRings; fr.Gateways != 100 || fr.Loops != 16 || fr.Endpoints != 800 || fr.Restart != 0.3 || fr.Variants[0] != (FleetVariant{}) {
 		t.Fatalf("full scale fleet: %+v", fr)
 	}
 	if err := full.Select("fleet"); err != nil || !full.Runs(ExpFleet) || full.Runs(ExpSteps) {
 		t.Fatalf("select fleet: %v, runs %v", err, full.Run)
 	}
 	bad := DefaultScenario(ScaleSmall, 1)
-	bad.FleetRings.SubsetSizes, bad.FleetRings.MeasureFrom, bad.FleetRings.Restart = []int{1}, time.Second, 2
+	bad.FleetRings.Variants, bad.FleetRings.MeasureFrom, bad.FleetRings.Restart = []FleetVariant{{SubsetSize: 1, Surge: true}}, time.Second, 2
+	bad.FleetRings.SurgeOverlap = bad.FleetRings.DeployEvery
 	err := bad.Validate()
-	for _, want := range []string{"fleet_rings.subset_sizes", "deploy over before measure_from", "restart_share"} {
+	for _, want := range []string{"fleet_rings.variants", "deploy over before measure_from", "restart_share", "surge_overlap"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v, want it to name %s", err, want)
 		}
 	}
 	if got := sizingLabel(25, 32, 800); got != "32 subsets of 25 (subset.size 25)" {
 		t.Errorf("sizing label %q", got)
+	}
+}
+
+// TestFleetSurgeSplitsSubsetCounts: in a surge deploy the endpoint count
+// rises by a batch during each step. A gateway that restarts then sizes
+// its ring afresh for the larger count and keeps that count, by
+// hysteresis, once the old batch has left, while the others keep theirs:
+// with local placement the fleet ends on two subset counts; with shared
+// indices every gateway takes the control plane's.
+func TestFleetSurgeSplitsSubsetCounts(t *testing.T) {
+	const seed = 1 // a seed where a restart falls inside a surge
+	sc := tinyFleet(seed)
+	sc.FleetRings.Variants = []FleetVariant{{Surge: true}}
+	sc.FleetRings.SurgeOverlap = 500 * time.Millisecond
+	res, err := Simulate(context.Background(), sc, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, shared := res.fleetRing(FleetVariant{Surge: true}, placementLocal), res.fleetRing(FleetVariant{Surge: true}, placementShared)
+	if local == nil || shared == nil {
+		t.Fatalf("runs: %+v", res.FleetRings)
+	}
+	if !slices.Equal(local.SubsetCounts, []int{4, 8}) || local.CoverageMin == local.CoverageMax {
+		t.Errorf("local placement: subset counts %v, coverage %d–%d; want 4 and 8 (a gateway restarted at 220 endpoints), uneven", local.SubsetCounts, local.CoverageMin, local.CoverageMax)
+	}
+	if !slices.Equal(shared.SubsetCounts, []int{4}) || shared.CoverageMin != shared.CoverageMax || shared.Rings != 1 {
+		t.Errorf("shared indices: subset counts %v, coverage %d–%d over %d rings; want one ring of 4 subsets, exact", shared.SubsetCounts, shared.CoverageMin, shared.CoverageMax, shared.Rings)
+	}
+	if local.Endpoints != 200 || shared.Endpoints != 200 {
+		t.Errorf("the surge left %d and %d endpoints, want 200", local.Endpoints, shared.Endpoints)
 	}
 }

@@ -44,12 +44,12 @@ func reducedScenario() Scenario {
 	sc.Resilience = ResilienceScenario{Sizes: []int{25, 50, 100}, MaxFailures: 6, Trials: 5}
 	sc.Spread.Endpoints, sc.Spread.Rate, sc.Spread.Duration = 400, 2000, 20*time.Second
 	// 4 gateways × 4 loops × 16 endpoints, automatic (one subset) and
-	// subsets of 2 (8 > loops); about 2 000 requests per endpoint in the
-	// window.
+	// subsets of 2 (8 > loops) with a surge deploy; about 2 000 requests
+	// per endpoint in the window.
 	sc.FleetRings = FleetRingsScenario{
 		Gateways: 4, Loops: 4, Endpoints: 16, RatePerGateway: 100,
-		SubsetSizes: []int{0, 2}, Restart: 0.3,
-		DeployAt: 2 * time.Second, DeployBatch: 4, DeployEvery: time.Second,
+		Variants: []FleetVariant{{}, {SubsetSize: 2, Surge: true}}, Restart: 0.3,
+		DeployAt: 2 * time.Second, DeployBatch: 4, DeployEvery: time.Second, SurgeOverlap: 500 * time.Millisecond,
 		MeasureFrom: 70 * time.Second, Duration: 150 * time.Second, Limit: 1.05,
 	}
 	return sc

@@ -178,9 +178,9 @@ type FleetRingsScenario struct {
 	Loops          int     `json:"loops"`
 	Endpoints      int     `json:"endpoints"`
 	RatePerGateway float64 `json:"rate_per_gateway"`
-	// SubsetSizes are the sizings compared: subset.size, 0 for automatic
-	// (the default sizing).
-	SubsetSizes []int `json:"subset_sizes"`
+	// Variants are the sizings and deploy styles compared, each with local
+	// placement and with shared indices.
+	Variants []FleetVariant `json:"variants"`
 	// Restart is the share of the gateways that restart, each at a seeded
 	// uniform instant during the deploy.
 	Restart float64 `json:"restart_share"`
@@ -189,6 +189,9 @@ type FleetRingsScenario struct {
 	DeployAt    time.Duration `json:"deploy_at_ns"`
 	DeployBatch int           `json:"deploy_batch"`
 	DeployEvery time.Duration `json:"deploy_every_ns"`
+	// SurgeOverlap is, in a surge deploy, how long a batch's new endpoints
+	// serve beside the old ones before those leave.
+	SurgeOverlap time.Duration `json:"surge_overlap_ns"`
 	// MeasureFrom..Duration is the window whose requests per endpoint are
 	// counted. It starts once the balancers have forgotten the deploy's
 	// cold starts: past the last batch's slow start and warm-up, each
@@ -202,6 +205,16 @@ type FleetRingsScenario struct {
 	Duration    time.Duration `json:"duration_ns"`
 	// Limit is the checks' bound on max/mean with shared indices.
 	Limit float64 `json:"limit"`
+}
+
+// FleetVariant is one configuration of the fleet experiment.
+type FleetVariant struct {
+	// SubsetSize is subset.size; 0 is automatic (the default sizing).
+	SubsetSize int `json:"subset_size"`
+	// Surge deploys each batch by adding the new endpoints first and
+	// removing the old ones SurgeOverlap later; otherwise a batch is
+	// replaced in one update.
+	Surge bool `json:"surge"`
 }
 
 // ResilienceScenario is the subset-size resilience table.
@@ -249,8 +262,8 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
 		FleetRings: FleetRingsScenario{
 			Gateways: 10, Loops: 16, Endpoints: 800, RatePerGateway: 640,
-			SubsetSizes: []int{0, 25}, Restart: 0.3,
-			DeployAt: 30 * time.Second, DeployBatch: 80, DeployEvery: 5 * time.Second,
+			Variants: []FleetVariant{{}, {SubsetSize: 25}, {Surge: true}}, Restart: 0.3,
+			DeployAt: 30 * time.Second, DeployBatch: 80, DeployEvery: 5 * time.Second, SurgeOverlap: 2500 * time.Millisecond,
 			MeasureFrom: 260 * time.Second, Duration: 500 * time.Second,
 			Limit: 1.05,
 		},
@@ -322,8 +335,10 @@ func (sc *Scenario) Validate() error {
 	fr := sc.FleetRings
 	bad(fr.Gateways > 0 && fr.Loops > 0 && fr.Endpoints > 0 && fr.RatePerGateway > 0,
 		"lab fleet_rings: gateways, loops, endpoints and rate_per_gateway must be positive")
-	bad(len(fr.SubsetSizes) > 0 && !slices.ContainsFunc(fr.SubsetSizes, func(k int) bool { return k < 0 || k == 1 }),
-		"lab fleet_rings.subset_sizes: want at least one, each 0 (automatic) or at least 2")
+	bad(len(fr.Variants) > 0 && !slices.ContainsFunc(fr.Variants, func(v FleetVariant) bool { return v.SubsetSize < 0 || v.SubsetSize == 1 }),
+		"lab fleet_rings.variants: want at least one, each subset_size 0 (automatic) or at least 2")
+	bad(!slices.ContainsFunc(fr.Variants, func(v FleetVariant) bool { return v.Surge }) || (fr.SurgeOverlap > 0 && fr.SurgeOverlap < fr.DeployEvery),
+		"lab fleet_rings.surge_overlap: a surge deploy needs 0 < surge_overlap < deploy_every")
 	bad(fr.Restart >= 0 && fr.Restart <= 1, "lab fleet_rings.restart_share: want 0..1")
 	bad(fr.DeployBatch > 0 && fr.DeployEvery > 0 && fr.DeployAt >= 0, "lab fleet_rings: deploy_batch and deploy_every must be positive")
 	bad(fr.MeasureFrom >= fr.deployEnd() && fr.MeasureFrom+time.Second <= fr.Duration,
