@@ -602,9 +602,11 @@ func (r *Results) fleetSection() report.Section {
 			f3(x.RequestsMinOver), f3(x.RequestsMaxOver), f1(x.Latency.P99)})
 	}
 	return report.Section{Title: "7. Fleet: one ring for the whole fleet", Tables: []report.Table{t}, Plots: fleetPlots(),
-		Text: "Every gateway holds its own ring, as corput serve does. Loop l of gateway g uses subset (g·loops + l) mod S of its ring: " +
-			"when loops is a multiple of S every gateway uses every subset once and coverage is even whatever the histories; " +
-			"when S > loops, gateways whose rings differ (a restart during the deploy) use different endpoints, unless they share indices (issue 18)."}
+		Text: "Every gateway holds its own ring, as corput serve does; loop l of gateway g uses subset (g·loops + l) mod S of its ring. " +
+			"When loops is a multiple of S every gateway uses every subset once, so coverage is even whatever the index order, as long as every gateway holds the same S. " +
+			"A gateway restarted during the deploy holds a ring of its own: another index order (with S > loops its loops use other endpoints) and, in a surge deploy, " +
+			"another S (sized afresh for the surged count, kept by hysteresis). With shared indices every gateway places the control plane's indices and subset count (issue 18). " +
+			"docs/lab.md, section 7, explains the table."}
 }
 
 func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
