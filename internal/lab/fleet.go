@@ -606,7 +606,7 @@ func (r *Results) fleetSection() report.Section {
 			"When loops is a multiple of S every gateway uses every subset once, so coverage is even whatever the index order, as long as every gateway holds the same S. " +
 			"A gateway restarted during the deploy holds a ring of its own: another index order (with S > loops its loops use other endpoints) and, in a surge deploy, " +
 			"another S (sized afresh for the surged count, kept by hysteresis). With shared indices every gateway places the control plane's indices and subset count (issue 18). " +
-			"docs/lab.md, section 7, explains the table."}
+			"docs/lab.md, section 8, explains the table."}
 }
 
 func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
