@@ -120,9 +120,18 @@ func (c *Change) Commit() error {
 	o.reqTimeout.Store(int64(c.oc.Timeouts.Request))
 	if c.pool != o.poolCfg || c.dialer != nil {
 		o.poolCfg = c.pool
+		// Open connections carry on with a new dialer until max_lifetime,
+		// but the fast path relays only HTTP/1.1 ones: a change that turns
+		// it on for this origin (h2 to h1) renews every pool first, while
+		// the origin still goes through net/http, which takes either.
+		renew := false
 		if c.dialer != nil {
 			o.dialer = c.dialer
-			o.raw.Store(o.env.FastPath && upstream.DialsRaw(c.dialer))
+			raw := o.env.FastPath && upstream.DialsRaw(c.dialer)
+			renew = raw && !o.raw.Load()
+			if !renew {
+				o.raw.Store(raw)
+			}
 		}
 		for _, ol := range o.loops {
 			for _, p := range *ol.pools.Load() {
@@ -133,7 +142,13 @@ func (c *Change) Commit() error {
 				if err := p.Reconfigure(cfg, c.dialer); err != nil {
 					return err // validated in Prepare: not reached
 				}
+				if renew {
+					p.Renew()
+				}
 			}
+		}
+		if renew {
+			o.raw.Store(true)
 		}
 	}
 	o.conf.Store(c.oc)

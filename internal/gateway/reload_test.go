@@ -648,3 +648,30 @@ func TestARemovedOriginDrains(t *testing.T) {
 		t.Errorf("the origin kept: %d", resp.StatusCode)
 	}
 }
+
+// TestReloadFromH2ToH1KeepsServing: an origin reloaded from h2c to h1
+// while the fast path serves it. The fast path relays only HTTP/1.1
+// connections, so the open h2 connections, which would otherwise carry on
+// until max_lifetime, are retired at the reload (each as its requests
+// end), and every request after it is answered over h1.
+func TestReloadFromH2ToH1KeepsServing(t *testing.T) {
+	origins := startOrigins(t, 1, testorigin.Options{Proto: testorigin.H2C, Classes: fastClass})
+	text := func(proto string) string {
+		return "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 2\nroutes: [{path_prefix: /, origin: app}]\norigins:\n  - name: app\n    protocol: " + proto +
+			"\n    pool: {prewarm: 1}\n    endpoints: ENDPOINTS\n"
+	}
+	g, file := fileGateway(t, text("h2c"), origins)
+	c, done := client()
+	defer done()
+	getOK(t, c, g, 20)
+	h2 := origins[0].Stats().Connections.Accepted
+	writeFileAtomic(t, file, withEndpoints(text("h1"), serverAddrs(origins)...))
+	if code, res := postReload(t, g); code != 200 {
+		t.Fatalf("reload: %d %v", code, res.Errors)
+	}
+	getOK(t, c, g, 50)
+	poll.Until(t, "the h2 connections to close", func() bool {
+		s := origins[0].Stats().Connections
+		return s.Open <= s.Accepted-h2
+	})
+}

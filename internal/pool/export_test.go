@@ -7,6 +7,9 @@ import "fmt"
 func (p *Pool) CheckInvariants() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.staleDials > p.dialing+p.tempDialing {
+		return fmt.Errorf("%d stale dials, but %d in flight", p.staleDials, p.dialing+p.tempDialing)
+	}
 	healthy, onFree := 0, 0
 	for i, pc := range p.conns {
 		switch {

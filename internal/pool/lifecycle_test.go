@@ -505,3 +505,42 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewRetiresEveryConnectionAndStaleDials: Renew closes the idle
+// connections at once, a busy one when its request ends, and a dial in
+// flight (started with the old dialer) as soon as it arrives; the pool
+// dials afresh for its floor and its waiters.
+func TestRenewRetiresEveryConnectionAndStaleDials(t *testing.T) {
+	c := cfg()
+	c.Prewarm = 2
+	e := newEnv(t, c, memconn.Config{DialLatency: 10 * time.Millisecond})
+	e.advance(10 * time.Millisecond)
+	busy := e.mustAcquire()
+	idle := e.mustAcquire()
+	e.release(idle)
+	e.p.Renew()
+	e.check()
+	if !idle.conn().Closed() || busy.conn().Closed() {
+		t.Fatalf("after Renew: idle closed=%v (want true), busy closed=%v (want false)", idle.conn().Closed(), busy.conn().Closed())
+	}
+	// The floor's two dials are in flight; Renew again makes them stale.
+	e.p.Renew()
+	e.check()
+	e.advance(10 * time.Millisecond)
+	if n := e.obs.Closed(pool.ReasonEviction); n != 3 {
+		t.Fatalf("evicted %d connections, want 3 (the idle one and the two dialled before the second Renew)", n)
+	}
+	e.release(busy)
+	if !busy.conn().Closed() {
+		t.Fatal("the connection busy at Renew was put back to serve again")
+	}
+	e.advance(10 * time.Millisecond)
+	fresh := e.mustAcquire()
+	if fresh.conn() == busy.conn() || fresh.conn() == idle.conn() || fresh.conn().Closed() {
+		t.Fatal("after Renew, an old connection serves")
+	}
+	e.release(fresh)
+	if s := e.p.Stats(); s.Open != 2 {
+		t.Fatalf("open %d after Renew, want the floor of 2 dialled afresh", s.Open)
+	}
+}

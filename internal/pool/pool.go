@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,7 @@ type Pool struct {
 	healthy     int                   // pooled connections open and not draining
 	dialing     int                   // pooled dials in flight
 	tempDialing int                   // temporary dials in flight
+	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
@@ -349,6 +351,10 @@ func (p *Pool) dialed(c Conn, err error, temp bool) {
 	} else {
 		p.dialing--
 	}
+	stale := p.staleDials > 0 // started before the last Renew
+	if stale {
+		p.staleDials--
+	}
 	if err != nil {
 		p.dialFailedLocked(err, now, &fx)
 	} else {
@@ -359,6 +365,8 @@ func (p *Pool) dialed(c Conn, err error, temp bool) {
 		case p.state == stateClosed:
 			p.closeLocked(pc, ReasonShutdown, &fx)
 		case p.state == stateDraining:
+			p.closeLocked(pc, ReasonEviction, &fx)
+		case stale:
 			p.closeLocked(pc, ReasonEviction, &fx)
 		case temp:
 			p.startTempLocked(pc, &fx)
@@ -660,6 +668,32 @@ func (p *Pool) Reconfigure(cfg Config, dialer Dialer) error {
 	p.mu.Unlock()
 	p.apply(&fx)
 	return nil
+}
+
+// Renew retires every connection the pool holds, for a dialer whose
+// connections the old ones cannot stand in for (a reload from h2 to h1
+// under the fast path): none takes a new request, each closes as its last
+// request ends (ReasonEviction), and the pool dials afresh with its
+// current dialer, as its floor and its waiters ask. The dials in flight
+// were started with the old dialer; as many connections as there were
+// dials are retired as they arrive (the first to arrive, which is exact
+// unless a new dial overtakes an old one: then a new connection is
+// retired and dialled again, never an old one kept).
+func (p *Pool) Renew() {
+	now := p.clk.Now()
+	var fx effects
+	p.mu.Lock()
+	if p.state != stateOpen {
+		p.mu.Unlock()
+		return
+	}
+	for _, pc := range slices.Clone(p.conns) {
+		p.retireLocked(pc, ReasonEviction, &fx)
+	}
+	p.staleDials = p.dialing + p.tempDialing
+	p.pumpLocked(now, &fx)
+	p.mu.Unlock()
+	p.apply(&fx)
 }
 
 // busyLocked returns an open pooled connection that is not
