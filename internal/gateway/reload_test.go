@@ -669,7 +669,11 @@ func TestReloadFromH2ToH1KeepsServing(t *testing.T) {
 	if code, res := postReload(t, g); code != 200 {
 		t.Fatalf("reload: %d %v", code, res.Errors)
 	}
-	getOK(t, c, g, 50)
+	// A new client connection: its requests start on the fast path (one
+	// that began on net/http stays with it).
+	c2, done2 := client()
+	defer done2()
+	getOK(t, c2, g, 50)
 	poll.Until(t, "the h2 connections to close", func() bool {
 		s := origins[0].Stats().Connections
 		return s.Open <= s.Accepted-h2
