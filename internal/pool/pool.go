@@ -132,7 +132,11 @@ func (p *Pool) Addr() string { return p.addr }
 func (p *Pool) Loop() int { return p.loop }
 
 // Config is the pool's configuration.
-func (p *Pool) Config() Config { return p.cfg }
+func (p *Pool) Config() Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
 
 // Lease is one stream on one connection, handed out by Acquire. It is a
 // small value; copy it freely, but Release or Discard it exactly once.
@@ -341,11 +345,16 @@ func (p *Pool) pumpLocked(now time.Time, fx *effects) {
 func (p *Pool) dialed(c Conn, err error, temp bool) {
 	now := p.clk.Now()
 	var pc *pconn
+	var peer int // the connection's own stream capacity
 	if err == nil {
-		pc = p.newConn(c, temp, now)
+		pc = p.newConn(c, temp)
+		peer = c.Streams()
 	}
 	var fx effects
 	p.mu.Lock()
+	if pc != nil {
+		p.sizeLocked(pc, peer, now)
+	}
 	if temp {
 		p.tempDialing--
 	} else {
@@ -380,22 +389,27 @@ func (p *Pool) dialed(c Conn, err error, temp bool) {
 }
 
 // newConn wraps a new connection. It calls Conn methods, so it runs
-// without the lock.
-func (p *Pool) newConn(c Conn, temp bool, now time.Time) *pconn {
+// without the lock; sizeLocked then sizes it by the configuration.
+func (p *Pool) newConn(c Conn, temp bool) *pconn {
 	pc := &pconn{p: p, conn: c, proto: c.Protocol(), temp: temp, idx: -1}
-	if temp {
-		pc.streams = 1 // one request, then closed
-	} else {
-		pc.streams = p.cfg.streamsOf(c.Streams())
-		if l := p.cfg.MaxLifetime; l > 0 {
-			// Uniform in [0.9·l, 1.1·l], drawn once, so connections
-			// opened together (a deploy, a pre-warm) do not recycle
-			// together.
-			pc.expires = now.Add(l - l/10 + time.Duration(p.rnd.IntN(int(l/5)+1)))
-		}
-	}
 	pc.onPing = pc.pinged
 	return pc
+}
+
+// sizeLocked gives a new connection its stream capacity (peer is its own)
+// and its lifetime, by the configuration of the moment: a Reconfigure
+// changes p.cfg under the lock.
+func (p *Pool) sizeLocked(pc *pconn, peer int, now time.Time) {
+	if pc.temp {
+		pc.streams = 1 // one request, then closed
+		return
+	}
+	pc.streams = p.cfg.streamsOf(peer)
+	if l := p.cfg.MaxLifetime; l > 0 {
+		// Uniform in [0.9·l, 1.1·l], drawn once, so connections opened
+		// together (a deploy, a pre-warm) do not recycle together.
+		pc.expires = now.Add(l - l/10 + time.Duration(p.rnd.IntN(int(l/5)+1)))
+	}
 }
 
 func (p *Pool) addLocked(pc *pconn, now time.Time, fx *effects) {
@@ -447,13 +461,17 @@ func (p *Pool) dialFailedLocked(err error, now time.Time, fx *effects) {
 // connection fail.
 func (p *Pool) release(pc *pconn, broken bool) {
 	usable := !broken && pc.conn.Usable()
-	streams := 0
+	peer := 0 // Conn methods run without the lock
 	if usable && !pc.temp {
-		streams = p.cfg.streamsOf(pc.conn.Streams())
+		peer = pc.conn.Streams()
 	}
 	now := p.clk.Now()
 	var fx effects
 	p.mu.Lock()
+	streams := 0
+	if usable && !pc.temp {
+		streams = p.cfg.streamsOf(peer)
+	}
 	if pc.inUse--; pc.inUse < 0 {
 		pc.inUse = 0
 		p.mu.Unlock()
