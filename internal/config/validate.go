@@ -73,6 +73,9 @@ func (c *Config) diagnose(r *reporter) {
 	if c.AccessLog != nil {
 		checkAccessLog(r, "access_log", c.AccessLog)
 	}
+	if c.Tracing != nil {
+		checkTracing(r, "tracing", c.Tracing)
+	}
 }
 
 func checkAccessLog(r *reporter, p string, a *AccessLog) {
