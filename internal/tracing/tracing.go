@@ -15,11 +15,12 @@
 //   - A client's traceparent is a parent only when the peer is a trusted
 //     proxy (downstream.trusted_proxies, as for X-Forwarded-*); anyone
 //     else's request starts a new trace.
-//   - Export never blocks a request: a span that ends while the queue holds
-//     QueueSize sampled spans not yet handed to the exporter is dropped, and
-//     every sampled span that is never exported (dropped so, or in a batch
-//     whose export failed) is counted in
-//     corput_tracing_spans_dropped_total. An export is bounded by
+//   - Export never blocks a request: a span that starts or ends while the
+//     queue holds QueueSize sampled spans not yet handed to the exporter is
+//     dropped (one that starts so is not even recorded, and its
+//     traceparent goes upstream unsampled), and every sampled span that is
+//     never exported (dropped so, or in a batch whose export failed) is
+//     counted in corput_tracing_spans_dropped_total. An export is bounded by
 //     ExportTimeout, and Shutdown cuts the one in flight when its context
 //     ends.
 package tracing
@@ -109,7 +110,7 @@ func New(c *config.Tracing, opts Options) (*Tracer, error) {
 	}
 	res := resource.NewWithAttributes(semconv.SchemaURL, attrs...)
 	t.tp = sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))),
+		sdktrace.WithSampler(shedSampler{Sampler: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio)), q: q}),
 		sdktrace.WithResource(res),
 		sdktrace.WithSpanProcessor(&boundedProcessor{SpanProcessor: t.bsp, q: q}),
 	)
@@ -199,6 +200,26 @@ type queue struct {
 	dropped prometheus.Counter
 	log     *slog.Logger
 	logged  atomic.Int64 // unix seconds of the last export failure logged
+}
+
+// shedSampler is the configured sampler, but while the queue is full a
+// span it would sample is not recorded (and counted as dropped): it would
+// be dropped when it ends anyway, and a span not recorded costs what an
+// unsampled one does, so a receiver that cannot keep up (or is gone)
+// costs requests no more than sampling nothing. Such a span's
+// traceparent goes upstream unsampled.
+type shedSampler struct {
+	sdktrace.Sampler
+	q *queue
+}
+
+func (s shedSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	r := s.Sampler.ShouldSample(p)
+	if r.Decision == sdktrace.RecordAndSample && s.q.n.Load() >= s.q.limit {
+		s.q.dropped.Inc()
+		r.Decision = sdktrace.Drop
+	}
+	return r
 }
 
 // boundedProcessor admits a sampled span to the batch processor only
