@@ -52,14 +52,8 @@ func checkTracing(r *reporter, p string, t *Tracing) {
 			r.errorf(p+".headers."+name, "the value holds a control character; write it on one line") // the value is a secret: not quoted
 		}
 	}
-	if tc := t.TLS; tc != nil {
-		checkKeyPair(r, p+".tls", tc.Cert, tc.Key)
-		if tc.CA != "" {
-			checkCA(r, p+".tls.ca", tc.CA)
-		}
-		if tc.InsecureSkipVerify {
-			r.warnf(p+".tls.insecure_skip_verify", "the receiver's certificate is not verified; anyone on the path can read the spans and the export headers. Set tls.ca instead")
-		}
+	if t.TLS != nil {
+		checkClientTLS(r, p+".tls", t.TLS, "the receiver's certificate is not verified; anyone on the path can read the spans and the export headers. Set tls.ca instead")
 	}
 }
 

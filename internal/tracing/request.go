@@ -119,13 +119,17 @@ func (t *Tracer) Begin(r *Request, h forward.Prior, trusted bool, in Inbound) {
 // spanName is an HTTP span's name: its method (the semantic conventions'
 // name when no route template is known), or HTTP for a method they do not
 // list.
+// method may be a view of a buffer: the name is always a constant.
 func spanName(method string) string {
-	switch method {
-	case "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH":
-		return method
+	for _, m := range knownMethods {
+		if method == m {
+			return m
+		}
 	}
 	return "HTTP"
 }
+
+var knownMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 
 // StartAttempt starts the client span of an attempt to endpoint (host:port)
 // of origin, through loop; attempt counts from 1.
