@@ -254,10 +254,13 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			live, _ := traceOrigin(t)
 			top := p.top + fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: 1.0}\n", bh.Addr())
-			g := startGateway(t, top+withEndpoints(cfgText(2, ""), live.addr), nil, Options{})
+			// A long acquire_timeout: on a loaded machine (-race, the whole
+			// suite at once) a 100 ms wait for a stream is not tracing's.
+			g := startGateway(t, top+withEndpoints(cfgText(2, "    pool: {acquire_timeout: 5s}\n"), live.addr), nil, Options{})
 			dropped := g.metrics.TracingSpansDropped
 			before := testutil.ToFloat64(dropped)
 			var failed atomic.Int64
+			var why sync.Map // a failure's error or status → true
 			var wg sync.WaitGroup
 			const clients, each = 8, 200 // 3200 spans: past the queue and the batch in flight
 			for i := range clients {
@@ -270,19 +273,23 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 						resp, err := c.Do(req)
 						if err != nil {
 							failed.Add(1)
+							why.Store(err.Error(), true)
 							continue
 						}
 						io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
 						if resp.StatusCode != 200 {
 							failed.Add(1)
+							why.Store(fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("X-Corput-Error")), true)
 						}
 					}
 				}()
 			}
 			wg.Wait()
 			if n := failed.Load(); n > 0 {
-				t.Errorf("%d of %d requests failed with the receiver blackholed", n, clients*each)
+				var reasons []string
+				why.Range(func(k, _ any) bool { reasons = append(reasons, k.(string)); return true })
+				t.Errorf("%d of %d requests failed with the receiver blackholed: %q", n, clients*each, reasons)
 			}
 			poll.Until(t, "the exporter to reach the blackhole", func() bool { return bh.Accepted() > 0 })
 			if got := testutil.ToFloat64(dropped) - before; got < 1 {
