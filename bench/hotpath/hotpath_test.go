@@ -22,6 +22,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/gateway"
+	"github.com/corput/corput/internal/tracing/receiver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -248,6 +249,9 @@ func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
 	}
+	for _, p := range paths {
+		b.Run(p.name+"_tracing_1pct", func(b *testing.B) { benchSerial(b, p.fast, tracingBlock(b, 0.01)) })
+	}
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
@@ -301,13 +305,16 @@ func reportCPU(b *testing.B, since time.Duration) {
 // loops and four origins: throughput under contention.
 func BenchmarkParallel64(b *testing.B) {
 	for _, p := range paths {
-		b.Run(p.name, func(b *testing.B) { benchParallel64(b, p.fast) })
+		b.Run(p.name, func(b *testing.B) { benchParallel64(b, p.fast, "") })
+	}
+	for _, p := range paths {
+		b.Run(p.name+"_tracing_1pct", func(b *testing.B) { benchParallel64(b, p.fast, tracingBlock(b, 0.01)) })
 	}
 }
 
-func benchParallel64(b *testing.B, fast bool) {
+func benchParallel64(b *testing.B, fast bool, extra string) {
 	origins := []*tinyOrigin{startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b)}
-	g := startGatewayPath(b, fast, 2, origins...)
+	g := startGatewayWith(b, fast, 2, extra, origins...)
 	var clients sync.Map
 	b.SetParallelism(32) // 32 × GOMAXPROCS goroutines; 64 on two cores
 	b.ReportAllocs()
@@ -330,4 +337,15 @@ func benchParallel64(b *testing.B, fast bool) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 	reportCPU(b, cpu)
 	clients.Range(func(k, _ any) bool { k.(*rawClient).c.Close(); return true })
+}
+
+// tracingBlock is a tracing block exporting to a real OTLP receiver (gRPC)
+// on loopback, sampling ratio of the new traces: the cost of tracing on.
+func tracingBlock(b *testing.B, ratio float64) string {
+	rc, err := receiver.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rc.Close)
+	return fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: %g}\n", rc.GRPCAddr(), ratio)
 }

@@ -67,6 +67,10 @@ func (b *bench) totalRuns() int {
 			n += b.spreadRuns()
 			continue
 		}
+		if s == scTracing {
+			n += tracingRuns * b.o.rounds
+			continue
+		}
 		per := len(b.proxies)
 		if hasDirect(s) {
 			per++
@@ -93,6 +97,12 @@ func (b *bench) runAll(ctx context.Context) error {
 	for _, sc := range b.o.scenarios {
 		if sc == scSpread {
 			if err := b.runSpread(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if sc == scTracing {
+			if err := b.runTracing(ctx); err != nil {
 				return err
 			}
 			continue

@@ -21,7 +21,10 @@
 //     with 16 loops; wrk -c256, one h2c connection with 100 streams
 //     (h2load) and wrk -c4 through each proxy — how evenly the requests
 //     spread over the endpoints (the origins' per-listener counts) and,
-//     for corput, over its loops (spread.go).
+//     for corput, over its loops (spread.go);
+//  8. tracing (only when asked for: --scenarios tracing): corput against
+//     itself with tracing off, at 1 % sampling and blackholed at 100 %,
+//     under raw and overhead loads (tracing.go).
 //
 // It installs what is missing with apt-get (haproxy, nginx-light, caddy,
 // wrk, and openssl for raw_tls's probe), starts the origins (`corput
@@ -106,7 +109,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
 	// about 45 s a round of the default run's 7 minutes. spread is not in
 	// the default: it opens 800 listeners and runs three loads per proxy.
-	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread runs only when named")
+	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread and tracing run only when named")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
@@ -139,9 +142,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.scenarios = splitList(*scenarios)
 	for _, s := range o.scenarios {
 		switch s {
-		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread:
+		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread, scTracing:
 		default:
-			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead or spread", s)
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead, spread or tracing", s)
 		}
 	}
 	if o.rounds < 1 {

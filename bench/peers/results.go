@@ -20,7 +20,8 @@ const (
 	scCold        = "cold_join"
 	scConnections = "connections"
 	scOverhead    = "overhead"
-	// scSpread ("spread") is in spread.go
+	// scSpread ("spread") is in spread.go, scTracing ("tracing") in
+	// tracing.go
 )
 
 // Results is bench-out/peers.json.
@@ -98,6 +99,8 @@ type Result struct {
 	// TLS is what the proxy negotiated with a client like wrk (raw_tls
 	// scenario).
 	TLS *TLSInfo `json:"tls,omitempty"`
+	// Tracing is the tracing scenario's load, variant and dropped spans.
+	Tracing *tracingRun `json:"tracing,omitempty"`
 
 	// cold join: the joining origin's first seconds, from its own counters
 	Join *JoinResult `json:"join,omitempty"`
@@ -256,6 +259,11 @@ func (r *Results) goals() []Goal {
 				Note: fmt.Sprintf("%.1f %% of the requests from %d to %d s", 100*j.LateShare, j.LateFromS, j.WindowS)})
 		}
 	}
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name == scTracing {
+			gs = append(gs, tracingGoals(&r.Scenarios[i])...)
+		}
+	}
 	if c, ok := r.find(scOverhead, nameCorput); ok {
 		gs = append(gs, Goal{Name: "proxy-added p99 at half max throughput", Target: "≤ 1.5 ms", Value: round3(c.AddedP99MS), Met: c.AddedP99MS <= 1.5,
 			Note: fmt.Sprintf("corput p99 %.2f ms at %.0f req/s open loop, minus direct-to-origin p99 at the same rate", c.P99MS, c.RateRPS)})
@@ -356,6 +364,8 @@ func (r *Results) tables() []report.Table {
 					fmt.Sprintf("%.2f", sp.PerEndpointCV), ratioCell(sp.PerLoopMaxOverMean), ratioCell(sp.PerLoopMinOverMean),
 					strconv.FormatInt(sp.OriginConnections, 10), orDash(sp.Balancer)})
 			}
+		case scTracing:
+			t.Header, t.Rows = tracingTable(&s)
 		case scOverhead:
 			t.Header = []string{"proxy", "rate req/s", "p50 ms", "p99 ms", "max ms", "added p99 ms", "corput/peer added p99", "generator late p99 ms"}
 			for _, x := range s.Results {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/tracing"
 )
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
@@ -21,13 +22,16 @@ func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float
 // unprobed when the Attempt allows it) and hands it to exchange, which
 // makes the exchange and reports its step. It returns the status
 // delivered (499 when the client left), or the reason to answer with.
-// Both serving paths forward through it.
-func (o *Origin) Forward(ctx context.Context, a *forward.Attempt, ol *Loop, trust bool, exchange func(*forward.Attempt) (int, forward.Step)) (int, forward.Reason) {
+// Both serving paths forward through it. tr, when tracing is on, hears
+// each attempt from its pick to its end (a client span each), so that
+// exchange can send its trace context; nil traces nothing.
+func (o *Origin) Forward(ctx context.Context, a *forward.Attempt, ol *Loop, trust bool, tr *tracing.Request, exchange func(*forward.Attempt) (int, forward.Step)) (int, forward.Reason) {
 	for {
-		step, status := o.acquire(ctx, a, ol, trust), 0
+		step, status := o.acquire(ctx, a, ol, trust, tr), 0
 		if step == forward.Send {
 			status, step = exchange(a)
 		}
+		tr.EndAttempt(a, step)
 		switch step {
 		case forward.Delivered:
 			return status, forward.None
@@ -41,14 +45,16 @@ func (o *Origin) Forward(ctx context.Context, a *forward.Attempt, ol *Loop, trus
 
 // acquire picks the attempt's endpoint and acquires a stream of loop ol's
 // pool for it, waiting at most until ctx ends.
-func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayTrust bool) forward.Step {
+func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayTrust bool, tr *tracing.Request) forward.Step {
 	ep, trust, step := a.Pick()
 	trust = trust && mayTrust
 	if step != forward.Acquire {
 		return step
 	}
+	tr.StartAttempt(o.name, ol.idx, a.Attempts(), ep.Address())
 	p, err := o.poolFor(ol, ep.Address())
 	if err != nil {
+		tr.Acquired()
 		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
 	}
 	var lease pool.Lease
@@ -57,5 +63,6 @@ func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayT
 	} else {
 		lease, err = p.Acquire(ctx)
 	}
+	tr.Acquired()
 	return a.Acquired(lease, err)
 }

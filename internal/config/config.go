@@ -65,6 +65,9 @@ type Config struct {
 	// AccessLog writes a line per request (additive); nil, the default,
 	// writes none.
 	AccessLog *AccessLog `yaml:"access_log"`
+	// Tracing exports spans over OTLP (additive); nil, the default,
+	// traces nothing.
+	Tracing *Tracing `yaml:"tracing"`
 
 	file     string         // the name diagnostics are reported under
 	source   []byte         // the bytes Parse read (the reload's hash)

@@ -130,6 +130,9 @@ func (c *Config) normalize(dir string) {
 		}
 		resolve(dir, &o.Discovery.Path)
 	}
+	if t := c.Tracing; t != nil && t.TLS != nil {
+		resolve(dir, &t.TLS.CA, &t.TLS.Cert, &t.TLS.Key)
+	}
 	if a := c.AccessLog; a != nil && a.Path != AccessLogStdout {
 		resolve(dir, &a.Path)
 	}

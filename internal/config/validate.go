@@ -73,6 +73,9 @@ func (c *Config) diagnose(r *reporter) {
 	if c.AccessLog != nil {
 		checkAccessLog(r, "access_log", c.AccessLog)
 	}
+	if c.Tracing != nil {
+		checkTracing(r, "tracing", c.Tracing)
+	}
 }
 
 func checkAccessLog(r *reporter, p string, a *AccessLog) {
@@ -242,14 +245,20 @@ func (o *Origin) checkProtocol(r *reporter, p string) {
 	case o.Protocol == ProtocolH2C && o.TLS != nil:
 		r.errorf(p+".protocol", "h2c is cleartext HTTP/2 but a tls block is set; use h2 (or auto) over TLS, or remove tls")
 	}
-	if t := o.TLS; t != nil {
-		checkKeyPair(r, p+".tls", t.Cert, t.Key)
-		if t.CA != "" {
-			checkCA(r, p+".tls.ca", t.CA)
-		}
-		if t.InsecureSkipVerify {
-			r.warnf(p+".tls.insecure_skip_verify", "the origin's certificate is not verified; anyone on the path can impersonate it. Set tls.ca instead")
-		}
+	if o.TLS != nil {
+		checkClientTLS(r, p+".tls", o.TLS, "the origin's certificate is not verified; anyone on the path can impersonate it. Set tls.ca instead")
+	}
+}
+
+// checkClientTLS checks a tls block towards a server; insecure is the
+// warning for insecure_skip_verify.
+func checkClientTLS(r *reporter, p string, t *ClientTLS, insecure string) {
+	checkKeyPair(r, p, t.Cert, t.Key)
+	if t.CA != "" {
+		checkCA(r, p+".ca", t.CA)
+	}
+	if t.InsecureSkipVerify {
+		r.warnf(p+".insecure_skip_verify", "%s", insecure)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -47,11 +48,13 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	c.closeAfter = h.Close || c.s.closing.Load()
 	c.broken = false
 	c.sent = 0
+	c.beginTrace()
 
 	var status int
 	loop, reason := -1, forward.NoRoute
 	if !routed {
 		status = c.writeError(reason)
+		c.tr.End(status, reason, "", -1, 0)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
 		loop = c.s.cfg.NextLoop()
@@ -63,7 +66,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		// unprobed (one read saved per request); one the origin had closed
 		// is Stale, and the retry probes.
 		var st int
-		st, reason = o.Forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
+		st, reason = o.Forward(context.Background(), a, ol, true, c.tr, func(a *forward.Attempt) (int, forward.Step) {
 			return c.exchange(o, a, n)
 		})
 		a.Finish()
@@ -71,6 +74,9 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 			status = st
 		} else {
 			status = c.writeError(reason)
+		}
+		if c.tr != nil {
+			c.tr.End(status, reason, o.Name(), loop, a.Attempts())
 		}
 	}
 	c.s.cfg.Served(status)
@@ -88,6 +94,31 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		c.broken = true // part of an unforwarded body is still in the socket
 	}
 	return !c.broken && !c.closeAfter, false
+}
+
+// beginTrace starts the request's server span when tracing is on (c.tr
+// is then its Request, else nil); the client's own traceparent and
+// tracestate are then not forwarded: each attempt sends its span's
+// (writeRequest).
+func (c *fastConn) beginTrace() {
+	c.tr = nil
+	if c.s.cfg.Tracer == nil {
+		return
+	}
+	t := c.s.cfg.Tracer()
+	if t == nil {
+		return
+	}
+	h := &c.head
+	c.tr = &c.trace
+	t.Begin(c.tr, h, c.fwd.Trusted, tracing.Inbound{
+		Method: bstr(h.Method), Path: bstr(h.Path), Host: bstr(h.Host), Peer: c.client, TLS: c.tls != nil, Proto: "1.1",
+	})
+	for i := range h.Fields {
+		if tracing.IsTraceField(h.Fields[i].Name) {
+			h.Fields[i].Hop = true
+		}
+	}
 }
 
 // logRequest hands the request just served to the access log, its head's
@@ -210,12 +241,14 @@ func (c *fastConn) writeRequest(w *bufio.Writer, n int, deadline time.Time) erro
 	if h.TETrailers {
 		w.WriteString("Te: trailers\r\n")
 	}
-	c.xff = c.fwd.Write(h.Host, h, c.xff, func(name string, value []byte) {
+	field := func(name string, value []byte) {
 		w.WriteString(name)
 		w.WriteString(": ")
 		w.Write(value)
 		w.WriteString("\r\n")
-	})
+	}
+	c.xff = c.fwd.Write(h.Host, h, c.xff, field)
+	c.tr.Fields(field)
 	if c.bodyLen > 0 || wantsLength(h.Method) {
 		// What net/http's client sends: many origins want a length on
 		// POST, PUT and PATCH even when it is 0.

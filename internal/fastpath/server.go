@@ -25,7 +25,7 @@
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
 //   - A proxied request allocates nothing (bench/hotpath), with the access
-//     log off or on: a sampled request's line is a fixed-size entry copied
+//     log off or on, and tracing off: a sampled request's line is a fixed-size entry copied
 //     into the log's ring, formatted by the log's writer.
 package fastpath
 
@@ -46,6 +46,7 @@ import (
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/sockio"
+	"github.com/corput/corput/internal/tracing"
 )
 
 // BodyLimit is the largest request body the fast path forwards. The
@@ -66,6 +67,9 @@ type Config struct {
 	Route func(method, host, path string) (o *cluster.Origin, cost float64, routed bool)
 	// Served counts a request answered with status.
 	Served func(status int)
+	// Tracer is the tracing in force, asked once per request; nil (or a
+	// nil func) traces nothing.
+	Tracer func() *tracing.Tracer
 	// Forwarding is the X-Forwarded-* rules in force, asked once per
 	// connection.
 	Forwarding func() forward.Forwarding
@@ -280,9 +284,11 @@ type fastConn struct {
 	watch *clientWatch
 	rdl   time.Time // the read deadline set on conn
 
-	attempt forward.Attempt // the current request's (reused)
-	num     [24]byte        // scratch for numbers
-	client  string          // the peer's address, for the access log
+	attempt forward.Attempt  // the current request's (reused)
+	trace   tracing.Request  // the current request's spans (reused)
+	tr      *tracing.Request // &trace while the current request is traced, else nil
+	num     [24]byte         // scratch for numbers
+	client  string           // the peer's address, for the access log
 
 	// the current request
 	bodyAt     int   // offset of its body in buf

@@ -226,6 +226,10 @@ func (a *Attempt) Attempts() int { return a.picks }
 // and Finish, so that it names where the request went last.
 func (a *Attempt) LastEndpoint() *balance.Endpoint { return a.last }
 
+// Status is the status of the current attempt's response head, 0 before
+// Respond.
+func (a *Attempt) Status() int { return a.status }
+
 // Conn is the connection of the stream held since Send.
 func (a *Attempt) Conn() pool.Conn { return a.lease.Conn() }
 
@@ -240,7 +244,7 @@ func (a *Attempt) MayRetry() bool { return a.replayable && a.retries+1 < a.pol.A
 // its probe (Pool.AcquireTrusting) and report a closed one as Stale. On
 // Answer the request is over.
 func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
-	a.ep = nil
+	a.ep, a.status = nil, 0
 	ep, t, err := a.pick()
 	switch {
 	case errors.Is(err, balance.ErrAllTried):

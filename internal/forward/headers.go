@@ -187,6 +187,9 @@ func (f Forwarding) Apply(h http.Header, remoteAddr, host string, tls bool) {
 // bytesOf views s as bytes, for reading only.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
+// HeaderFields is h as a Prior.
+func HeaderFields(h http.Header) Prior { return headerPrior(h) }
+
 // headerPrior is an http.Header as a Prior.
 type headerPrior http.Header
 
@@ -208,6 +211,10 @@ func canonical(name string) string {
 		return "X-Forwarded-Proto"
 	case "x-forwarded-host":
 		return "X-Forwarded-Host"
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
 	}
 	return http.CanonicalHeaderKey(name)
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/telemetry"
+	"github.com/corput/corput/internal/tracing"
 )
 
 // Options are the gateway's injected parts; the zero value serves.
@@ -167,6 +168,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.alog = alog
 	st := newState(cfg, nil)
+	if st.tracer, err = g.newTracer(cfg.Tracing); err != nil {
+		g.alog.Close()
+		return nil, err
+	}
 	for i := range cfg.Origins {
 		o, err := g.newOrigin(&cfg.Origins[i], cfg)
 		if err != nil {
@@ -174,6 +179,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 				o.Close()
 			}
 			g.alog.Close()
+			st.tracer.Shutdown(context.Background())
 			return nil, err
 		}
 		st.add(o)
@@ -380,6 +386,7 @@ func (g *Gateway) fastConfig() fastpath.Config {
 			return g.st().route(method, host, path)
 		},
 		Served:     g.served,
+		Tracer:     func() *tracing.Tracer { return g.st().tracer },
 		Forwarding: func() forward.Forwarding { return g.st().fwd },
 		NextLoop:   g.nextLoopIndex,
 		Guard:      func(c net.Conn) net.Conn { return guard(c) },
@@ -487,7 +494,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeOrigins()
-	err = errors.Join(err, g.alog.Close()) // after the last request's line
+	err = errors.Join(err, g.alog.Close(), g.stopTracer(ctx)) // after the last request's line and span
 	if admin != nil {
 		aerr := admin.Shutdown(ctx)
 		if aerr != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/upstream"
 )
 
@@ -27,11 +28,38 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	oc := outcome{loop: -1}
-	status := g.serve(w, r, loop, &oc)
+	if t := g.st().tracer; t != nil {
+		status := 0
+		oc.trace = g.beginTrace(t, r)
+		defer func() { oc.trace.End(status, oc.reason, oc.originName(), oc.loop, oc.attempts) }() // a response that broke mid-body panics
+		status = g.serve(w, r, loop, &oc)
+		g.finish(r, start, logged, status, &oc)
+		return
+	}
+	g.finish(r, start, logged, g.serve(w, r, loop, &oc), &oc)
+}
+
+// finish counts a request served with status and hands it to the access
+// log when it was sampled.
+func (g *Gateway) finish(r *http.Request, start time.Time, logged bool, status int, oc *outcome) {
 	g.served(status)
 	if logged {
-		g.logRequest(r, start, status, &oc)
+		g.logRequest(r, start, status, oc)
 	}
+}
+
+// beginTrace starts a request's server span; its traceparent is a parent
+// only from a trusted proxy.
+func (g *Gateway) beginTrace(t *tracing.Tracer, r *http.Request) *tracing.Request {
+	tr := new(tracing.Request)
+	proto := "1.1"
+	if r.ProtoMajor == 2 {
+		proto = "2"
+	}
+	t.Begin(tr, forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil).Trusted, tracing.Inbound{
+		Method: r.Method, Path: r.URL.Path, Host: r.Host, Peer: r.RemoteAddr, TLS: r.TLS != nil, Proto: proto,
+	})
+	return tr
 }
 
 // outcome is what the access log needs of a request besides its head and
@@ -43,6 +71,16 @@ type outcome struct {
 	loop     int // the loop the request went through, -1 when it was routed nowhere
 	attempts int
 	endpoint string
+	trace    *tracing.Request // nil: tracing is off
+}
+
+// originName is the name of the origin the request was routed to, "" for
+// none.
+func (oc *outcome) originName() string {
+	if oc.origin == nil {
+		return ""
+	}
+	return oc.origin.Name()
 }
 
 // logRequest hands a request served through net/http to the access log.
@@ -51,10 +89,7 @@ func (g *Gateway) logRequest(r *http.Request, start time.Time, status int, oc *o
 		Start: start, Duration: time.Since(start), Client: r.RemoteAddr,
 		Method: r.Method, Host: r.Host, Target: r.RequestURI, Proto: r.Proto,
 		Status: status, Bytes: oc.bytes, Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent"),
-		Attempts: oc.attempts, Endpoint: oc.endpoint, Reason: oc.reason.String(), Loop: oc.loop,
-	}
-	if oc.origin != nil {
-		rec.Origin = oc.origin.Name()
+		Attempts: oc.attempts, Endpoint: oc.endpoint, Reason: oc.reason.String(), Loop: oc.loop, Origin: oc.originName(),
 	}
 	g.alog.Add(&rec)
 }
@@ -179,6 +214,11 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	up := forward.UpgradeType(r.Header)
 	forward.RemoveHop(r.Header, up)
 	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	if oc.trace != nil {
+		// Each attempt sends its own span's trace context (exchangeHTTP).
+		delete(r.Header, "Traceparent")
+		delete(r.Header, "Tracestate")
+	}
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// Forward no User-Agent rather than the Go client's default.
 		r.Header["User-Agent"] = noUserAgent
@@ -196,7 +236,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	var a forward.Attempt
 	o.Begin(&a, ol, replayable, cost)
 	defer a.Finish()
-	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
+	status, reason := o.Forward(ctx, &a, ol, false, oc.trace, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
 	})
 	oc.attempts = a.Attempts()
@@ -220,6 +260,7 @@ func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attemp
 		return 0, a.Failed(forward.Refused)
 	}
 	out.URL.Host = a.Endpoint().Address()
+	oc.trace.Fields(func(name string, value []byte) { out.Header[name] = []string{string(value)} })
 	resp, err := conn.RoundTrip(out)
 	if err != nil {
 		switch {

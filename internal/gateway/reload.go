@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -55,6 +57,7 @@ type state struct {
 	origins map[string]*cluster.Origin
 	list    []*cluster.Origin // in config order
 	fwd     forward.Forwarding
+	tracer  *tracing.Tracer // nil: tracing is off
 }
 
 func newState(cfg *config.Config, list []*cluster.Origin) *state {
@@ -206,13 +209,23 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		}
 		tlsNext = tc
 	}
+	tracer, tracerChanged, err := g.nextTracer(cur.tracer, cfg)
+	if err != nil {
+		return err
+	}
 	moved, err := g.prepareListeners(cur.cfg, cfg)
 	if err != nil {
+		if tracerChanged {
+			tracer.Shutdown(context.Background())
+		}
 		return err
 	}
 	var changes []*cluster.Change
 	var built []*cluster.Origin
 	abandon := func() {
+		if tracerChanged {
+			tracer.Shutdown(context.Background())
+		}
 		for _, o := range built {
 			o.Close()
 		}
@@ -251,7 +264,12 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		errs = append(errs, c.Commit())
 	}
 	g.tlsCur.Store(tlsNext)
-	g.state.Store(newState(cfg, list))
+	next := newState(cfg, list)
+	next.tracer = tracer
+	g.state.Store(next)
+	if tracerChanged {
+		g.retireTracer(cur.tracer)
+	}
 	g.moveListeners(moved)
 	for _, o := range cur.list {
 		if !slices.Contains(list, o) {

@@ -69,6 +69,7 @@ type Metrics struct {
 
 	ConfigLastReloadSuccess prometheus.Gauge   // unix seconds (additive)
 	AccessLogDropped        prometheus.Counter // no labels (additive)
+	TracingSpansDropped     prometheus.Counter // no labels (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -137,13 +138,15 @@ func New() *Metrics {
 	}
 	m.AccessLogDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_access_log_dropped_total",
 		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
+	m.TracingSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_tracing_spans_dropped_total",
+		Help: "Sampled spans never exported: the export queue was full (a request never waits for the exporter) or their batch failed to export."})
 
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.AccessLogDropped,
+		m.AccessLogDropped, m.TracingSpansDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -1,0 +1,308 @@
+// Package tracing is corput's OpenTelemetry tracing (the tracing block,
+// docs/tracing.md): a server span per downstream request and a client span
+// per upstream attempt, exported over OTLP (gRPC or HTTP with protobuf) by
+// the SDK's batch processor behind a bounded queue.
+//
+// Invariants:
+//   - Off (no tracing block) costs a nil check: the serving paths hold no
+//     *Tracer, build no Request, and pass traceparent and tracestate
+//     through unchanged.
+//   - On, every request has one server span and every attempt that picked
+//     an endpoint one client span, its child, from the pick to the end of
+//     its exchange (so a retried request shows each attempt). The request
+//     sent upstream carries the traceparent (and tracestate) of its
+//     attempt's client span and never the client's own.
+//   - A client's traceparent is a parent only when the peer is a trusted
+//     proxy (downstream.trusted_proxies, as for X-Forwarded-*); anyone
+//     else's request starts a new trace.
+//   - Export never blocks a request: a span that starts or ends while the
+//     queue holds QueueSize sampled spans not yet handed to the exporter is
+//     dropped (one that starts so is not even recorded, and its
+//     traceparent goes upstream unsampled), and every sampled span that is
+//     never exported (dropped so, or in a batch whose export failed) is
+//     counted in corput_tracing_spans_dropped_total. An export is bounded by
+//     ExportTimeout, and Shutdown cuts the one in flight when its context
+//     ends.
+package tracing
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/upstream"
+)
+
+// The export's bounds.
+const (
+	// QueueSize is the most sampled spans waiting for the exporter.
+	QueueSize = 2048
+	// BatchSize is the most spans in one export.
+	BatchSize = 512
+	// BatchTimeout is the longest a span waits for its batch to fill.
+	BatchTimeout = time.Second
+	// ExportTimeout bounds one export; a failed batch is not retried.
+	ExportTimeout = 5 * time.Second
+)
+
+// Options are a Tracer's injected parts.
+type Options struct {
+	Dropped  prometheus.Counter // corput_tracing_spans_dropped_total; nil counts nowhere
+	Logger   *slog.Logger       // nil: slog.Default()
+	Instance string             // service.instance.id ("" for none)
+}
+
+// Tracer is the tracing block in force: its provider, exporter and queue.
+// A reload that changes the block builds a new Tracer and shuts the old
+// one down.
+type Tracer struct {
+	tp     *sdktrace.TracerProvider
+	bsp    sdktrace.SpanProcessor // the SDK's batch processor
+	tracer trace.Tracer
+	cfg    config.Tracing
+	// stop ends every export in flight once Shutdown's context ends.
+	stop   context.Context
+	cancel context.CancelFunc
+}
+
+// New builds the Tracer of c. It opens no connection: the exporter
+// connects on its first export.
+func New(c *config.Tracing, opts Options) (*Tracer, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Dropped == nil {
+		opts.Dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	}
+	exp, err := newExporter(c)
+	if err != nil {
+		return nil, err
+	}
+	quietGlobalHandler()
+	t := &Tracer{cfg: *c}
+	t.stop, t.cancel = context.WithCancel(context.Background())
+	q := &queue{limit: QueueSize, dropped: opts.Dropped, log: opts.Logger}
+	t.bsp = sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, q: q, stop: t.stop},
+		sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(BatchSize),
+		sdktrace.WithBatchTimeout(BatchTimeout), sdktrace.WithExportTimeout(ExportTimeout))
+	attrs := []attribute.KeyValue{semconv.ServiceName("corput")}
+	if opts.Instance != "" {
+		attrs = append(attrs, semconv.ServiceInstanceID(opts.Instance))
+	}
+	res := resource.NewWithAttributes(semconv.SchemaURL, attrs...)
+	t.tp = sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(shedSampler{Sampler: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio)), q: q}),
+		sdktrace.WithResource(res),
+		sdktrace.WithSpanProcessor(&boundedProcessor{SpanProcessor: t.bsp, q: q}),
+	)
+	t.tracer = t.tp.Tracer("github.com/corput/corput")
+	return t, nil
+}
+
+// Same reports whether t was built from a block equal to c: a reload then
+// keeps t.
+func (t *Tracer) Same(c *config.Tracing) bool {
+	if t == nil || c == nil {
+		return t == nil && c == nil
+	}
+	return fmt.Sprint(t.cfg) == fmt.Sprint(*c) // Headers is a map: printed sorted
+}
+
+// Shutdown exports what is queued and stops, within ctx: when ctx ends
+// first, the export in flight is cut and what is left is dropped
+// (counted).
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, t.cancel)
+	defer stop()
+	err := t.tp.Shutdown(ctx)
+	t.cancel()
+	// The provider skips its processors when ctx has already ended; the
+	// processor's own Shutdown (once only) then stops its goroutine and
+	// the exporter's connection in the background.
+	t.bsp.Shutdown(ctx)
+	return err
+}
+
+func newExporter(c *config.Tracing) (sdktrace.SpanExporter, error) {
+	var tc *tls.Config
+	if c.TLS != nil {
+		var err error
+		tc, err = upstream.TLSFiles{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key,
+			ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify}.Config()
+		if err != nil {
+			return nil, fmt.Errorf("tracing.%w", err)
+		}
+	}
+	var client otlptrace.Client
+	switch c.Protocol {
+	case config.TracingHTTP:
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(c.Endpoint), otlptracehttp.WithTimeout(ExportTimeout),
+			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}), otlptracehttp.WithHeaders(c.Headers)}
+		if tc != nil {
+			opts = append(opts, otlptracehttp.WithTLSClientConfig(tc))
+		} else {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
+		client = otlptracehttp.NewClient(opts...)
+	default:
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithTimeout(ExportTimeout),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}), otlptracegrpc.WithHeaders(c.Headers)}
+		if tc != nil {
+			opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc)))
+		} else {
+			opts = append(opts, otlptracegrpc.WithInsecure())
+		}
+		client = otlptracegrpc.NewClient(opts...)
+	}
+	return otlptrace.New(context.Background(), client)
+}
+
+// quietGlobalHandler sends the SDK's own error reports (a failed export,
+// which countingExporter already logs and counts) to the debug log once
+// per process: the SDK's default prints each one to stderr.
+var quietOnce sync.Once
+
+func quietGlobalHandler() {
+	quietOnce.Do(func() {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { slog.Debug("opentelemetry", "err", err) }))
+	})
+}
+
+// queue counts the sampled spans handed to the batch processor and not
+// yet taken by an export. Its bound equals the processor's queue, so the
+// processor never drops a span itself (its own count is not exported):
+// every drop is decided, and counted, here.
+type queue struct {
+	n       atomic.Int64
+	limit   int64
+	dropped prometheus.Counter
+	log     *slog.Logger
+	logged  atomic.Int64 // unix seconds of the last export failure logged
+}
+
+// shedSampler is the configured sampler, but while the queue is full a
+// span it would sample is not recorded (and counted as dropped): it would
+// be dropped when it ends anyway, and a span not recorded costs what an
+// unsampled one does, so a receiver that cannot keep up (or is gone)
+// costs requests no more than sampling nothing. Such a span's
+// traceparent goes upstream unsampled.
+type shedSampler struct {
+	sdktrace.Sampler
+	q *queue
+}
+
+func (s shedSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	r := s.Sampler.ShouldSample(p)
+	if r.Decision == sdktrace.RecordAndSample && s.q.n.Load() >= s.q.limit {
+		s.q.dropped.Inc()
+		r.Decision = sdktrace.Drop
+	}
+	return r
+}
+
+// boundedProcessor admits a sampled span to the batch processor only
+// while the queue has room.
+type boundedProcessor struct {
+	sdktrace.SpanProcessor
+	q *queue
+}
+
+func (p *boundedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return // the batch processor ignores it too
+	}
+	if p.q.n.Add(1) > p.q.limit {
+		p.q.n.Add(-1)
+		p.q.dropped.Inc()
+		return
+	}
+	p.SpanProcessor.OnEnd(s)
+}
+
+// countingExporter takes a batch out of the queue's count as its export
+// starts, and counts a failed batch as dropped.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	q    *queue
+	stop context.Context
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.q.n.Add(-int64(len(spans)))
+	ctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(e.stop, cancel)()
+	defer cancel()
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.q.dropped.Add(float64(len(spans)))
+		if now := time.Now().Unix(); e.q.logged.Swap(now) != now { // at most once a second
+			e.q.log.Warn("tracing: export failed; the batch is dropped", "spans", len(spans), "err", err)
+		}
+	}
+	return err
+}
+
+// traceContext is the W3C propagator: traceparent and tracestate.
+var traceContext propagation.TraceContext
+
+// formatParent writes sc's traceparent into b.
+func formatParent(b *[55]byte, sc trace.SpanContext) []byte {
+	const hexdig = "0123456789abcdef"
+	out := b[:0]
+	out = append(out, "00-"...)
+	tid, sid := sc.TraceID(), sc.SpanID()
+	for _, x := range tid {
+		out = append(out, hexdig[x>>4], hexdig[x&15])
+	}
+	out = append(out, '-')
+	for _, x := range sid {
+		out = append(out, hexdig[x>>4], hexdig[x&15])
+	}
+	out = append(out, '-')
+	f := sc.TraceFlags() & trace.FlagsSampled
+	out = append(out, hexdig[f>>4], hexdig[f&15])
+	return out
+}
+
+// port is the port of a host:port, -1 when there is none.
+func port(hostport string) (host string, p int) {
+	for i := len(hostport) - 1; i >= 0; i-- {
+		if hostport[i] == ':' {
+			n, err := strconv.Atoi(hostport[i+1:])
+			if err != nil {
+				return hostport, -1
+			}
+			h := hostport[:i]
+			if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+				h = h[1 : len(h)-1]
+			}
+			return h, n
+		}
+		if hostport[i] == ']' {
+			break
+		}
+	}
+	return hostport, -1
+}
