@@ -67,6 +67,10 @@ func (b *bench) totalRuns() int {
 			n += b.spreadRuns()
 			continue
 		}
+		if isH2Scenario(s) {
+			n += b.h2Runs()
+			continue
+		}
 		per := len(b.proxies)
 		if hasDirect(s) {
 			per++
@@ -93,6 +97,12 @@ func (b *bench) runAll(ctx context.Context) error {
 	for _, sc := range b.o.scenarios {
 		if sc == scSpread {
 			if err := b.runSpread(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if isH2Scenario(sc) {
+			if err := b.runH2(ctx, sc); err != nil {
 				return err
 			}
 			continue
