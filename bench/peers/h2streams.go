@@ -72,8 +72,8 @@ func bindH2Flags(fs *flag.FlagSet, o *h2Options) {
 	fs.IntVar(&o.origins, "h2-origins", 4, "h2_streams, h2_cpu: TLS origin processes (h2 by ALPN)")
 	fs.IntVar(&o.streams, "h2-streams", 60000, "h2_streams: concurrent long requests (seed 002's G-1: 60,000)")
 	fs.IntVar(&o.perConn, "h2-per-conn", 100, "h2_streams: streams per downstream h2c connection (HAProxy's default limit is 100)")
-	fs.DurationVar(&o.ramp, "h2-ramp", 20*time.Second, "h2_streams: the requests start evenly over this")
-	fs.DurationVar(&o.hold, "h2-hold", 40*time.Second, "h2_streams: the origins hold each request this long (more than --h2-ramp, so all are in flight at once)")
+	fs.DurationVar(&o.ramp, "h2-ramp", 60*time.Second, "h2_streams: the requests start evenly over this")
+	fs.DurationVar(&o.hold, "h2-hold", 90*time.Second, "h2_streams: the origins hold each request this long (more than --h2-ramp, so all are in flight at once)")
 	fs.DurationVar(&o.cpuDuration, "h2-cpu-duration", 10*time.Second, "h2_cpu: measured wrk run")
 	fs.IntVar(&o.cpuConns, "h2-cpu-conns", 64, "h2_cpu: wrk connections")
 }
