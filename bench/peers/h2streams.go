@@ -65,6 +65,7 @@ type h2Options struct {
 	hold        time.Duration
 	cpuDuration time.Duration
 	cpuConns    int
+	corputPool  string // corput's pool: line's flow mapping; "" for its defaults
 }
 
 // bindH2Flags defines the h2 scenarios' flags on fs.
@@ -76,6 +77,7 @@ func bindH2Flags(fs *flag.FlagSet, o *h2Options) {
 	fs.DurationVar(&o.hold, "h2-hold", 90*time.Second, "h2_streams: the origins hold each request this long (more than --h2-ramp, so all are in flight at once)")
 	fs.DurationVar(&o.cpuDuration, "h2-cpu-duration", 10*time.Second, "h2_cpu: measured wrk run")
 	fs.IntVar(&o.cpuConns, "h2-cpu-conns", 64, "h2_cpu: wrk connections")
+	fs.StringVar(&o.corputPool, "h2-corput-pool", "", "h2_streams, h2_cpu: corput's origins[].pool `YAML` flow mapping, e.g. '{acquire_timeout: 1s}' (default: none, corput's defaults)")
 }
 
 // validate checks the h2 flags.
@@ -226,6 +228,7 @@ type h2Proxy struct {
 	prior   bool
 	timeout time.Duration // the proxies' upstream request / server timeouts
 	fwd     bool          // HAProxy adds the X-Forwarded-* fields
+	pool    string        // corput's pool: flow mapping; "" for none
 }
 
 func (p h2Proxy) h2c() bool { return p.prior }
@@ -240,7 +243,7 @@ func (p h2Proxy) files(dir, listen string, members []string, _ string, _ *tlsFil
 			return nil, err
 		}
 		name = "corput.yaml"
-		text = corputH2Config(listen, admin, members, p.ca, v.balancer, p.timeout)
+		text = corputH2Config(listen, admin, members, p.ca, v.balancer, p.pool, p.timeout)
 		argv = []string{v.bin_, "serve", "--config", filepath.Join(dir, name), "--log-level", "warn"}
 	case haproxyProxy:
 		name = "haproxy.cfg"
@@ -258,8 +261,8 @@ func (p h2Proxy) files(dir, listen string, members []string, _ string, _ *tlsFil
 
 // corputH2Config is corput at its defaults but for the origin's protocol
 // (auto: ALPN picks h2), its TLS (verified with ca) and a request timeout
-// above the hold.
-func corputH2Config(listen, admin string, members []string, ca, balancer string, timeout time.Duration) string {
+// above the hold; pool, when set, is its pool: line (--h2-corput-pool).
+func corputH2Config(listen, admin string, members []string, ca, balancer, pool string, timeout time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", listen, admin)
 	b.WriteString("routes:\n  - {path_prefix: /, origin: " + corputOrigin + "}\n")
@@ -270,6 +273,9 @@ func corputH2Config(listen, admin string, members []string, ca, balancer string,
 		balancer = defaultBalancer
 	}
 	b.WriteString("    balancer: " + balancer + "\n")
+	if pool != "" {
+		b.WriteString("    pool: " + pool + "\n")
+	}
 	fmt.Fprintf(&b, "    timeouts: {connect: 1s, request: %v}\n", timeout)
 	return b.String()
 }
@@ -353,7 +359,7 @@ func (b *bench) runH2(ctx context.Context, sc string) error {
 		k := r % len(proxies)
 		for _, p := range append(slices.Clone(proxies[k:]), proxies[:k]...) {
 			dir := filepath.Join(b.dir, fmt.Sprintf("%s-r%d-%s", sc, r+1, p.name()))
-			hp := h2Proxy{proxy: p, ca: h.tc.cert, prior: sc == scH2Streams, timeout: b.o.h2.hold + time.Minute, fwd: b.o.forwarded}
+			hp := h2Proxy{proxy: p, ca: h.tc.cert, prior: sc == scH2Streams, timeout: b.o.h2.hold + time.Minute, fwd: b.o.forwarded, pool: b.o.h2.corputPool}
 			var res Result
 			if sc == scH2Streams {
 				res, err = b.h2StreamsOne(ctx, hp, dir, h)

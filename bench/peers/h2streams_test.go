@@ -67,13 +67,17 @@ func TestH2ConfigsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte(corputH2Config("127.0.0.1:8080", "127.0.0.1:9901", members, tc.cert, "", 100*time.Second)), "bench.yaml")
+	cfg, err := config.Parse([]byte(corputH2Config("127.0.0.1:8080", "127.0.0.1:9901", members, tc.cert, "", "", 100*time.Second)), "bench.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := cfg.Origins[0]
 	if o.Protocol != "auto" || o.TLS == nil || o.TLS.CA != tc.cert || o.TLS.InsecureSkipVerify || o.Timeouts.Request != 100*time.Second || o.Pool.MaxPending != 50 {
 		t.Errorf("origin %+v; want protocol auto, tls verified with the bench CA, request timeout 100s, pool defaults", o)
+	}
+	cfg, err = config.Parse([]byte(corputH2Config("127.0.0.1:8080", "127.0.0.1:9901", members, tc.cert, "", "{acquire_timeout: 1s}", 100*time.Second)), "bench.yaml")
+	if err != nil || cfg.Origins[0].Pool.AcquireTimeout != time.Second || cfg.Origins[0].Pool.MaxPending != 50 {
+		t.Errorf("--h2-corput-pool '{acquire_timeout: 1s}': %v; want the pool's acquire timeout 1s, the rest its defaults", err)
 	}
 	want := map[string]string{nameHAProxy: "ssl verify required ca-file " + tc.cert + " alpn h2", nameCaddy: "tls_trusted_ca_certs " + tc.cert}
 	for _, p := range []proxy{haproxyProxy{fwd: true}, caddyProxy{}} {
