@@ -71,6 +71,10 @@ func (b *bench) totalRuns() int {
 			n += tracingRuns * b.o.rounds
 			continue
 		}
+		if isH2Scenario(s) {
+			n += b.h2Runs()
+			continue
+		}
 		per := len(b.proxies)
 		if hasDirect(s) {
 			per++
@@ -103,6 +107,12 @@ func (b *bench) runAll(ctx context.Context) error {
 		}
 		if sc == scTracing {
 			if err := b.runTracing(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if isH2Scenario(sc) {
+			if err := b.runH2(ctx, sc); err != nil {
 				return err
 			}
 			continue

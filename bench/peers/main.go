@@ -91,6 +91,8 @@ type options struct {
 	spreadFewConns   int
 	spreadStreams    int
 	spreadH2Requests int
+
+	h2 h2Options // h2_streams, h2_cpu (h2streams.go)
 }
 
 func main() {
@@ -109,7 +111,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
 	// about 45 s a round of the default run's 7 minutes. spread is not in
 	// the default: it opens 800 listeners and runs three loads per proxy.
-	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread and tracing run only when named")
+	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread, tracing, h2_streams and h2_cpu run only when named")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
@@ -132,6 +134,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.spreadFewConns, "spread-few-conns", 4, "spread: connections of the last wrk load")
 	fs.IntVar(&o.spreadStreams, "spread-streams", 100, "spread: concurrent streams of the h2load load's one connection")
 	fs.IntVar(&o.spreadH2Requests, "spread-h2-requests", 40000, "spread: requests of the h2load load")
+	bindH2Flags(fs, &o.h2)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -142,9 +145,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.scenarios = splitList(*scenarios)
 	for _, s := range o.scenarios {
 		switch s {
-		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread, scTracing:
+		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread, scTracing, scH2Streams, scH2CPU:
 		default:
-			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead, spread or tracing", s)
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead, spread, tracing, h2_streams or h2_cpu", s)
 		}
 	}
 	if o.rounds < 1 {
@@ -161,6 +164,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		if v.n < 1 {
 			return o, fmt.Errorf("%s %d: want 1 or more", v.name, v.n)
 		}
+	}
+	if err := o.h2.validate(); err != nil {
+		return o, err
 	}
 	if o.spreadDuration < time.Second {
 		return o, fmt.Errorf("--spread-duration %v: want at least 1s (wrk counts whole seconds)", o.spreadDuration)

@@ -110,6 +110,9 @@ type Result struct {
 	// *Spread is the spread scenario's figures; its fields sit in the
 	// result's own object (load, endpoints_reached, …).
 	*Spread
+	// *H2 is the h2 scenarios' figures (h2streams.go), in the result's
+	// own object.
+	*H2
 
 	Rounds []Result `json:"rounds,omitempty"`
 }
@@ -268,7 +271,7 @@ func (r *Results) goals() []Goal {
 		gs = append(gs, Goal{Name: "proxy-added p99 at half max throughput", Target: "≤ 1.5 ms", Value: round3(c.AddedP99MS), Met: c.AddedP99MS <= 1.5,
 			Note: fmt.Sprintf("corput p99 %.2f ms at %.0f req/s open loop, minus direct-to-origin p99 at the same rate", c.P99MS, c.RateRPS)})
 	}
-	return gs
+	return append(gs, r.h2Goals()...)
 }
 
 func round3(v float64) float64 {
@@ -366,6 +369,8 @@ func (r *Results) tables() []report.Table {
 			}
 		case scTracing:
 			t.Header, t.Rows = tracingTable(&s)
+		case scH2Streams, scH2CPU:
+			t.Header, t.Rows = h2Table(s, c)
 		case scOverhead:
 			t.Header = []string{"proxy", "rate req/s", "p50 ms", "p99 ms", "max ms", "added p99 ms", "corput/peer added p99", "generator late p99 ms"}
 			for _, x := range s.Results {

@@ -449,8 +449,8 @@ func parseH2load(out string) (h2loadResult, error) {
 // proxies.
 var spreadNeeds = []string{"wrk", "h2load"}
 
-// usesStandardOrigins reports whether any scenario but spread runs: they
-// share the four standard origins.
+// usesStandardOrigins reports whether any scenario but spread and the h2
+// ones runs: they share the four standard origins.
 func usesStandardOrigins(scenarios []string) bool {
-	return slices.ContainsFunc(scenarios, func(s string) bool { return s != scSpread })
+	return slices.ContainsFunc(scenarios, func(s string) bool { return s != scSpread && !isH2Scenario(s) })
 }

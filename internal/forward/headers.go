@@ -29,7 +29,7 @@ func RemoveHop(h http.Header, upgrade string) {
 		}
 	}
 	for _, name := range h1.HopFields {
-		h.Del(name)
+		delete(h, name) // canonical already: Del would canonicalise each name again, per request
 	}
 	if teTrailers {
 		h["Te"] = []string{"trailers"}

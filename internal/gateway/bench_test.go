@@ -62,6 +62,15 @@ func BenchmarkGateway(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayH2Origin is BenchmarkGateway/h1 to an h2c origin: the
+// net/http path with x/net/http2 upstream (the fast path serves h1
+// origins only), as bench/peers h2_cpu measures it with TLS.
+func BenchmarkGatewayH2Origin(b *testing.B) {
+	origins := startOrigins(b, 1, testorigin.Options{Proto: testorigin.H2C})
+	g := startGateway(b, cfgText(0, "    protocol: h2c\n"), origins, Options{})
+	benchGets(b, benchClient(b, dsH1), "http://"+g.Addr()+"/")
+}
+
 // BenchmarkDirect is the same GET straight to the origin: the client's
 // and origin's share of BenchmarkGateway/h1.
 func BenchmarkDirect(b *testing.B) {
