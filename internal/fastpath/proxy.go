@@ -27,7 +27,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	o, cost, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
+	o, k, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
 	if routed {
 		if !o.Raw() {
 			return false, true
@@ -50,14 +50,18 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 
 	var status int
 	loop, reason := -1, forward.NoRoute
-	if !routed {
+	if routed {
+		reason = o.Admit(k)
+	}
+	if reason != forward.None {
 		status = c.writeError(reason)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
 		loop = c.s.cfg.NextLoop()
 		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
-		o.Begin(a, ol, replayable, cost)
+		started := o.Started(k)
+		o.Begin(a, ol, replayable, k.Cost)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed
@@ -69,6 +73,9 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		a.Finish()
 		if reason == forward.None {
 			status = st
+			if st != 499 {
+				o.Served(k, started)
+			}
 		} else {
 			status = c.writeError(reason)
 		}
@@ -165,6 +172,9 @@ func (c *fastConn) exchange(o *cluster.Origin, a *forward.Attempt, n int) (int, 
 	}
 	if rn > o.MaxResponseHead() {
 		return 0, fail(a, raw, forward.HeadTooLarge)
+	}
+	if v, ok := c.resp.Value("endpoint-load-metrics", 0); ok {
+		a.Loaded(bstr(v))
 	}
 	if !a.Respond(c.resp.Status, c.resp.Has("x-corput-error")) {
 		raw.End(skipBuffered(ubr, rn, &c.resp, c.head.Method))
@@ -504,6 +514,7 @@ func (c *fastConn) exchangeSlow(a *forward.Attempt, raw upstream.Raw) (int, forw
 		resp.Body.Close()
 		return 0, fail(a, raw, forward.Protocol)
 	}
+	a.Loaded(resp.Header.Get(forward.LoadHeader))
 	if !a.Respond(resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		raw.End(false)

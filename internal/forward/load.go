@@ -41,3 +41,14 @@ func ParseLoad(v string) (util float64, ok bool) {
 	}
 	return 0, false
 }
+
+// Loaded hands the current attempt's endpoint the load its response
+// reports: v is the response's endpoint-load-metrics value, "" for none.
+func (a *Attempt) Loaded(v string) {
+	if v == "" {
+		return
+	}
+	if util, ok := ParseLoad(v); ok {
+		a.ep.ReportLoad(util)
+	}
+}

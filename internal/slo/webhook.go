@@ -37,18 +37,26 @@ type Notifier struct {
 	wg      sync.WaitGroup
 	closing atomic.Bool
 
+	onDrop  func()        // hears each dropped event; may be nil
 	Dropped atomic.Uint64 // events the full queue refused
 	Failed  atomic.Uint64 // events given up after Attempts posts
 	Sent    atomic.Uint64 // events the webhook accepted (2xx)
 }
 
 // NewNotifier returns a notifier for url; client nil is a client of its
-// own. Close it.
-func NewNotifier(url string, clk clock.Clock, client *http.Client) *Notifier {
+// own; onDrop (may be nil) hears each event dropped. Close it.
+func NewNotifier(url string, clk clock.Clock, client *http.Client, onDrop func()) *Notifier {
 	if client == nil {
 		client = &http.Client{Timeout: PostTimeout}
 	}
-	return &Notifier{url: url, clk: clk, client: client, q: make(chan Event, QueueSize), stop: make(chan struct{})}
+	return &Notifier{url: url, clk: clk, client: client, onDrop: onDrop, q: make(chan Event, QueueSize), stop: make(chan struct{})}
+}
+
+func (n *Notifier) dropped() {
+	n.Dropped.Add(1)
+	if n.onDrop != nil {
+		n.onDrop()
+	}
 }
 
 // URL is the webhook's address.
@@ -57,7 +65,7 @@ func (n *Notifier) URL() string { return n.url }
 // Notify queues e and reports whether it was queued.
 func (n *Notifier) Notify(e Event) bool {
 	if n.closing.Load() {
-		n.Dropped.Add(1)
+		n.dropped()
 		return false
 	}
 	n.start.Do(func() {
@@ -68,7 +76,7 @@ func (n *Notifier) Notify(e Event) bool {
 	case n.q <- e:
 		return true
 	default:
-		n.Dropped.Add(1)
+		n.dropped()
 		return false
 	}
 }
