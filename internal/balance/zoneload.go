@@ -81,18 +81,22 @@ func (o *Origin) upWeightLocked() int {
 	return w
 }
 
-// ZoneLatencies returns each zone's mean latency: the mean, over its
-// endpoints in service, of their typical latency (the estimate peak_ewma's
-// tie rule reads).
+// ZoneLatencies returns each zone's latency: the mean, over its endpoints
+// in service, of the higher of their Peak EWMA estimate (which shows a
+// slowdown at its first slow answer) and their typical latency (the
+// estimate peak_ewma's tie rule reads, which does not decay while the
+// endpoint is idle: a zone that gets only a few probes keeps its last
+// measured latency).
 func (o *Origin) ZoneLatencies() map[string]time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	now, tau := o.nowNs(), o.t().prm.tauMs
 	sum, n := map[string]float64{}, map[string]int{}
 	for _, e := range o.list {
 		if e.state.Load() == ejected {
 			continue
 		}
-		sum[e.zone] += e.mean.load()
+		sum[e.zone] += max(e.rtt.at(now, tau), e.mean.load())
 		n[e.zone]++
 	}
 	out := make(map[string]time.Duration, len(sum))

@@ -7,8 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/corput/corput/internal/balance"
-	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/upstream"
 )

@@ -98,6 +98,7 @@ type Monitor struct {
 	closed    bool
 	ticks     int64
 	penalized string
+	zones     map[string]time.Duration // the balancer's zone latencies at the last tick
 	scale     scaleState
 }
 
@@ -240,10 +241,14 @@ func (m *Monitor) guardLocked(s *classSet) (guarded bool) {
 // that zone is clearly the slowest; a down-weighted zone stays so until
 // its latency is back within ZoneRatio of the others'.
 func (m *Monitor) zonesLocked(guarded bool) {
-	if m.bal == nil || (!guarded && m.penalized == "") {
+	if m.bal == nil {
 		return
 	}
 	lat := m.bal.ZoneLatencies()
+	m.zones = lat
+	if !guarded && m.penalized == "" {
+		return
+	}
 	if m.penalized != "" {
 		d, ok := lat[m.penalized]
 		if ok && float64(d) >= ZoneRatio*othersMean(lat, m.penalized) {
@@ -326,8 +331,11 @@ type View struct {
 	// ShedLow: routes of priority low to the origin are shed (slo_shed).
 	ShedLow bool `json:"shed_low"`
 	// PenalizedZone is the zone the guard down-weights ("" none).
-	PenalizedZone string    `json:"penalized_zone"`
-	ScaleOut      ScaleView `json:"scale_out"`
+	PenalizedZone string `json:"penalized_zone"`
+	// ZoneLatency is each zone's latency as the guard compares them, in
+	// ms (balance.Origin.ZoneLatencies).
+	ZoneLatency map[string]float64 `json:"zone_latency_ms"`
+	ScaleOut    ScaleView          `json:"scale_out"`
 }
 
 // ClassView is one class's rolling quantiles and guard state.
@@ -359,6 +367,10 @@ func (m *Monitor) View() View {
 		v.ScaleOut.HeavyClass = s.cfg.Classes[s.cfg.Heavy].Name
 	}
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+	v.ZoneLatency = make(map[string]float64, len(m.zones))
+	for z, d := range m.zones {
+		v.ZoneLatency[z] = ms(d)
+	}
 	for i, c := range s.classes {
 		v.Classes[i] = ClassView{Name: s.cfg.Classes[i].Name, Count: c.n, P50: ms(c.q[0]), P90: ms(c.q[1]), P99: ms(c.q[2]),
 			BudgetMs: ms(s.cfg.Classes[i].P99), Guarded: c.active}

@@ -1,0 +1,240 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/latency"
+	"github.com/corput/corput/internal/slo"
+)
+
+// zonedOrigin is a real HTTP origin on loopback whose service time is its
+// path's class (…/light 20 ms, …/heavy 60 ms) times slow/100, and which
+// reports a cpu_utilization when load is set (in hundredths).
+type zonedOrigin struct {
+	srv  *httptest.Server
+	slow atomic.Int64 // percent of the normal service time
+	load atomic.Int64 // cpu_utilization × 100 to report; 0: no report
+	hits atomic.Int64
+}
+
+func newZonedOrigin(t *testing.T) *zonedOrigin {
+	o := &zonedOrigin{}
+	o.slow.Store(100)
+	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.hits.Add(1)
+		d := 20 * time.Millisecond
+		if strings.HasSuffix(r.URL.Path, "/heavy") {
+			d = 60 * time.Millisecond
+		}
+		time.Sleep(d * time.Duration(o.slow.Load()) / 100)
+		if l := o.load.Load(); l > 0 {
+			w.Header().Set("Endpoint-Load-Metrics", fmt.Sprintf("TEXT mem_utilization=0.1, cpu_utilization=%.2f", float64(l)/100))
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *zonedOrigin) addr() string { return strings.TrimPrefix(o.srv.URL, "http://") }
+
+// zonedEndpoints starts n origins per zone and returns them with their
+// YAML endpoint list.
+func zonedEndpoints(t *testing.T, n int, zones ...string) (map[string][]*zonedOrigin, string) {
+	out := map[string][]*zonedOrigin{}
+	var eps []string
+	for _, z := range zones {
+		for range n {
+			o := newZonedOrigin(t)
+			out[z] = append(out[z], o)
+			eps = append(eps, fmt.Sprintf("{address: %q, zone: %s}", o.addr(), z))
+		}
+	}
+	return out, "[" + strings.Join(eps, ", ") + "]"
+}
+
+// TestSLOGuardDrill is the SLO guard's drill (MC-BG-01, per class): six
+// origins in three zones behind a gateway, over real sockets; the light
+// class's p99 budget is 50 ms (its service time is 20 ms, 60 ms when 3×
+// slow), the heavy class's 250 ms (60 ms; 180 ms). 20 s into the run zone c turns 3× slow. The
+// guard's windows run on an injected clock, one second per round of
+// requests: 150 s of the guard's time in seconds of real time.
+//
+// It checks that the guard engages for the light class and down-weights
+// zone c, that the light class's rolling p99 is back under its budget
+// within 2 minutes of the fault, that only the priority: low route is
+// shed (503 slo_shed, Retry-After: 1) and every other request is answered
+// 200, and that the guard shows in /admin/origins and in
+// corput_slo_guard_active.
+func TestSLOGuardDrill(t *testing.T) {
+	zones, eps := zonedEndpoints(t, 2, "a", "b", "c")
+	cfg := fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 2
+routes:
+  - {path_prefix: /report/, origin: pay, class: light, priority: low}
+  - {path_prefix: /, origin: pay}
+origins:
+  - name: pay
+    protocol: h1
+    slow_start: {window: 0s}
+    endpoints: %s
+workload:
+  classes:
+    - {name: light, percent: 70, latency: 20ms, match: {path_suffix: /light}, slo: {p99: 50ms}}
+    - {name: heavy, percent: 30, latency: 60ms, match: {path_suffix: /heavy}, slo: {p99: 250ms}}
+`, eps)
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	g := newGateway(t, cfg, Options{SLOClock: fake})
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, g)
+	base := "http://" + g.Addr()
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	const (
+		faultAt = 20  // s, on the guard's clock
+		runFor  = 140 // s
+		budget  = 50 * time.Millisecond
+	)
+	paths := []string{}
+	for range 12 {
+		paths = append(paths, "/api/light")
+	}
+	for range 3 {
+		paths = append(paths, "/api/heavy", "/report/light")
+	}
+	type tally struct{ ok, shed, other int }
+	var (
+		mu       sync.Mutex
+		byRoute  = map[string]*tally{"/api/light": {}, "/api/heavy": {}, "/report/light": {}}
+		lightLat []time.Duration // client-side, this second
+	)
+	var engagedAt, underAt, leftAt = -1, -1, -1
+	shedSeconds := 0
+	var rows []string
+	for sec := 0; sec < runFor; sec++ {
+		if sec == faultAt {
+			for _, o := range zones["c"] {
+				o.slow.Store(300)
+			}
+		}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 10)
+		lightLat = lightLat[:0]
+		for _, p := range paths {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				start := time.Now()
+				resp, err := hc.Get(base + p)
+				if err != nil {
+					t.Errorf("GET %s: %v", p, err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				tl := byRoute[p]
+				switch {
+				case resp.StatusCode == 200:
+					tl.ok++
+					if p == "/api/light" {
+						lightLat = append(lightLat, time.Since(start))
+					}
+				case resp.StatusCode == 503 && resp.Header.Get("X-Corput-Error") == "slo_shed" && resp.Header.Get("Retry-After") == "1":
+					tl.shed++
+				default:
+					tl.other++
+					t.Errorf("GET %s: %d %s", p, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
+				}
+			}()
+		}
+		wg.Wait()
+		fake.Advance(time.Second)
+		v := sloView(t, g)
+		light := v.Classes[0]
+		if light.Guarded && engagedAt < 0 {
+			engagedAt = sec
+		}
+		if engagedAt >= 0 && leftAt < 0 && !light.Guarded {
+			leftAt = sec
+		}
+		if sec >= faultAt && engagedAt >= 0 && underAt < 0 && light.P99 < 50 {
+			underAt = sec
+		}
+		if v.ShedLow {
+			shedSeconds++
+		}
+		if sec%10 == 9 || sec == faultAt {
+			mu.Lock()
+			client := latency.Of(lightLat).P99
+			mu.Unlock()
+			rows = append(rows, fmt.Sprintf("t=%3ds light rolling p99 %6.2f ms (n=%4d) heavy %6.2f ms guard=%v shed_low=%v zone=%q %v client light p99 this second %.1f ms",
+				sec+1, light.P99, light.Count, v.Classes[1].P99, light.Guarded, v.ShedLow, v.PenalizedZone, v.ZoneLatency, client))
+		}
+		if sec == faultAt+15 {
+			fams := scrapeFamilies(t, g)
+			if a, ok := fams.value("corput_slo_guard_active", "origin", "pay", "class", "light"); !ok || a != 1 {
+				t.Errorf("15 s into the fault corput_slo_guard_active{class=light} = %v (present %v), want 1", a, ok)
+			}
+			if s, _ := fams.value("corput_requests_shed_total", "origin", "pay", "reason", "slo_shed"); s == 0 {
+				t.Errorf("15 s into the fault corput_requests_shed_total{reason=slo_shed} is 0")
+			}
+			if v.PenalizedZone != "c" {
+				t.Errorf("15 s into the fault the guard down-weights zone %q, want c", v.PenalizedZone)
+			}
+		}
+	}
+	for _, r := range rows {
+		t.Log(r)
+	}
+	var hitsC int64
+	for _, o := range zones["c"] {
+		hitsC += o.hits.Load()
+	}
+	t.Logf("guard engaged at t=%ds (fault at %ds), light rolling p99 under %v at t=%ds, guard left at t=%ds; %d s of shedding; zone c served %d requests",
+		engagedAt+1, faultAt, budget, underAt+1, leftAt+1, shedSeconds, hitsC)
+	for p, tl := range byRoute {
+		t.Logf("%-14s ok %4d shed %3d other %d", p, tl.ok, tl.shed, tl.other)
+	}
+	switch {
+	case engagedAt < faultAt:
+		t.Fatalf("the guard engaged at t=%ds, before the fault at %ds, or never", engagedAt+1, faultAt)
+	case underAt < 0 || underAt-faultAt > 120:
+		t.Fatalf("the light class's p99 was not back under its budget within 2 minutes of the fault (at t=%ds)", underAt+1)
+	}
+	if byRoute["/report/light"].shed == 0 {
+		t.Errorf("the priority: low route was never shed")
+	}
+	if n := byRoute["/api/light"].shed + byRoute["/api/heavy"].shed; n != 0 {
+		t.Errorf("%d requests of normal-priority routes were shed", n)
+	}
+}
+
+// sloView is the guard's state of the gateway's only origin.
+func sloView(t *testing.T, g *Gateway) slo.View {
+	t.Helper()
+	v := g.Origins().([]cluster.OriginView)[0].SLO
+	if v == nil {
+		t.Fatal("/admin/origins shows no slo state for an origin with a workload")
+	}
+	return *v
+}
