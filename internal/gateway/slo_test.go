@@ -238,3 +238,91 @@ func sloView(t *testing.T, g *Gateway) slo.View {
 	}
 	return *v
 }
+
+// TestZoneSpillOnLoad (MC-BN-01): a gateway in zone a, three endpoints in
+// a and three in b, over real sockets on both serving paths. While a's
+// endpoints report nothing, a gets its 85 %; once every endpoint of a
+// reports cpu_utilization 0.9 (endpoint-load-metrics), the zone rule spills
+// and a keeps only its share of the capacity (half); reports of 0.5 bring
+// the 85 % back.
+func TestZoneSpillOnLoad(t *testing.T) {
+	zones, eps := zonedEndpoints(t, 3, "a", "b") // 6: the smallest origin zone routing applies to
+	for _, os := range zones {
+		for _, o := range os {
+			o.slow.Store(5) // 1 ms: the test is about where requests go
+		}
+	}
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast_path=%v", fast), func(t *testing.T) {
+			for _, o := range zones["a"] {
+				o.load.Store(0)
+			}
+			g := newGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+downstream: {fast_path: %v}
+routes: [{path_prefix: /, origin: pay}]
+origins:
+  - name: pay
+    protocol: h1
+    slow_start: {window: 0s}
+    zone: {local: a}
+    endpoints: %s
+`, fast, eps), Options{})
+			if err := g.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, g)
+			c, done := client()
+			defer done()
+			shareA := func(n int) float64 {
+				before := hitsOf(zones["a"]) + hitsOf(zones["b"])
+				a0 := hitsOf(zones["a"])
+				for range n {
+					if resp, _ := get(t, c, "http://"+g.Addr()+"/x/light"); resp.StatusCode != 200 {
+						t.Fatalf("status %d", resp.StatusCode)
+					}
+				}
+				all := hitsOf(zones["a"]) + hitsOf(zones["b"]) - before
+				return float64(hitsOf(zones["a"])-a0) / float64(all)
+			}
+			spill := func() bool { return g.Origins().([]cluster.OriginView)[0].ZoneSpill }
+			quiet := shareA(400)
+			for _, o := range zones["a"] {
+				o.load.Store(90)
+			}
+			shareA(40) // every endpoint of a answers once at least, with its report
+			spilling := spill()
+			loaded := shareA(400)
+			for _, o := range zones["a"] {
+				o.load.Store(50)
+			}
+			shareA(40)
+			back := shareA(400)
+			t.Logf("zone a's share: %.3f quiet, %.3f with every endpoint at cpu 0.9 (spilling %v), %.3f at 0.5", quiet, loaded, spilling, back)
+			if !spilling {
+				t.Errorf("/admin/origins shows no zone_spill with every endpoint of zone a at 0.9")
+			}
+			if quiet < 0.78 || quiet > 0.92 {
+				t.Errorf("zone a got %.3f of the requests before any report, want 0.85", quiet)
+			}
+			if loaded < 0.42 || loaded > 0.58 {
+				t.Errorf("zone a got %.3f with every endpoint at 0.9, want its share of the capacity, 0.5: nothing spilled to b", loaded)
+			}
+			if back < 0.78 || back > 0.92 {
+				t.Errorf("zone a got %.3f once its endpoints report 0.5, want 0.85 again", back)
+			}
+			if spill() {
+				t.Errorf("/admin/origins still shows zone_spill at 0.5")
+			}
+		})
+	}
+}
+
+func hitsOf(os []*zonedOrigin) int64 {
+	var n int64
+	for _, o := range os {
+		n += o.hits.Load()
+	}
+	return n
+}
