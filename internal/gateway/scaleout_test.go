@@ -42,21 +42,12 @@ func TestScaleOutSignal(t *testing.T) {
 			mu.Lock()
 			events = nil
 			mu.Unlock()
-			cfg := fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-downstream: {fast_path: %v}
-routes: [{path_prefix: /, origin: pay}]
-origins:
-  - name: pay
-    protocol: h1
-    endpoints: [{address: %q}]
-workload:
+			cfg := payYAML(fast, "slow_start: {window: 60s}", fmt.Sprintf("[{address: %q}]", origin.addr()), fmt.Sprintf(`workload:
   classes:
     - {name: light, percent: 70, latency: 1ms, match: {path_suffix: /light}}
     - {name: heavy, percent: 30, latency: 2ms, match: {path_suffix: /heavy}}
   scale_out: {above_percent: 45, for: 30s, webhook: %q}
-`, fast, origin.addr(), hook.URL+"/scale")
+`, hook.URL+"/scale"))
 			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 			g := newGateway(t, cfg, Options{SLOClock: fake})
 			if err := g.Start(); err != nil {

@@ -257,18 +257,7 @@ func TestZoneSpillOnLoad(t *testing.T) {
 			for _, o := range zones["a"] {
 				o.load.Store(0)
 			}
-			g := newGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-downstream: {fast_path: %v}
-routes: [{path_prefix: /, origin: pay}]
-origins:
-  - name: pay
-    protocol: h1
-    slow_start: {window: 0s}
-    zone: {local: a}
-    endpoints: %s
-`, fast, eps), Options{})
+			g := newGateway(t, payYAML(fast, "slow_start: {window: 0s}\n    zone: {local: a}", eps, ""), Options{})
 			if err := g.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -325,4 +314,21 @@ func hitsOf(os []*zonedOrigin) int64 {
 		n += o.hits.Load()
 	}
 	return n
+}
+
+// payYAML is a gateway with one origin, pay, on the given serving path:
+// keys are its extra keys (indented as its other keys), eps its endpoint
+// list, extra top-level config.
+func payYAML(fast bool, keys, eps, extra string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+downstream: {fast_path: %v}
+routes: [{path_prefix: /, origin: pay}]
+origins:
+  - name: pay
+    protocol: h1
+    %s
+    endpoints: %s
+%s`, fast, keys, eps, extra)
 }
