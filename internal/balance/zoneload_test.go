@@ -65,20 +65,21 @@ func TestPenalizeZone(t *testing.T) {
 	}
 }
 
-// TestZoneLatencies: the mean of each zone's endpoints' typical latency.
+// TestZoneLatencies: the mean over each zone's endpoints of the higher of
+// their Peak EWMA and typical latency.
 func TestZoneLatencies(t *testing.T) {
 	ms := members(4, "a", "b")
 	f := newFixture(t, DefaultConfig(), ms, 46)
 	for i, m := range ms {
-		d := 10 * time.Millisecond
+		d := 40 * time.Millisecond // above the default RTT: the first sample is the estimate
 		if i%2 == 1 {
-			d = 30 * time.Millisecond
+			d = 90 * time.Millisecond
 		}
 		f.o.Endpoint(m.Address).Done(d, Success)
 		f.o.Endpoint(m.Address).active.Add(1) // Done without a Pick
 	}
 	lat := f.o.ZoneLatencies()
-	if lat["a"] != 10*time.Millisecond || lat["b"] != 30*time.Millisecond {
-		t.Fatalf("zone latencies %v, want a 10ms, b 30ms", lat)
+	if lat["a"] != 40*time.Millisecond || lat["b"] != 90*time.Millisecond {
+		t.Fatalf("zone latencies %v, want a 40ms, b 90ms", lat)
 	}
 }

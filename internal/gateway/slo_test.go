@@ -75,7 +75,8 @@ func zonedEndpoints(t *testing.T, n int, zones ...string) (map[string][]*zonedOr
 // within 2 minutes of the fault, that only the priority: low route is
 // shed (503 slo_shed, Retry-After: 1) and every other request is answered
 // 200, and that the guard shows in /admin/origins and in
-// corput_slo_guard_active.
+// corput_slo_guard_active. Under the race detector only the sheds are
+// checked (no request of a normal route shed, every other answer a 200).
 func TestSLOGuardDrill(t *testing.T) {
 	zones, eps := zonedEndpoints(t, 2, "a", "b", "c")
 	cfg := fmt.Sprintf(`
@@ -190,7 +191,7 @@ workload:
 			rows = append(rows, fmt.Sprintf("t=%3ds light rolling p99 %6.2f ms (n=%4d) heavy %6.2f ms guard=%v shed_low=%v zone=%q %v client light p99 this second %.1f ms",
 				sec+1, light.P99, light.Count, v.Classes[1].P99, light.Guarded, v.ShedLow, v.PenalizedZone, v.ZoneLatency, client))
 		}
-		if sec == faultAt+15 {
+		if sec == faultAt+15 && !raceEnabled {
 			fams := scrapeFamilies(t, g)
 			if a, ok := fams.value("corput_slo_guard_active", "origin", "pay", "class", "light"); !ok || a != 1 {
 				t.Errorf("15 s into the fault corput_slo_guard_active{class=light} = %v (present %v), want 1", a, ok)
@@ -215,6 +216,12 @@ workload:
 	for p, tl := range byRoute {
 		t.Logf("%-14s ok %4d shed %3d other %d", p, tl.ok, tl.shed, tl.other)
 	}
+	if n := byRoute["/api/light"].shed + byRoute["/api/heavy"].shed; n != 0 {
+		t.Errorf("%d requests of normal-priority routes were shed", n)
+	}
+	if raceEnabled {
+		t.Skip("the latency outcomes are checked without the race detector, which slows the gateway several times over")
+	}
 	switch {
 	case engagedAt < faultAt:
 		t.Fatalf("the guard engaged at t=%ds, before the fault at %ds, or never", engagedAt+1, faultAt)
@@ -223,9 +230,6 @@ workload:
 	}
 	if byRoute["/report/light"].shed == 0 {
 		t.Errorf("the priority: low route was never shed")
-	}
-	if n := byRoute["/api/light"].shed + byRoute["/api/heavy"].shed; n != 0 {
-		t.Errorf("%d requests of normal-priority routes were shed", n)
 	}
 }
 
@@ -280,13 +284,19 @@ func TestZoneSpillOnLoad(t *testing.T) {
 			for _, o := range zones["a"] {
 				o.load.Store(90)
 			}
-			shareA(40) // every endpoint of a answers once at least, with its report
+			// Until every endpoint of a has answered with its report
+			// (one avoided for being slow may take a while).
+			for i := 0; i < 50 && !spill(); i++ {
+				shareA(10)
+			}
 			spilling := spill()
 			loaded := shareA(400)
 			for _, o := range zones["a"] {
 				o.load.Store(50)
 			}
-			shareA(40)
+			for i := 0; i < 50 && spill(); i++ {
+				shareA(10)
+			}
 			back := shareA(400)
 			t.Logf("zone a's share: %.3f quiet, %.3f with every endpoint at cpu 0.9 (spilling %v), %.3f at 0.5", quiet, loaded, spilling, back)
 			if !spilling {
