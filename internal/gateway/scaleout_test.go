@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/slo"
 )
@@ -105,5 +107,44 @@ func TestScaleOutSignal(t *testing.T) {
 				t.Errorf("webhook event %+v", e)
 			}
 		})
+	}
+}
+
+// TestReloadWorkload: an origin of a gateway started without a workload
+// gets its SLO monitor from a reload that adds one, with the new classes and
+// budgets; a reload that changes a budget keeps the monitor and shows the
+// new budget; one that drops the workload leaves it watching nothing.
+func TestReloadWorkload(t *testing.T) {
+	origin := newZonedOrigin(t)
+	eps := fmt.Sprintf("[{address: %q}]", origin.addr())
+	g := newGateway(t, payYAML(true, "slow_start: {window: 60s}", eps, ""), Options{})
+	if v := g.Origins().([]cluster.OriginView)[0].SLO; v != nil {
+		t.Fatalf("an origin without a workload shows slo %+v", v)
+	}
+	reload := func(extra string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(payYAML(true, "slow_start: {window: 60s}", eps, extra)), "reload.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wl := func(budget string) string {
+		return "workload:\n  classes:\n    - {name: light, percent: 70, latency: 1ms, slo: {p99: " + budget + "}}\n    - {name: heavy, percent: 30, latency: 9ms}\n"
+	}
+	reload(wl("20ms"))
+	v := sloView(t, g)
+	if len(v.Classes) != 2 || v.Classes[0].BudgetMs != 20 || v.ScaleOut.HeavyClass != "heavy" {
+		t.Fatalf("after adding the workload: %+v", v)
+	}
+	reload(wl("30ms"))
+	if v := sloView(t, g); v.Classes[0].BudgetMs != 30 {
+		t.Fatalf("after changing the budget: %+v", v)
+	}
+	reload("")
+	if v := sloView(t, g); len(v.Classes) != 0 {
+		t.Fatalf("after dropping the workload the monitor still watches %+v", v.Classes)
 	}
 }
