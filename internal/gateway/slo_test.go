@@ -286,10 +286,11 @@ func TestZoneSpillOnLoad(t *testing.T) {
 			}
 			// Until every endpoint of a has answered with its report
 			// (one avoided for being slow may take a while).
-			for i := 0; i < 50 && !spill(); i++ {
+			spilling := false
+			for i := 0; i < 50 && !spilling; i++ {
 				shareA(10)
+				spilling = spill()
 			}
-			spilling := spill()
 			loaded := shareA(400)
 			for _, o := range zones["a"] {
 				o.load.Store(50)
