@@ -3,6 +3,8 @@ package cluster
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/workload"
@@ -39,6 +41,7 @@ func (o *Origin) SetWorkload(mix *workload.Mix) {
 		return
 	}
 	cfg := sloConfig(mix)
+	o.env.Metrics.SLOGuardActive.DeletePartialMatch(prometheus.Labels{"origin": o.name}) // a class a reload removed
 	for _, c := range cfg.Classes {
 		o.env.Metrics.SLOGuardActive.WithLabelValues(o.name, c.Name)
 	}

@@ -74,6 +74,9 @@ func TestScaleOutSignal(t *testing.T) {
 						t.Fatalf("GET %s: %d", p, resp.StatusCode)
 					}
 				}
+				// A request is counted just after its answer went out:
+				// the second ends once all ten are.
+				poll.Until(t, "the second's requests to be counted", func() bool { return sloView(t, g).ScaleOut.Counting == 10 })
 				fake.Advance(time.Second)
 				if v := sloView(t, g); v.ScaleOut.Signal && rose < 0 {
 					rose = sec + 1 // the clock now reads sec+1 s

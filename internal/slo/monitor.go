@@ -354,6 +354,9 @@ type ScaleView struct {
 	HeavyClass   string  `json:"heavy_class"`
 	HeavyPercent float64 `json:"heavy_percent"` // in the last second
 	Signal       bool    `json:"signal"`
+	// Counting is the requests of a class counted so far in the current
+	// second.
+	Counting uint64 `json:"requests_this_second"`
 }
 
 // View returns the state at the last tick.
@@ -365,6 +368,9 @@ func (m *Monitor) View() View {
 		ScaleOut: ScaleView{HeavyPercent: math.Round(m.scale.share*100) / 100, Signal: m.scale.on}}
 	if s.cfg.Heavy >= 0 {
 		v.ScaleOut.HeavyClass = s.cfg.Classes[s.cfg.Heavy].Name
+	}
+	for i := range s.mix {
+		v.ScaleOut.Counting += s.mix[i].Load()
 	}
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 	v.ZoneLatency = make(map[string]float64, len(m.zones))
