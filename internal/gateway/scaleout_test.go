@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/poll"
@@ -50,12 +49,7 @@ func TestScaleOutSignal(t *testing.T) {
     - {name: heavy, percent: 30, latency: 2ms, match: {path_suffix: /heavy}}
   scale_out: {above_percent: 45, for: 30s, webhook: %q}
 `, hook.URL+"/scale"))
-			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-			g := newGateway(t, cfg, Options{SLOClock: fake})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g, fake := startSLOGateway(t, cfg)
 			c, done := client()
 			defer done()
 			const switchAt = 40

@@ -96,12 +96,7 @@ workload:
     - {name: light, percent: 70, latency: 20ms, match: {path_suffix: /light}, slo: {p99: 50ms}}
     - {name: heavy, percent: 30, latency: 60ms, match: {path_suffix: /heavy}, slo: {p99: 250ms}}
 `, eps)
-	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	g := newGateway(t, cfg, Options{SLOClock: fake})
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, g)
+	g, fake := startSLOGateway(t, cfg)
 	base := "http://" + g.Addr()
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -357,12 +352,7 @@ func TestSLOShedOnBothPaths(t *testing.T) {
 			cfg := strings.Replace(payYAML(fast, "slow_start: {window: 0s}", fmt.Sprintf("[{address: %q}]", origin.addr()),
 				"workload:\n  classes:\n    - {name: light, percent: 70, latency: 1ms, match: {path_suffix: /light}, slo: {p99: 1ms}}\n    - {name: heavy, percent: 30, latency: 9ms}\n"),
 				"routes: [{path_prefix: /, origin: pay}]", "routes: [{path_prefix: /low/, origin: pay, priority: low}, {path_prefix: /, origin: pay}]", 1)
-			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-			g := newGateway(t, cfg, Options{SLOClock: fake})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g, fake := startSLOGateway(t, cfg)
 			c, done := client()
 			defer done()
 			// The first 4 ticks gather MinSamples; the guard engages
@@ -392,4 +382,17 @@ func TestSLOShedOnBothPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startSLOGateway starts a gateway of cfg whose SLO monitors run on the
+// returned fake clock, and waits until it is ready.
+func startSLOGateway(t *testing.T, cfg string) (*Gateway, *clock.Fake) {
+	t.Helper()
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	g := newGateway(t, cfg, Options{SLOClock: fake})
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, g)
+	return g, fake
 }
