@@ -36,6 +36,8 @@ func exportedSeries() (map[string]*seriesInfo, error) {
 	// InitOrigin creates per-origin and per-loop series; a per-endpoint
 	// series appears once the gateway learns an endpoint.
 	m.RequestsActive.WithLabelValues("payments", "10.0.0.7:8443")
+	// A guard series per workload class appears with the workload.
+	m.SLOGuardActive.WithLabelValues("payments", "light")
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather telemetry's registry: %w", err)

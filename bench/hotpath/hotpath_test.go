@@ -244,7 +244,8 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 
 // BenchmarkSerial is one client connection, one request at a time: the
 // latency of the proxy path, syscalls included. fast_access_log is the
-// fast path with every request's line written to a file as JSON.
+// fast path with every request's line written to a file as JSON;
+// fast_slo, with every request classified and recorded by the SLO guard.
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
@@ -252,6 +253,11 @@ func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name+"_tracing_1pct", func(b *testing.B) { benchSerial(b, p.fast, tracingBlock(b, 0.01)) })
 	}
+	// fast_slo: every request has a workload class with a budget, so the
+	// SLO guard's window and the class mix record it.
+	b.Run("fast_slo", func(b *testing.B) {
+		benchSerial(b, true, "workload:\n  classes:\n    - {name: light, percent: 70, latency: 15ms, match: {path_prefix: /}, slo: {p99: 20ms}}\n    - {name: heavy, percent: 30, latency: 140ms}\n")
+	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))

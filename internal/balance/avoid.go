@@ -35,8 +35,8 @@ func (p *Picker) PickCostAvoiding(avoid []*Endpoint, cost float64) (*Endpoint, T
 
 func (p *Picker) pickAvoiding(avoid []*Endpoint, units int64, timed bool) (*Endpoint, Ticket, error) {
 	s := p.snap.Load()
-	n0, n1 := len(s.groups[0].entries), len(s.groups[1].entries)
-	if n0+n1 == 0 {
+	all := s.candidates()
+	if all == 0 {
 		return nil, Ticket{}, ErrNoHealthy
 	}
 	var now int64
@@ -44,10 +44,7 @@ func (p *Picker) pickAvoiding(avoid []*Endpoint, units int64, timed bool) (*Endp
 		now = p.origin.nowNs()
 	}
 	for range avoidDraws {
-		g := &s.groups[0]
-		if s.split && p.rand.Float64() >= s.localFrac {
-			g = &s.groups[1]
-		}
+		g := s.group(p.rand)
 		if len(g.entries) == 0 {
 			break
 		}
@@ -56,9 +53,9 @@ func (p *Picker) pickAvoiding(avoid []*Endpoint, units int64, timed bool) (*Endp
 			return ep, t, nil
 		}
 	}
-	start := p.rand.IntN(n0 + n1)
-	for k := range n0 + n1 {
-		i := (start + k) % (n0 + n1)
+	start := p.rand.IntN(all)
+	for k := range all {
+		i := (start + k) % all
 		e := s.entryAt(i)
 		if !tried(avoid, e.ep) {
 			ep, t := p.place(s, e, units, now, timed)
@@ -68,12 +65,25 @@ func (p *Picker) pickAvoiding(avoid []*Endpoint, units int64, timed bool) (*Endp
 	return nil, Ticket{}, ErrAllTried
 }
 
+// candidates is the number of candidates of every group.
+func (s *snapshot) candidates() int {
+	n := 0
+	for i := range s.groups {
+		n += len(s.groups[i].entries)
+	}
+	return n
+}
+
 // entryAt is the i-th candidate of the snapshot, group 0 first.
 func (s *snapshot) entryAt(i int) *entry {
-	if n := len(s.groups[0].entries); i >= n {
-		return &s.groups[1].entries[i-n]
+	for g := range s.groups {
+		if n := len(s.groups[g].entries); i >= n {
+			i -= n
+			continue
+		}
+		return &s.groups[g].entries[i]
 	}
-	return &s.groups[0].entries[i]
+	panic("balance: entryAt out of range")
 }
 
 func tried(avoid []*Endpoint, e *Endpoint) bool {

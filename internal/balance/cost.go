@@ -48,10 +48,7 @@ func (t Ticket) cost() float64 { return float64(t.work) / workScale }
 // work in flight. The request must end with End(ticket, …), not Done.
 func (p *Picker) PickCost(cost float64) (*Endpoint, Ticket, error) {
 	s := p.snap.Load()
-	g := &s.groups[0]
-	if s.split && p.rand.Float64() >= s.localFrac {
-		g = &s.groups[1]
-	}
+	g := s.group(p.rand)
 	if len(g.entries) == 0 {
 		return nil, Ticket{}, ErrNoHealthy
 	}

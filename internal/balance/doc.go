@@ -47,6 +47,13 @@
 //     the origin has no endpoint in service and panic is off (threshold 0).
 //   - Pending requests per endpoint never exceed max_pending (1..50); a
 //     Config without such a bound is refused with ERR_UNBOUNDED_QUEUE_REJECTED.
+//   - Zone spill on load: while every local endpoint in service has
+//     reported (ReportLoad, from ORCA's endpoint-load-metrics) a
+//     utilization above HotLoad within LoadTTL, the local zone keeps no more
+//     than its share of the healthy capacity.
+//   - A zone PenalizeZone names (the SLO guard's) gets PenaltyFactor of its
+//     share of the picks while other candidates remain, from a group of its
+//     own; it is never the only thing taken away.
 //
 // # Time and randomness
 //
@@ -54,7 +61,8 @@
 // the injected rng.Source; the package starts no goroutines. Slow-start
 // weights are computed at pick time from the clock (exact, no rebuild
 // timer); the only timers are ejection returns, armed with AfterFunc on the
-// injected clock, so a clock.Fake fires them at exactly base × n. The lab's
+// injected clock, so a clock.Fake fires them at exactly base × n, and the
+// expiry of a loaded zone's reports (LoadTTL), armed only while it spills. The lab's
 // simulator drives an Origin from one goroutine on virtual time, and the
 // same seed gives the same picks.
 package balance

@@ -77,6 +77,13 @@ type Endpoint struct {
 	seen  atomic.Int64
 	limit atomic.Uint64
 
+	// The endpoint's own load report (zoneload.go): its last
+	// utilization (float64 bits), when it came (ns since the epoch), and
+	// whether it was above HotLoad.
+	load   atomic.Uint64
+	loadAt atomic.Int64
+	hot    atomic.Bool
+
 	// Guarded by origin.mu.
 	zone        string
 	weight      int

@@ -47,6 +47,9 @@ type Origin struct {
 	panic     bool
 	zoned     bool    // zone routing applies (local zone set, origin large enough)
 	localFrac float64 // share of picks kept in the local zone while zoned
+	hot       bool    // every local endpoint reports a load above HotLoad: the local rule spills
+	penalized string  // the zone PenalizeZone down-weights ("" none)
+	loadTimer clock.Timer
 	closed    bool
 }
 
@@ -315,9 +318,9 @@ func (o *Origin) refreshLocked() {
 // ejection): snapshots are republished only if panic or the zone split
 // moved, so a flapping endpoint does not rebuild every loop each time.
 func (o *Origin) reassessLocked() {
-	panic, frac := o.panic, o.localFrac
+	panic, frac, hot := o.panic, o.localFrac, o.hot
 	o.healthLocked()
-	if panic != o.panic || frac != o.localFrac {
+	if panic != o.panic || frac != o.localFrac || hot != o.hot {
 		for _, p := range o.pickers {
 			p.snap.Store(o.buildLocked(p))
 		}
@@ -350,6 +353,11 @@ func (o *Origin) healthLocked() {
 		o.localFrac = 0
 		if total > 0 {
 			o.localFrac = float64(z.LocalPercent) / 100 * float64(up) / float64(total)
+		}
+		if o.hot = o.localHotLocked(); o.hot {
+			// A loaded local zone keeps only its share of the
+			// capacity: the rest spills to the sibling zones.
+			o.localFrac = min(o.localFrac, float64(up)/float64(max(o.upWeightLocked(), 1)))
 		}
 	}
 }
@@ -411,6 +419,10 @@ func (o *Origin) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	if o.loadTimer != nil {
+		o.loadTimer.Stop()
+		o.loadTimer = nil
+	}
 	for _, e := range o.list {
 		if e.returnTimer != nil {
 			e.returnTimer.Stop()

@@ -23,12 +23,13 @@ type Picker struct {
 // snapshot is what one loop may pick from until the next change.
 type snapshot struct {
 	choose    chooser  // the policy in force when it was built
-	groups    [2]group // [0]: local zone (or everything); [1]: other zones
-	split     bool     // choose between the groups by localFrac
+	groups    [3]group // [0]: local zone (or everything); [1]: other zones; [2]: the down-weighted zone
+	split     bool     // choose between groups 0 and 1 by localFrac
 	localFrac float64
-	count     bool // report ZonePick
-	clock     bool // Pick needs the time (Peak EWMA, least_work, or slow start in progress)
-	timed     bool // PickCost records the pick instant (least_work's queue signal)
+	probeFrac float64 // share of picks that go to group 2 (a zone PenalizeZone down-weights)
+	count     bool    // report ZonePick
+	clock     bool    // Pick needs the time (Peak EWMA, least_work, or slow start in progress)
+	timed     bool    // PickCost records the pick instant (least_work's queue signal)
 }
 
 // group is a set of candidates a policy chooses among.
@@ -100,10 +101,7 @@ func (p *Picker) Close() {
 // any endpoint of the origin is healthy it always returns one.
 func (p *Picker) Pick() (*Endpoint, error) {
 	s := p.snap.Load()
-	g := &s.groups[0]
-	if s.split && p.rand.Float64() >= s.localFrac {
-		g = &s.groups[1]
-	}
+	g := s.group(p.rand)
 	if len(g.entries) == 0 {
 		return nil, ErrNoHealthy
 	}
@@ -114,6 +112,18 @@ func (p *Picker) Pick() (*Endpoint, error) {
 	e := s.choose.choose(g, now, p.rand, workScale)
 	ep, _ := p.place(s, e, workScale, now, false)
 	return ep, nil
+}
+
+// group draws the group a pick chooses in: the down-weighted zone's for
+// probeFrac of picks, else the local or the remote one by localFrac.
+func (s *snapshot) group(r *rng.Source) *group {
+	if s.probeFrac > 0 && r.Float64() < s.probeFrac {
+		return &s.groups[2]
+	}
+	if s.split && r.Float64() >= s.localFrac {
+		return &s.groups[1]
+	}
+	return &s.groups[0]
 }
 
 // Candidates returns the addresses the picker chooses among now, for the
@@ -135,6 +145,8 @@ func (p *Picker) Candidates() []string {
 //   - in panic: all members, ejected ones included;
 //   - otherwise the members that are not ejected, and when none is left,
 //     every endpoint of the origin that is not ejected (the fallback);
+//   - the zone PenalizeZone names, when other candidates remain, set
+//     apart: it gets PenaltyFactor of its share of the weight;
 //   - zone-split into local and remote when zone routing applies and both
 //     sides have candidates.
 func (o *Origin) buildLocked(p *Picker) *snapshot {
@@ -158,6 +170,12 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 			cands = inService(o.list)
 		}
 	}
+	var probe []*Endpoint
+	if o.penalized != "" && !o.panic {
+		if keep, pen := byZone(cands, o.penalized); len(keep) > 0 && len(pen) > 0 {
+			cands, probe = keep, pen
+		}
+	}
 	now := o.nowNs()
 	t := o.t()
 	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "", clock: t.cfg.Policy == PeakEWMA || t.leastWork, timed: t.leastWork}
@@ -178,10 +196,27 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 	} else {
 		o.fillLocked(&s.groups[0], cands, now, p.rand)
 	}
+	if len(probe) > 0 {
+		o.fillLocked(&s.groups[2], probe, now, p.rand)
+		all := s.groups[0].sumWeight + s.groups[1].sumWeight + s.groups[2].sumWeight
+		s.probeFrac = PenaltyFactor * s.groups[2].sumWeight / all
+	}
 	for i := range s.groups {
 		s.clock = s.clock || s.groups[i].slowUntil != warm
 	}
 	return s
+}
+
+// byZone splits eps into those outside zone and those in it.
+func byZone(eps []*Endpoint, zone string) (out, in []*Endpoint) {
+	for _, e := range eps {
+		if e.zone == zone {
+			in = append(in, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out, in
 }
 
 // inService returns the endpoints of eps that are not ejected.

@@ -30,9 +30,11 @@ import (
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/upstream"
+	"github.com/corput/corput/internal/workload"
 )
 
 // Env is what an Origin takes from the gateway that runs it.
@@ -53,6 +55,12 @@ type Env struct {
 	SameJitter bool
 	// Trace hears every attempt as it ends (forward.Policy.Trace).
 	Trace func(origin, endpoint string, s forward.Step, r forward.Reason)
+	// Workload is the configuration's workload block: with one, the
+	// origin runs an SLO monitor (package slo) on SLOClock (nil: Clock),
+	// which posts scale-out events to Notify (nil: none).
+	Workload *workload.Mix
+	SLOClock clock.Clock
+	Notify   func(slo.Event)
 }
 
 // Origin is one named cluster of endpoints: its balancer, its subset
@@ -63,6 +71,7 @@ type Origin struct {
 	bal   *balance.Origin
 	loops []*Loop
 	m     originMetrics
+	slo   atomic.Pointer[slo.Monitor] // nil until the configuration has a workload
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
@@ -201,6 +210,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 		ol.pools.Store(&pools)
 		o.loops = append(o.loops, ol)
 	}
+	o.SetWorkload(env.Workload)
 	return o, nil
 }
 
@@ -537,6 +547,11 @@ func (o *Origin) Close() {
 		}
 	}
 	o.bal.Close()
+	o.mu.Lock()
+	if m := o.slo.Load(); m != nil {
+		m.Close()
+	}
+	o.mu.Unlock()
 }
 
 func poolConfig(oc *config.Origin) (pool.Config, error) {

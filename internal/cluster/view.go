@@ -8,6 +8,7 @@ import (
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/upstream"
 )
@@ -25,6 +26,13 @@ type OriginView struct {
 	SourceError       string                   `json:"source_error,omitempty"`
 	Endpoints         []balance.EndpointStatus `json:"endpoints"`
 	Loops             []LoopView               `json:"loops"`
+	// ZoneSpill: every local endpoint reports a load above 80 %
+	// (endpoint-load-metrics), and the zone rule spills to the sibling
+	// zones.
+	ZoneSpill bool `json:"zone_spill"`
+	// SLO is the SLO guard's and the workload-mix monitor's state; absent
+	// without a workload block.
+	SLO *slo.View `json:"slo,omitempty"`
 }
 
 // LoopView is one loop's view of an origin.
@@ -67,6 +75,7 @@ func (o *Origin) View() OriginView {
 		SourceError: o.sourceErrorLocked(), Endpoints: st.Endpoints, Subsets: 1, Placement: o.mode,
 	}
 	v.Subsets = o.placement.Snapshot().Subsets()
+	v.ZoneSpill, v.SLO = o.bal.ZoneSpilling(), o.SLOView()
 	subsets := make([][]string, len(o.loops))
 	for i, ol := range o.loops {
 		subsets[i] = append([]string(nil), ol.subset...)
@@ -134,6 +143,12 @@ func (o *Origin) RefreshGauges() {
 			panicMode = 1
 		}
 		m.PanicMode.WithLabelValues(o.name).Set(panicMode)
+		if v := o.SLOView(); v != nil {
+			for _, c := range v.Classes {
+				m.SLOGuardActive.WithLabelValues(o.name, c.Name).Set(b2f(c.Guarded))
+			}
+			m.ScaleOutSignal.WithLabelValues(o.name).Set(b2f(v.ScaleOut.Signal))
+		}
 		m.RequestsActive.DeletePartialMatch(prometheus.Labels{"origin": o.name})
 		for _, e := range st.Endpoints {
 			m.RequestsActive.WithLabelValues(o.name, e.Address).Set(float64(e.Active))
@@ -181,4 +196,11 @@ func counted(c prometheus.Counter) uint64 {
 		return 0
 	}
 	return uint64(m.GetCounter().GetValue())
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

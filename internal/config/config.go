@@ -197,7 +197,17 @@ type Route struct {
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.
 	Class string `yaml:"class"`
+	// Priority is the route's rank when the SLO guard sheds (additive):
+	// PriorityLow routes are shed first (503 slo_shed); "" is
+	// PriorityNormal, never shed by the guard.
+	Priority string `yaml:"priority"`
 }
+
+// Route priorities (routes[].priority).
+const (
+	PriorityNormal = "normal"
+	PriorityLow    = "low"
+)
 
 // Origin is a named cluster of endpoints and every policy that applies to
 // it.

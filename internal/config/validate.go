@@ -172,6 +172,9 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 				}
 			}
 		}
+		if rt.Priority != "" && rt.Priority != PriorityNormal && rt.Priority != PriorityLow {
+			r.errorf(p+".priority", "%q is not a priority; use low (shed first by the SLO guard) or normal (the default)", rt.Priority)
+		}
 		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
 		if first, dup := seen[k]; dup {
 			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)

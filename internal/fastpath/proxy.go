@@ -28,7 +28,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	o, cost, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
+	o, k, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
 	if routed {
 		if !o.Raw() {
 			return false, true
@@ -52,7 +52,10 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 
 	var status int
 	loop, reason := -1, forward.NoRoute
-	if !routed {
+	if routed {
+		reason = o.Admit(k)
+	}
+	if reason != forward.None {
 		status = c.writeError(reason)
 		c.tr.End(status, reason, "", -1, 0)
 	} else {
@@ -60,7 +63,8 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		loop = c.s.cfg.NextLoop()
 		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
-		o.Begin(a, ol, replayable, cost)
+		started := o.Started(k)
+		o.Begin(a, ol, replayable, k.Cost)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed
@@ -72,6 +76,9 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		a.Finish()
 		if reason == forward.None {
 			status = st
+			if st != 499 {
+				o.Served(k, started)
+			}
 		} else {
 			status = c.writeError(reason)
 		}
@@ -196,6 +203,9 @@ func (c *fastConn) exchange(o *cluster.Origin, a *forward.Attempt, n int) (int, 
 	}
 	if rn > o.MaxResponseHead() {
 		return 0, fail(a, raw, forward.HeadTooLarge)
+	}
+	if v, ok := c.resp.Value("endpoint-load-metrics", 0); ok {
+		a.Loaded(bstr(v))
 	}
 	if !a.Respond(c.resp.Status, c.resp.Has("x-corput-error")) {
 		raw.End(skipBuffered(ubr, rn, &c.resp, c.head.Method))
@@ -537,6 +547,7 @@ func (c *fastConn) exchangeSlow(a *forward.Attempt, raw upstream.Raw) (int, forw
 		resp.Body.Close()
 		return 0, fail(a, raw, forward.Protocol)
 	}
+	a.Loaded(resp.Header.Get(forward.LoadHeader))
 	if !a.Respond(resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		raw.End(false)

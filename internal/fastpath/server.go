@@ -62,9 +62,9 @@ const fastReadBuf = 8 << 10
 // Config is what the fast path serves with.
 type Config struct {
 	// Route returns the origin for a request's method, host and path, and
-	// the request's cost (its workload class's; 1 without one); routed is
-	// false when no route matches.
-	Route func(method, host, path string) (o *cluster.Origin, cost float64, routed bool)
+	// the request's kind (its workload class and cost, its route's
+	// priority); routed is false when no route matches.
+	Route func(method, host, path string) (o *cluster.Origin, k cluster.Kind, routed bool)
 	// Served counts a request answered with status.
 	Served func(status int)
 	// Tracer is the tracing in force, asked once per request; nil (or a

@@ -26,6 +26,7 @@ const (
 	BadRequest                         // malformed or refused request
 	UpgradeUnsupported                 // a 101 the downstream connection cannot carry
 	FDLimit                            // the process is out of file descriptors (answered on the spare one)
+	SLOShed                            // the SLO guard sheds the route's priority: low traffic
 	numReasons
 )
 
@@ -49,6 +50,7 @@ var reasons = [numReasons]struct {
 	BadRequest:           {"bad_request", http.StatusBadRequest, false, false},
 	UpgradeUnsupported:   {"upgrade_unsupported", http.StatusBadRequest, false, false},
 	FDLimit:              {"fd_limit", http.StatusServiceUnavailable, true, false},
+	SLOShed:              {"slo_shed", http.StatusServiceUnavailable, true, true},
 }
 
 // String is the X-Corput-Error value ("" for None).

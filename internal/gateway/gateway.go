@@ -44,6 +44,7 @@ import (
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/tracing"
 )
@@ -75,6 +76,11 @@ type Options struct {
 	// activation, LISTEN_FDS): Start serves them instead of binding
 	// listen and admin. Either may be nil.
 	Listeners Listeners
+	// SLOClock, when set, is the clock of the SLO guard's and the
+	// workload-mix monitor's windows and of the webhook's backoff, while
+	// latencies are measured on Clock: a test drives minutes of the
+	// guard's time over real sockets in seconds. nil: Clock.
+	SLOClock clock.Clock
 	// AccessLog, when set, is the access log instead of the one the
 	// access_log block opens (tests give one with a writer of their own);
 	// the gateway closes it on Shutdown.
@@ -103,6 +109,9 @@ type Gateway struct {
 	tlsCur atomic.Pointer[tls.Config] // the downstream TLS in force: certificates rotate on reload
 	rl     reloads                    // reloads' own bookkeeping
 	alog   *accesslog.Log             // nil: no access log
+	// webhook posts scale-out events (workload.scale_out.webhook); nil
+	// without one. Replaced by a reload that changes the address.
+	webhook atomic.Pointer[slo.Notifier]
 
 	nextLoop   atomic.Uint64
 	draining   atomic.Bool
@@ -167,6 +176,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.alog = alog
+	g.setWebhook(cfg)
 	st := newState(cfg, nil)
 	if st.tracer, err = g.newTracer(cfg.Tracing); err != nil {
 		g.alog.Close()
@@ -180,6 +190,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			}
 			g.alog.Close()
 			st.tracer.Shutdown(context.Background())
+			g.closeWebhook()
 			return nil, err
 		}
 		st.add(o)
@@ -196,6 +207,7 @@ func (g *Gateway) newOrigin(oc *config.Origin, cfg *config.Config) (*cluster.Ori
 		Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: g.fleet, Seed: g.opts.Seed,
 		Dialer: g.opts.Dialers[oc.Name], FastPath: cfg.Downstream.FastPath,
 		SameJitter: g.opts.SameJitter, Trace: g.opts.Trace,
+		Workload: cfg.Workload, SLOClock: g.sloClock(), Notify: g.notify,
 	})
 }
 
@@ -382,7 +394,7 @@ func adminAccess(cfg *config.Config, ln net.Listener, token string) telemetry.Ad
 // fastConfig is what the fast path serves this gateway with.
 func (g *Gateway) fastConfig() fastpath.Config {
 	return fastpath.Config{
-		Route: func(method, host, path string) (*cluster.Origin, float64, bool) {
+		Route: func(method, host, path string) (*cluster.Origin, cluster.Kind, bool) {
 			return g.st().route(method, host, path)
 		},
 		Served:     g.served,
@@ -494,6 +506,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeOrigins()
+	g.closeWebhook()
 	err = errors.Join(err, g.alog.Close(), g.stopTracer(ctx)) // after the last request's line and span
 	if admin != nil {
 		aerr := admin.Shutdown(ctx)

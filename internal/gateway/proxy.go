@@ -103,12 +103,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 		// happens, the connection carries no further request.
 		w.Header().Set("Connection", "close")
 	}
-	o, cost, ok := g.st().route(r.Method, r.Host, r.URL.Path)
+	o, k, ok := g.st().route(r.Method, r.Host, r.URL.Path)
 	if !ok {
 		return writeError(w, r, forward.NoRoute, oc)
 	}
 	oc.origin, oc.loop = o, loop
-	return g.proxy(w, r, o, o.Loop(loop), cost, oc)
+	if reason := o.Admit(k); reason != forward.None {
+		return writeError(w, r, reason, oc)
+	}
+	return g.proxy(w, r, o, o.Loop(loop), k, oc)
 }
 
 // writeError writes the gateway's own answer for reason, notes it in oc
@@ -197,7 +200,7 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 
 // proxy forwards r to an endpoint of origin o through loop ol, retrying
 // idempotent requests on another endpoint (package forward).
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, cost float64, oc *outcome) int {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, oc *outcome) int {
 	ctx := r.Context()
 	if t := o.RequestTimeout(); t > 0 {
 		var cancel context.CancelFunc
@@ -234,11 +237,15 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	replayable := forward.Idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
 	var a forward.Attempt
-	o.Begin(&a, ol, replayable, cost)
+	start := o.Started(k)
+	o.Begin(&a, ol, replayable, k.Cost)
 	defer a.Finish()
 	status, reason := o.Forward(ctx, &a, ol, false, oc.trace, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
 	})
+	if reason == forward.None && status != 499 {
+		o.Served(k, start)
+	}
 	oc.attempts = a.Attempts()
 	if ep := a.LastEndpoint(); ep != nil {
 		oc.endpoint = ep.Address()
@@ -275,6 +282,7 @@ func exchangeHTTP(w http.ResponseWriter, r, out *http.Request, a *forward.Attemp
 		}
 		return 0, a.Failed(forward.Broken)
 	}
+	a.Loaded(resp.Header.Get(forward.LoadHeader))
 	if !a.Respond(resp.StatusCode, resp.Header.Get("X-Corput-Error") != "") {
 		resp.Body.Close()
 		return 0, a.Settle()

@@ -67,10 +67,10 @@ func newState(cfg *config.Config, list []*cluster.Origin) *state {
 	}
 	routes := make([]Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin}
+		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow}
 		if r.Class != "" && cfg.Workload != nil {
 			if k, ok := cfg.Workload.Index(r.Class); ok {
-				routes[i].Cost = classes.ClassCost(k)
+				routes[i].Cost, routes[i].Class = classes.ClassCost(k), k
 			}
 		}
 	}
@@ -82,19 +82,22 @@ func newState(cfg *config.Config, list []*cluster.Origin) *state {
 	return st
 }
 
-// route returns the origin of a request and its cost: its route's class's
-// cost, else the cost of the first workload class whose match rule it
-// meets, else 1. It allocates nothing.
-func (st *state) route(method, host, path string) (o *cluster.Origin, cost float64, ok bool) {
+// route returns the origin of a request and its kind: its route's class,
+// else the first workload class whose match rule it meets, else none (cost
+// 1); and its route's priority. It allocates nothing.
+func (st *state) route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
 	rt := st.router.Lookup(host, path)
 	if rt == nil {
-		return nil, 0, false
+		return nil, k, false
 	}
-	cost = rt.Cost
-	if cost == 0 {
-		cost = st.classes.Cost(method, path)
+	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
+	if k.Cost == 0 {
+		k.Class, k.Cost = -1, 1
+		if c, ok := st.classes.Classify(method, path); ok {
+			k.Class, k.Cost = c, st.classes.ClassCost(c)
+		}
 	}
-	return st.origins[rt.Origin], cost, true
+	return st.origins[rt.Origin], k, true
 }
 
 func (st *state) add(o *cluster.Origin) {
@@ -264,6 +267,10 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		errs = append(errs, c.Commit())
 	}
 	g.tlsCur.Store(tlsNext)
+	g.setWebhook(cfg)
+	for _, o := range list {
+		o.SetWorkload(cfg.Workload)
+	}
 	next := newState(cfg, list)
 	next.tracer = tracer
 	g.state.Store(next)

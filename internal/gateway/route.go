@@ -13,9 +13,13 @@ type Route struct {
 	Host       string // "" matches any host; "*.example.com" matches subdomains
 	PathPrefix string // "" or "/" matches every path
 	Origin     string
-	// Cost is the cost of the route's workload class (routes[].class); 0:
-	// the route names no class, and the workload's match rules decide.
-	Cost float64
+	// Cost and Class are the route's workload class's (routes[].class)
+	// cost and index; Cost 0: the route names no class, and the
+	// workload's match rules decide.
+	Cost  float64
+	Class int
+	// Low: routes[].priority is low, shed first by the SLO guard.
+	Low bool
 }
 
 // Router picks the origin for a request: among routes whose host matches

@@ -67,9 +67,12 @@ type Metrics struct {
 	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads      *prometheus.CounterVec   // result: ok, rejected (additive)
 
-	ConfigLastReloadSuccess prometheus.Gauge   // unix seconds (additive)
-	AccessLogDropped        prometheus.Counter // no labels (additive)
-	TracingSpansDropped     prometheus.Counter // no labels (additive)
+	SLOGuardActive          *prometheus.GaugeVec // origin, class (additive)
+	ScaleOutSignal          *prometheus.GaugeVec // origin (additive)
+	ConfigLastReloadSuccess prometheus.Gauge     // unix seconds (additive)
+	AccessLogDropped        prometheus.Counter   // no labels (additive)
+	TracingSpansDropped     prometheus.Counter   // no labels (additive)
+	ScaleOutDropped         prometheus.Counter   // no labels (additive)
 
 	mu      sync.Mutex // guards refresh
 	refresh []func()
@@ -140,13 +143,19 @@ func New() *Metrics {
 		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
 	m.TracingSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_tracing_spans_dropped_total",
 		Help: "Sampled spans never exported: the export queue was full (a request never waits for the exporter) or their batch failed to export."})
+	m.SLOGuardActive = gauge("corput_slo_guard_active",
+		"1 while the SLO guard acts for a workload class of the origin: its rolling p99 stayed over its slo.p99 budget (the worst zone is down-weighted, priority low routes are shed).", "origin", "class")
+	m.ScaleOutSignal = gauge("corput_workload_scale_out_signal",
+		"1 while the heavy class's share of the origin's requests has stayed above workload.scale_out.above_percent for workload.scale_out.for.", "origin")
+	m.ScaleOutDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_workload_scale_out_webhook_dropped_total",
+		Help: "Scale-out events not queued for the webhook: its queue was full (routing never waits for it)."})
 
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.AccessLogDropped, m.TracingSpansDropped,
+		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -247,6 +256,7 @@ func (m *Metrics) InitOrigin(origin string, loops int, protocols []string) {
 	m.OutlierEjections.WithLabelValues(origin, EjectConsecutive5xx)
 	m.OutlierEjected.WithLabelValues(origin)
 	m.PanicMode.WithLabelValues(origin)
+	m.ScaleOutSignal.WithLabelValues(origin)
 	m.ZoneRequests.WithLabelValues(origin, "local")
 	m.ZoneRequests.WithLabelValues(origin, "remote")
 	m.MembershipChanges.WithLabelValues(origin)

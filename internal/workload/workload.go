@@ -33,6 +33,49 @@ type Class struct {
 	// Match says which of the gateway's requests belong to the class (see
 	// Classifier); nil: only a route's class: names it.
 	Match *Match `json:"match,omitempty" yaml:"match"`
+	// SLO is the class's latency budget (docs/slo.md): the gateway's SLO
+	// guard acts when the class's p99 stays over SLO.P99; nil: none.
+	SLO *Budget `json:"slo,omitempty" yaml:"slo"`
+}
+
+// Budget is a class's latency targets, as percentiles (seed 002, MC-BG-01;
+// an average alone is no target). P99 is required; the guard acts on it,
+// P50 and P90 are shown beside the measured ones.
+type Budget struct {
+	P50 time.Duration `json:"p50,omitempty" yaml:"p50"`
+	P90 time.Duration `json:"p90,omitempty" yaml:"p90"`
+	P99 time.Duration `json:"p99" yaml:"p99"`
+}
+
+// ScaleOut is the workload-mix monitor's rule (MC-WM-01): raise the
+// scale-out signal when the heavy class's share of an origin's requests
+// stays above AbovePercent for For; with Webhook set, post each change
+// there. Zero values take the defaults.
+type ScaleOut struct {
+	AbovePercent float64       `json:"above_percent,omitempty" yaml:"above_percent"`
+	For          time.Duration `json:"for,omitempty" yaml:"for"`
+	Webhook      string        `json:"webhook,omitempty" yaml:"webhook"`
+}
+
+// The scale-out rule's defaults.
+const (
+	DefaultScaleOutPercent = 45
+	DefaultScaleOutFor     = 30 * time.Second
+)
+
+// Rule returns s (nil: the defaults) with its defaults filled in.
+func (s *ScaleOut) Rule() ScaleOut {
+	var r ScaleOut
+	if s != nil {
+		r = *s
+	}
+	if r.AbovePercent == 0 {
+		r.AbovePercent = DefaultScaleOutPercent
+	}
+	if r.For == 0 {
+		r.For = DefaultScaleOutFor
+	}
+	return r
 }
 
 // Match is a classifier rule: a request matches when its method is one of
@@ -50,6 +93,9 @@ const MaxCost = 1000
 // Mix is a workload: classes whose percents add up to 100.
 type Mix struct {
 	Classes []Class `json:"classes" yaml:"classes"`
+	// ScaleOut is the scale-out signal's rule; nil: the defaults, no
+	// webhook.
+	ScaleOut *ScaleOut `json:"scale_out,omitempty" yaml:"scale_out"`
 }
 
 // Default is the seed's mix: 70 % light at 15 ms, 30 % heavy at 140 ms.
@@ -88,10 +134,16 @@ func (m Mix) Validate() error {
 		if err := c.Match.validate(); err != nil {
 			return fmt.Errorf("workload.classes[%d].match%w", i, err)
 		}
+		if err := c.SLO.validate(); err != nil {
+			return fmt.Errorf("workload.classes[%d].slo%w", i, err)
+		}
 		sum += c.Percent
 	}
 	if sum < 99.999 || sum > 100.001 {
 		return fmt.Errorf("workload.classes: percents add up to %v, want 100", sum)
+	}
+	if err := m.ScaleOut.validate(); err != nil {
+		return fmt.Errorf("workload.scale_out%w", err)
 	}
 	skewed := false
 	for _, c := range m.Classes[1:] {
@@ -150,4 +202,19 @@ func (m Mix) Pick(u float64) Class {
 		x -= c.Percent
 	}
 	return m.Classes[len(m.Classes)-1]
+}
+
+// Heavy returns the index of the heavy class, the costliest (the first of
+// equals), and false for a mix of fewer than two classes.
+func (m Mix) Heavy() (int, bool) {
+	if len(m.Classes) < 2 {
+		return 0, false
+	}
+	costs, h := m.Costs(), 0
+	for i, c := range costs {
+		if c > costs[h] {
+			h = i
+		}
+	}
+	return h, true
 }

@@ -191,10 +191,29 @@ function renderOrigin(o, history, view) {
     el("span", { title: "requests placed on each loop, as multiples of an even share (a loop is chosen per request)" },
       "loop shares ", el("b", { class: "f-loops" }, loopShares(o.loops || []))),
     el("span", {}, "membership changes ", el("b", {}, fmt(o.membership_changes))),
+    ...(o.zone_spill ? [el("span", { class: "state failing", title: "every local endpoint reports cpu_utilization above 80 %" }, "zone spill: local zone loaded")] : []),
+    ...sloFigures(o.slo),
     ...(o.source_error ? [el("span", { class: "state ejected" }, "discovery: " + o.source_error)] : []));
   const use = loopUse(o);
   if (view) drawRing(sec, o, view, use);
   renderTable(sec, o, view, use);
+}
+
+// sloFigures shows the SLO guard and the workload-mix monitor
+// (/admin/origins "slo"): each class's rolling p99 against its budget, the
+// guard's state, the down-weighted zone, and the scale-out signal.
+function sloFigures(v) {
+  if (!v) return [];
+  const out = (v.classes || []).map(c => el("span",
+    { class: c.guard_active ? "state ejected" : "", title: `rolling minute: p50 ${c.p50_ms} ms · p90 ${c.p90_ms} ms · ${c.count} requests` },
+    `${c.name} p99 `, el("b", {}, c.p99_budget_ms > 0 ? `${c.p99_ms} / ${c.p99_budget_ms} ms` : `${c.p99_ms} ms`),
+    c.guard_active ? " GUARD" : ""));
+  if (v.shed_low) out.push(el("span", { class: "state ejected" }, "shedding priority: low"));
+  if (v.penalized_zone) out.push(el("span", { class: "state failing" }, `zone ${v.penalized_zone} down-weighted`));
+  const so = v.scale_out || {};
+  if (so.heavy_class) out.push(el("span", { class: so.signal ? "state failing" : "" },
+    `${so.heavy_class} share `, el("b", {}, `${so.heavy_percent} %`), so.signal ? " SCALE OUT" : ""));
+  return out;
 }
 
 // ring geometry: position p in [0,1) → angle clockwise from the top.
