@@ -71,6 +71,7 @@ func (p *Picker) PickCost(cost float64) (*Endpoint, Ticket, error) {
 func (p *Picker) place(s *snapshot, e *entry, units, now int64, timed bool) (*Endpoint, Ticket) {
 	ep := e.ep
 	t := Ticket{work: units, at: -1, n: ep.active.Add(1)}
+	p.origin.inflight.Add(1)
 	ep.work.Add(units)
 	if timed && s.timed {
 		if ms := now / 1e6; ep.ages.add(ms) {
