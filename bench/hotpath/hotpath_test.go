@@ -243,11 +243,16 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 
 // BenchmarkSerial is one client connection, one request at a time: the
 // latency of the proxy path, syscalls included. fast_access_log is the
-// fast path with every request's line written to a file as JSON.
+// fast path with every request's line written to a file as JSON;
+// fast_sticky the fast path on a maglev origin keyed by a header (the key
+// hashed in place, the table walked).
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
 	}
+	b.Run("fast_sticky", func(b *testing.B) {
+		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"header User-Agent\"}\n")
+	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))

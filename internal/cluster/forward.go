@@ -3,16 +3,44 @@ package cluster
 import (
 	"context"
 
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 )
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
 // body, so it may be sent again; cost: its workload class's cost, 1 when it
-// has none).
-func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64) {
+// has none; key: its key, Key's, for a sticky origin).
+func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64, key balance.Key) {
 	o.m.requests[ol.idx].Inc()
-	a.Start(o.policy.Load(), ol.picker, replayable, cost)
+	a.Start(o.policy.Load(), ol.picker, replayable, cost, key)
+}
+
+// Key is the key of a request with fields f from peer p when the origin
+// is sticky (balancer.hash_on), else the zero Key. It allocates nothing
+// on the fast path's head.
+func (o *Origin) Key(f forward.Prior, p forward.Peer) balance.Key {
+	if ks := o.keys.Load(); ks != nil {
+		return ks.Key(f, p)
+	}
+	return balance.Key{}
+}
+
+// Sticky reports whether the origin routes requests by a key.
+func (o *Origin) Sticky() bool { return o.keys.Load() != nil }
+
+// keySource is oc's key source, nil when its policy is not sticky.
+func keySource(oc *config.Origin) *forward.KeySource {
+	if !oc.Balancer.Sticky() {
+		return nil
+	}
+	h, err := config.ParseHashOn(oc.Balancer.HashOn)
+	if err != nil {
+		return nil // refused by config validation: not reached
+	}
+	ks := forward.NewKeySource(h)
+	return &ks
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered

@@ -57,7 +57,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		loop = c.s.cfg.NextLoop()
 		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
-		o.Begin(a, ol, replayable, cost)
+		o.Begin(a, ol, replayable, cost, o.Key(h, c.fwd))
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed

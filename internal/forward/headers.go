@@ -190,6 +190,9 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // headerPrior is an http.Header as a Prior.
 type headerPrior http.Header
 
+// HeaderFields is h as the Prior a KeySource reads (net/http's path).
+func HeaderFields(h http.Header) Prior { return headerPrior(h) }
+
 func (h headerPrior) Value(name string, i int) ([]byte, bool) {
 	vv := h[canonical(name)]
 	if i >= len(vv) {
@@ -208,6 +211,8 @@ func canonical(name string) string {
 		return "X-Forwarded-Proto"
 	case "x-forwarded-host":
 		return "X-Forwarded-Host"
+	case "cookie":
+		return "Cookie"
 	}
 	return http.CanonicalHeaderKey(name)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -178,6 +179,10 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	}
 	up := forward.UpgradeType(r.Header)
 	forward.RemoveHop(r.Header, up)
+	var key balance.Key
+	if o.Sticky() { // before X-Forwarded-For is rewritten: source_ip reads the peer's
+		key = o.Key(forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil))
+	}
 	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// Forward no User-Agent rather than the Go client's default.
@@ -194,7 +199,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	replayable := forward.Idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && up == ""
 
 	var a forward.Attempt
-	o.Begin(&a, ol, replayable, cost)
+	o.Begin(&a, ol, replayable, cost, key)
 	defer a.Finish()
 	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
