@@ -400,3 +400,29 @@ func TestStickyConfigValidate(t *testing.T) {
 		t.Error("10 endpoints: the configured size should stand")
 	}
 }
+
+// TestReconfigureToSticky: a reload to maglev builds the table and widens
+// every loop to the whole origin; back to peak_ewma, the loop's subset
+// returns and the table goes.
+func TestReconfigureToSticky(t *testing.T) {
+	ms := members(8)
+	f := newFixture(t, DefaultConfig(), ms, 1)
+	p := f.o.NewPicker(addrs(ms[:3]))
+	if err := f.o.Reconfigure(stickyConfig(Maglev)); err != nil {
+		t.Fatal(err)
+	}
+	if f.o.tab == nil || len(p.Candidates()) != 8 {
+		t.Fatalf("after the reload to maglev: table %v, %d candidates; want a table and all 8", f.o.tab != nil, len(p.Candidates()))
+	}
+	k := KeyOfString("m")
+	want := pickKey(t, p, k)
+	if got := pickKey(t, f.o.NewPicker(nil), k); got != want {
+		t.Errorf("key at %s from the reloaded loop, %s from a new one", want.Address(), got.Address())
+	}
+	if err := f.o.Reconfigure(DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if f.o.tab != nil || len(p.Candidates()) != 3 {
+		t.Errorf("back to peak_ewma: table %v, %d candidates; want none and the subset's 3", f.o.tab != nil, len(p.Candidates()))
+	}
+}

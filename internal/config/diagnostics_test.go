@@ -409,6 +409,7 @@ func TestWarnings(t *testing.T) {
 		{"unused origin", minimal + "  - {name: spare, endpoints: [{address: 127.0.0.1:2}]}\n", "origins[1].name", "has no route"},
 		{"subset size with none", origin("subset: {algorithm: none, size: 8}"), "origins[0].subset.size", "ignored"},
 		{"sticky origin with a subset", origin("balancer: {policy: maglev, hash_on: \"header X-Merchant\"}\nsubset: {size: 8}"), "origins[0].subset", "builds its table over the whole origin"},
+		{"sticky origin with the default subset written", origin("balancer: {policy: ring_hash, hash_on: source_ip}\nsubset: {algorithm: ringsteady}"), "origins[0].subset", "builds its table over the whole origin"},
 		{"key without a sticky policy", origin("balancer: {hash_on: source_ip}"), "origins[0].balancer.hash_on", "ignored: only policies maglev and ring_hash"},
 	}
 	for _, c := range cases {

@@ -366,8 +366,9 @@ func (o *Origin) checkSticky(r *reporter, p string) {
 			r.errorf(p+".table_size", "%d is below 100 × the %d endpoints; use a prime of at least %d (keys per endpoint then stay within 1 %%), e.g. %d", b.TableSize, n, 100*n, NextPrime(100*n))
 		}
 	}
-	if s := o.Subset; s.Algorithm != SubsetNone && s != DefaultOrigin().Subset {
-		r.warnf(p[:len(p)-len(".balancer")]+".subset", "ignored: policy %s builds its table over the whole origin so that a key reaches the same endpoint from every loop and gateway; every loop holds a pool per endpoint (see corput plan). Remove subset, or use a non-sticky policy to keep subsets", b.Policy)
+	sp := parentPath(p) + ".subset"
+	if _, written := r.lines[sp]; (written || o.Subset != DefaultOrigin().Subset) && o.Subset.Algorithm != SubsetNone {
+		r.warnf(sp, "ignored: policy %s builds its table over the whole origin so that a key reaches the same endpoint from every loop and gateway; every loop holds a pool per endpoint (see corput plan). Remove subset, or use a non-sticky policy to keep subsets", b.Policy)
 	}
 }
 
