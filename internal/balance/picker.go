@@ -134,12 +134,13 @@ func (p *Picker) Candidates() []string {
 
 // buildLocked computes p's snapshot from the origin's state:
 //
-//   - members: the subset's endpoints (every endpoint for an empty subset);
+//   - members: the subset's endpoints (every endpoint for an empty subset,
+//     or for a sticky policy, whose key order spans the whole origin);
 //   - in panic: all members, ejected ones included;
 //   - otherwise the members that are not ejected, and when none is left,
 //     every endpoint of the origin that is not ejected (the fallback);
-//   - zone-split into local and remote when zone routing applies and both
-//     sides have candidates.
+//   - zone-split into local and remote when zone routing applies (never
+//     for a sticky policy) and both sides have candidates.
 func (o *Origin) buildLocked(p *Picker) *snapshot {
 	members := o.list
 	t := o.t()

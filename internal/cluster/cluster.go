@@ -10,6 +10,10 @@
 //   - The request path takes no lock: a loop's pool map is replaced whole
 //     (copy on write) under the origin's mutex and read with one atomic
 //     load; pickers are immutable snapshots; metric children are bound once.
+//   - A sticky origin (balancer.policy maglev or ring_hash) is placed by
+//     "none": every loop holds a pool per endpoint, so that the key order,
+//     built over the whole origin, can reach any endpoint from any loop.
+//     Key extracts a request's key for it (forward.KeySource).
 //   - Membership changes (Apply) are serialised per origin and applied as
 //     deltas: only loops whose subset changed touch their pools; departed
 //     endpoints drain, new ones are pre-warmed and ramp up.
