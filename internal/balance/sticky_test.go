@@ -101,6 +101,24 @@ func TestMaglevTableN100(t *testing.T) {
 	t.Logf("one endpoint of %d leaving: at most %.3f %% of keys move beyond its own (10 endpoints tried)", n, 100*worst)
 }
 
+// TestRingHashSpreadN100 reports the ring's spread beside maglev's (the
+// figures docs/balancing.md compares): 10^6 seeded keys over 100 endpoints
+// of 100 points each; ketama's spread is wider than maglev's by design.
+func TestRingHashSpreadN100(t *testing.T) {
+	const n, keys = 100, 1_000_000
+	tab := newFixture(t, stickyConfig(RingHash), members(n), 1).o.tab
+	r := rng.New(21)
+	byKey := map[string]int{}
+	for range keys {
+		byKey[tab.eps[tab.seq[tab.start(r.Uint64())]].addr]++
+	}
+	ratio := maxOverMean(byKey, n)
+	t.Logf("ring_hash N=%d, %d points: %d random keys per endpoint max/mean %.4f", n, len(tab.seq), keys, ratio)
+	if len(byKey) != n || ratio > 1.6 {
+		t.Errorf("%d endpoints reached, max/mean %.4f; want all %d, ≤ 1.6", len(byKey), ratio, n)
+	}
+}
+
 // TestRingHashMovesOnlyTheLeaversKeys: on the ring, only the keys of an
 // endpoint that leaves move; points per endpoint follow the weights.
 func TestRingHashMovesOnlyTheLeaversKeys(t *testing.T) {
