@@ -245,13 +245,17 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 // latency of the proxy path, syscalls included. fast_access_log is the
 // fast path with every request's line written to a file as JSON;
 // fast_sticky the fast path on a maglev origin keyed by a header (the key
-// hashed in place, the table walked).
+// hashed in place, the table walked); fast_sticky_cookie keyed by a cookie
+// the request lacks, so every response sets a new one.
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
 	}
 	b.Run("fast_sticky", func(b *testing.B) {
 		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"header User-Agent\"}\n")
+	})
+	b.Run("fast_sticky_cookie", func(b *testing.B) {
+		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {ttl: 1h}}\n")
 	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")

@@ -27,6 +27,17 @@ func (o *Origin) Key(f forward.Prior, p forward.Peer) balance.Key {
 	return balance.Key{}
 }
 
+// NewCookie is the key cookie of a request that has none (Key's zero
+// Key) when the origin sets one (balancer.cookie): the Set-Cookie value
+// appended to dst and the key to place the request by
+// (forward.KeySource.NewCookie); ok false otherwise.
+func (o *Origin) NewCookie(dst []byte) ([]byte, balance.Key, bool) {
+	if ks := o.keys.Load(); ks != nil {
+		return ks.NewCookie(dst)
+	}
+	return dst, balance.Key{}, false
+}
+
 // Sticky reports whether the origin routes requests by a key.
 func (o *Origin) Sticky() bool { return o.keys.Load() != nil }
 
@@ -39,7 +50,7 @@ func keySource(oc *config.Origin) *forward.KeySource {
 	if err != nil {
 		return nil // refused by config validation: not reached
 	}
-	ks := forward.NewKeySource(h)
+	ks := forward.NewKeySource(h, oc.Balancer.Cookie)
 	return &ks
 }
 

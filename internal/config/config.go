@@ -311,6 +311,16 @@ type Balancer struct {
 	// the endpoints (a larger membership takes the next prime above
 	// 100 × N).
 	TableSize int `yaml:"table_size"`
+	// Cookie, with hash_on "cookie NAME": a request without the cookie
+	// gets a new random value as its key, and its response sets it
+	// (additive; nil: such a request takes the fallback).
+	Cookie *StickyCookie `yaml:"cookie"`
+}
+
+// StickyCookie is the cookie a sticky origin sets when a request has none.
+type StickyCookie struct {
+	TTL  time.Duration `yaml:"ttl"`  // Max-Age; 0: a session cookie
+	Path string        `yaml:"path"` // "": /
 }
 
 // Sticky reports whether the policy routes a key to the same endpoint

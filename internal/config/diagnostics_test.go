@@ -311,6 +311,11 @@ func TestDiagnostics(t *testing.T) {
 		{"table size too small", origin("balancer: {policy: maglev, hash_on: source_ip, table_size: 13}"),
 			[]want{{"origins[0].balancer.table_size", "", "13 is below 100 × the 1 endpoints; use a prime of at least 100 (keys per endpoint then stay within 1 %), e.g. 101", 0}}},
 
+		{"cookie block with another key", origin("balancer: {policy: maglev, hash_on: source_ip, cookie: {ttl: 1h}}"),
+			[]want{{"origins[0].balancer.cookie", "", `only used with hash_on: "cookie NAME"`, 0}}},
+		{"cookie path", origin("balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {path: pay}}"),
+			[]want{{"origins[0].balancer.cookie.path", "", `"pay" is not a cookie path; write one that starts with /`, 0}}},
+
 		// Whole-file problems.
 		{"empty file", "", []want{{"", "", "the file is empty", 0}}},
 		{"comments only", "# nothing\n", []want{{"", "", "the file is empty", 0}}},

@@ -342,12 +342,28 @@ func (o *Origin) checkSticky(r *reporter, p string) {
 		if b.HashOn != "" {
 			r.warnf(p+".hash_on", "ignored: only policies maglev and ring_hash route by a key; the policy is %s", b.Policy)
 		}
+		if b.Cookie != nil {
+			r.warnf(p+".cookie", "ignored: only policies maglev and ring_hash set a key cookie; the policy is %s", b.Policy)
+		}
 		return
 	}
+	var h HashOn
 	if b.HashOn == "" {
 		r.errorf(p+".hash_on", "missing; policy %s needs the request's key: \"header NAME\", \"cookie NAME\" or \"source_ip\"", b.Policy)
-	} else if _, err := ParseHashOn(b.HashOn); err != nil {
+	} else if k, err := ParseHashOn(b.HashOn); err != nil {
 		r.errorf(p+".hash_on", "%v", err)
+	} else {
+		h = k
+	}
+	if c := b.Cookie; c != nil {
+		switch {
+		case h.Kind != HashCookie && b.HashOn != "":
+			r.errorf(p+".cookie", "only used with hash_on: \"cookie NAME\" (the cookie to set), but hash_on is %q; remove cookie", b.HashOn)
+		case c.TTL < 0:
+			r.errorf(p+".cookie.ttl", "%v is negative; use 0 (a session cookie) or a duration such as 1h", c.TTL)
+		case c.Path != "" && (c.Path[0] != '/' || strings.ContainsAny(c.Path, ";\r\n")):
+			r.errorf(p+".cookie.path", "%q is not a cookie path; write one that starts with / and has no ';', e.g. /", c.Path)
+		}
 	}
 	if !(b.BalanceFactor >= 1 && b.BalanceFactor <= 100) {
 		r.errorf(p+".balance_factor", "%v is outside 1..100: an endpoint takes a key's request while its load stays under balance_factor × the mean; 1.25 is the default", b.BalanceFactor)

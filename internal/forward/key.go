@@ -2,6 +2,9 @@ package forward
 
 import (
 	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"time"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/config"
@@ -13,10 +16,54 @@ import (
 type KeySource struct {
 	kind config.HashKind
 	name string // a header's (lower case) or a cookie's name
+	// set: a request without the cookie gets one (balancer.cookie), with
+	// these attributes.
+	set    bool
+	maxAge int64 // seconds; 0: a session cookie
+	path   string
 }
 
-// NewKeySource is the key source hash_on describes.
-func NewKeySource(h config.HashOn) KeySource { return KeySource{kind: h.Kind, name: h.Name} }
+// NewKeySource is the key source hash_on describes; with cookie (nil:
+// none) and hash_on "cookie NAME", a request without the cookie is given
+// one (NewCookie).
+func NewKeySource(h config.HashOn, cookie *config.StickyCookie) KeySource {
+	ks := KeySource{kind: h.Kind, name: h.Name}
+	if cookie != nil && h.Kind == config.HashCookie {
+		ks.set, ks.maxAge, ks.path = true, int64(cookie.TTL/time.Second), cookie.Path
+		if ks.path == "" {
+			ks.path = "/"
+		}
+	}
+	return ks
+}
+
+// cookieValueLen is the length of a cookie value NewCookie makes: 16 hex
+// digits of a random 64-bit number.
+const cookieValueLen = 16
+
+// NewCookie makes the cookie of a request that has none, when the source
+// sets one: a random value (16 hex digits), appended to dst as a
+// Set-Cookie field value ("NAME=VALUE; Path=P; Max-Age=S; HttpOnly"),
+// and the key of that value, which places the request as its later
+// requests with the cookie will be. ok is false when the source sets no
+// cookie. It allocates nothing once dst has room.
+func (s KeySource) NewCookie(dst []byte) (field []byte, k balance.Key, ok bool) {
+	if !s.set {
+		return dst, balance.Key{}, false
+	}
+	dst = append(append(dst, s.name...), '=')
+	at := len(dst)
+	v := rand.Uint64()
+	for i := 60; i >= 0; i -= 4 {
+		dst = append(dst, "0123456789abcdef"[v>>uint(i)&0xf])
+	}
+	k = balance.KeyOf(dst[at : at+cookieValueLen])
+	dst = append(append(dst, "; Path="...), s.path...)
+	if s.maxAge > 0 {
+		dst = strconv.AppendInt(append(dst, "; Max-Age="...), s.maxAge, 10)
+	}
+	return append(dst, "; HttpOnly"...), k, true
+}
 
 // Key is the key of a request with fields f from peer p: the header's
 // first value, the cookie's value, or the client's address — from a

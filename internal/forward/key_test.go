@@ -3,7 +3,9 @@ package forward
 import (
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/config"
@@ -16,7 +18,7 @@ func keySource(t *testing.T, spec string) KeySource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewKeySource(h)
+	return NewKeySource(h, nil)
 }
 
 // TestKeySource: each hash_on finds the same key on both paths' fields (an
@@ -76,5 +78,33 @@ func TestParseHashOn(t *testing.T) {
 	}
 	if h, err := config.ParseHashOn("header X-Merchant-ID"); err != nil || h.Kind != config.HashHeader || h.Name != "x-merchant-id" {
 		t.Errorf("header: %+v %v", h, err)
+	}
+}
+
+// TestNewCookie: a source with balancer.cookie makes a random value, the
+// field with its attributes, and the key of that value — the key a later
+// request carrying the cookie has; without balancer.cookie it makes none.
+func TestNewCookie(t *testing.T) {
+	h, _ := config.ParseHashOn("cookie sid")
+	ks := NewKeySource(h, &config.StickyCookie{TTL: 90 * time.Second})
+	field, k, ok := ks.NewCookie(nil)
+	value, attrs, _ := strings.Cut(string(field), "; ")
+	if !ok || len(value) != len("sid=")+16 || attrs != "Path=/; Max-Age=90; HttpOnly" {
+		t.Fatalf("field %q, ok %v", field, ok)
+	}
+	var head h1.Head
+	h1.ParseRequest([]byte("GET / HTTP/1.1\r\nHost: x\r\nCookie: "+value+"\r\n\r\n"), &head)
+	if got := ks.Key(&head, Peer{}); got != k || !k.Valid() {
+		t.Errorf("the cookie's key %v, NewCookie's %v", got, k)
+	}
+	if other, _, _ := ks.NewCookie(nil); string(other) == string(field) {
+		t.Error("two new cookies are equal")
+	}
+	buf := make([]byte, 0, 128)
+	if allocs := testing.AllocsPerRun(100, func() { ks.NewCookie(buf[:0]) }); allocs != 0 {
+		t.Errorf("%.0f allocs with room in dst, want 0", allocs)
+	}
+	if _, _, ok := NewKeySource(h, nil).NewCookie(nil); ok {
+		t.Error("a source without balancer.cookie made a cookie")
 	}
 }

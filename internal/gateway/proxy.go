@@ -44,6 +44,9 @@ type outcome struct {
 	loop     int // the loop the request went through, -1 when it was routed nowhere
 	attempts int
 	endpoint string
+	// setCookie is the Set-Cookie value of a sticky origin's new key
+	// cookie (balancer.cookie), "" for none.
+	setCookie string
 }
 
 // logRequest hands a request served through net/http to the access log.
@@ -182,6 +185,12 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	var key balance.Key
 	if o.Sticky() { // before X-Forwarded-For is rewritten: source_ip reads the peer's
 		key = o.Key(forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil))
+		if !key.Valid() {
+			var c []byte
+			if c, key, _ = o.NewCookie(nil); len(c) > 0 {
+				oc.setCookie = string(c)
+			}
+		}
 	}
 	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if _, ok := r.Header["User-Agent"]; !ok {
@@ -263,6 +272,9 @@ func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up str
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
+	}
+	if oc.setCookie != "" {
+		h.Add("Set-Cookie", oc.setCookie)
 	}
 	for k := range resp.Trailer {
 		h.Add("Trailer", k)

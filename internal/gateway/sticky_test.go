@@ -269,3 +269,62 @@ func TestStickyBoundedLoadCountedByOrigins(t *testing.T) {
 		})
 	}
 }
+
+// TestStickySetsItsCookie: with hash_on "cookie NAME" and balancer.cookie,
+// on both serving paths over real sockets, a request without the cookie
+// is answered with Set-Cookie (the configured path and Max-Age) and is
+// placed by the new value: it and every later request carrying the cookie
+// reach one origin; a request with the cookie gets none.
+func TestStickySetsItsCookie(t *testing.T) {
+	var addrs []string
+	for i := range 5 {
+		id := fmt.Sprintf("o%d", i)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, id) }))
+		t.Cleanup(srv.Close)
+		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast_path=%v", fast), func(t *testing.T) {
+			yaml := strings.Replace(stickyYAML(0, fast, "maglev", "cookie sid", addrs), "size: 2", "size: 1", 1)
+			yaml = strings.Replace(yaml, `hash_on: "cookie sid"}`, `hash_on: "cookie sid", cookie: {ttl: 1h, path: /pay}}`, 1)
+			g := newGateway(t, yaml, Options{})
+			if err := g.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, g)
+			c := &http.Client{Timeout: 10 * time.Second}
+			defer c.CloseIdleConnections()
+			do := func(cookie string) (origin, set string) {
+				req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/pay", nil)
+				if cookie != "" {
+					req.Header.Set("Cookie", cookie)
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return string(body), resp.Header.Get("Set-Cookie")
+			}
+			origins := map[string]bool{}
+			for range 30 {
+				first, set := do("")
+				value, attrs, ok := strings.Cut(set, "; ")
+				if !ok || !strings.HasPrefix(value, "sid=") || len(value) != len("sid=")+16 || attrs != "Path=/pay; Max-Age=3600; HttpOnly" {
+					t.Fatalf("Set-Cookie %q; want sid=<16 hex digits>; Path=/pay; Max-Age=3600; HttpOnly", set)
+				}
+				origins[first] = true
+				for range 3 {
+					got, again := do("a=b; " + value)
+					if got != first || again != "" {
+						t.Fatalf("cookie %s: first request at %s, a later one at %s (Set-Cookie %q, want none)", value, first, got, again)
+					}
+				}
+			}
+			if len(origins) < 3 {
+				t.Errorf("30 new cookies reached %d origins; want them spread", len(origins))
+			}
+		})
+	}
+}
