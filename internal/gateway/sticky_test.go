@@ -33,6 +33,19 @@ origins:
 `, instance, fast, policy, hashOn, endpointList(addrs...))
 }
 
+// namedOrigins starts n origins on loopback that answer with their name
+// (o0, o1, ...) and returns their addresses.
+func namedOrigins(t *testing.T, n int) []string {
+	var addrs []string
+	for i := range n {
+		id := fmt.Sprintf("o%d", i)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, id) }))
+		t.Cleanup(srv.Close)
+		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	return addrs
+}
+
 // keyedRequest is a GET carrying key k the way hash_on reads it.
 func keyedRequest(t *testing.T, url, hashOn, k string) *http.Request {
 	req, err := http.NewRequest("GET", url+"/pay", nil)
@@ -60,15 +73,7 @@ func TestStickyAffinityAcrossGatewaysAndLoops(t *testing.T) {
 	const nOrigins, keys, repeats = 6, 300, 6
 	var mu sync.Mutex
 	seen := map[string]map[string]bool{} // key → origins that served it
-	var addrs []string
-	for i := range nOrigins {
-		id := fmt.Sprintf("o%d", i)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, id)
-		}))
-		t.Cleanup(srv.Close)
-		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
-	}
+	addrs := namedOrigins(t, nOrigins)
 	for _, tc := range []struct{ policy, hashOn string }{
 		{"maglev", "header X-Merchant"},
 		{"ring_hash", "cookie session"},
@@ -276,13 +281,7 @@ func TestStickyBoundedLoadCountedByOrigins(t *testing.T) {
 // placed by the new value: it and every later request carrying the cookie
 // reach one origin; a request with the cookie gets none.
 func TestStickySetsItsCookie(t *testing.T) {
-	var addrs []string
-	for i := range 5 {
-		id := fmt.Sprintf("o%d", i)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, id) }))
-		t.Cleanup(srv.Close)
-		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
-	}
+	addrs := namedOrigins(t, 5)
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast_path=%v", fast), func(t *testing.T) {
 			yaml := strings.Replace(stickyYAML(0, fast, "maglev", "cookie sid", addrs), "size: 2", "size: 1", 1)
