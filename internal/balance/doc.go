@@ -52,7 +52,8 @@
 //     same membership. The order is rebuilt only when an address or a
 //     weight changes; ejection, panic, slow start and bounded load (an
 //     endpoint takes the request while its in flight < ⌈c·(m+1)·w′/W⌉, m
-//     the origin's in flight, counted for every policy) act at pick time
+//     the origin's keyed and unkeyed requests in flight, counted while the
+//     policy is sticky) act at pick time
 //     along it. Requests without a key take the fallback policy.
 //   - Pending requests per endpoint never exceed max_pending (1..50); a
 //     Config without such a bound is refused with ERR_UNBOUNDED_QUEUE_REJECTED.

@@ -37,8 +37,10 @@ type Origin struct {
 	rand  *rng.Source
 	obs   Observer
 	room  atomic.Bool // an ejection slot is free; mirrors nEjected < maxEjectLocked()
-	// inflight is the origin's requests picked and not yet ended, across
-	// every loop: the m of the sticky policies' bounded load.
+	// inflight is the origin's requests placed on a sticky snapshot by
+	// PickCost or PickKeyed (and their Avoiding forms) and not yet ended,
+	// across every loop: the m of the sticky policies' bounded load. Other
+	// policies, and Pick/Done, do not count (Ticket.counted).
 	inflight atomic.Int64
 
 	mu        sync.Mutex // guards following, and Endpoint fields marked so

@@ -35,7 +35,8 @@ import (
 //     key's order, a request goes to the first candidate whose requests in
 //     flight (Endpoint.Active: every loop of the gateway) are under
 //     ⌈c·(m+1)·w'/W⌉: c is balance_factor, m the origin's requests in
-//     flight at the gateway (Origin.inflight), W the candidates' weight
+//     flight at the gateway, keyed or not (Origin.inflight, counted while
+//     the policy is sticky), W the candidates' weight
 //     and w' the endpoint's weight scaled by its slow-start ramp — for
 //     equal weights and no ramp, ⌈c·(m+1)/n⌉. A warming endpoint keeps
 //     its keys; what is above its scaled bound moves on.

@@ -437,10 +437,20 @@ func TestReconfigureToSticky(t *testing.T) {
 	if got := pickKey(t, f.o.NewPicker(nil), k); got != want {
 		t.Errorf("key at %s from the reloaded loop, %s from a new one", want.Address(), got.Address())
 	}
+	held, tk := holdKey(t, p, k) // counted on maglev, ended on peak_ewma
 	if err := f.o.Reconfigure(DefaultConfig()); err != nil {
 		t.Fatal(err)
 	}
 	if f.o.tab != nil || len(p.Candidates()) != 3 {
 		t.Errorf("back to peak_ewma: table %v, %d candidates; want none and the subset's 3", f.o.tab != nil, len(p.Candidates()))
+	}
+	other, tk2 := holdKey(t, p, k) // not counted, ended on maglev
+	held.End(tk, time.Millisecond, Success)
+	if err := f.o.Reconfigure(stickyConfig(Maglev)); err != nil {
+		t.Fatal(err)
+	}
+	other.End(tk2, time.Millisecond, Success)
+	if m := f.o.inflight.Load(); m != 0 {
+		t.Errorf("in flight %d after every request ended across reloads, want 0", m)
 	}
 }
