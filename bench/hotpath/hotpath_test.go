@@ -246,6 +246,9 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 // latency of the proxy path, syscalls included. fast_access_log is the
 // fast path with every request's line written to a file as JSON;
 // fast_slo, with every request classified and recorded by the SLO guard.
+// fast_sticky the fast path on a maglev origin keyed by a header (the key
+// hashed in place, the table walked); fast_sticky_cookie keyed by a cookie
+// the request lacks, so every response sets a new one.
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
@@ -257,6 +260,12 @@ func BenchmarkSerial(b *testing.B) {
 	// SLO guard's window and the class mix record it.
 	b.Run("fast_slo", func(b *testing.B) {
 		benchSerial(b, true, "workload:\n  classes:\n    - {name: light, percent: 70, latency: 15ms, match: {path_prefix: /}, slo: {p99: 20ms}}\n    - {name: heavy, percent: 30, latency: 140ms}\n")
+	})
+	b.Run("fast_sticky", func(b *testing.B) {
+		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"header User-Agent\"}\n")
+	})
+	b.Run("fast_sticky_cookie", func(b *testing.B) {
+		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {ttl: 1h}}\n")
 	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")

@@ -28,9 +28,15 @@ func benchPicker(b *testing.B, pol Policy, n int, weighted bool) *Picker {
 }
 
 // BenchmarkPick measures Pick (ended with a Shed Done, which only undoes the
-// in-flight count) for every policy at 8, 50 and 1000 endpoints.
+// in-flight count) for every policy at 8, 50 and 1000 endpoints; the sticky
+// policies pick with a key (PickKeyed) from 1024 keys in turn, so that the
+// walk starts at another slot each time.
 func BenchmarkPick(b *testing.B) {
-	for _, pol := range Policies() {
+	keys := make([]Key, 1024)
+	for i := range keys {
+		keys[i] = KeyOfString(fmt.Sprintf("merchant-%d", i))
+	}
+	for _, pol := range append(Policies(), StickyPolicies()...) {
 		for _, weighted := range []bool{false, true} {
 			for _, n := range []int{8, 50, 1000} {
 				name := fmt.Sprintf("%s/n=%d", pol, n)
@@ -40,6 +46,15 @@ func BenchmarkPick(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					p := benchPicker(b, pol, n, weighted)
 					b.ReportAllocs()
+					if pol.Sticky() {
+						i := 0
+						for b.Loop() {
+							ep, tk, _ := p.PickKeyed(1, keys[i&1023])
+							ep.End(tk, 0, Shed)
+							i++
+						}
+						return
+					}
 					for b.Loop() {
 						ep, _ := p.Pick()
 						ep.Done(0, Shed)

@@ -3,6 +3,7 @@ package balance
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,10 +22,19 @@ const (
 	LeastRequest Policy = "least_request" // equal weights: p2c; unequal: EDF on weight/(active+1)^bias
 	PeakEWMA     Policy = "peak_ewma"     // fewest ewma×(active+1)/weight of k distinct random endpoints
 	LeastWork    Policy = "least_work"    // least slowness × (work in flight / capacity + cost) of k candidates
+	Maglev       Policy = "maglev"        // a key's endpoint by Maglev's lookup table, under bounded load
+	RingHash     Policy = "ring_hash"     // a key's endpoint by a ketama ring, under bounded load
 )
 
-// Policies lists every policy, the default first.
+// Policies lists every policy that needs no key, the default first: the
+// fallbacks a sticky policy may take.
 func Policies() []Policy { return []Policy{PeakEWMA, LeastWork, LeastRequest, P2C, RoundRobin, Random} }
+
+// StickyPolicies lists the policies that route a request by its key.
+func StickyPolicies() []Policy { return []Policy{Maglev, RingHash} }
+
+// Sticky reports whether p routes a request by its key (maglev, ring_hash).
+func (p Policy) Sticky() bool { return p == Maglev || p == RingHash }
 
 // CodeUnboundedQueue is the diagnostic for a pending bound that is not in
 // 1..MaxPendingCeiling (seed ADV-UQ-01, INV-LB-05).
@@ -70,6 +80,19 @@ type Config struct {
 	// MaxPending bounds the requests admitted to one endpoint and not yet
 	// finished with admission (Endpoint.TryAdmit); 1..50.
 	MaxPending int
+
+	// The sticky policies (maglev, ring_hash; sticky.go).
+
+	// BalanceFactor is bounded load's c: an endpoint takes a keyed request
+	// only while its requests in flight stay under ⌈c·(m+1)·w/W⌉ (m: the
+	// origin's requests in flight; w/W: its share of the candidates'
+	// weight, 1/n for equal weights); 1..100.
+	BalanceFactor float64
+	// Fallback is the policy of requests without a key (not sticky).
+	Fallback Policy
+	// TableSize is maglev's lookup table size M, a prime; a membership of
+	// more than M/100 endpoints takes the next prime ≥ 100·N.
+	TableSize int
 }
 
 // SlowStartConfig ramps an endpoint that joined or returned from ejection:
@@ -139,6 +162,9 @@ func FromConfig(o *config.Origin) Config {
 		PanicThresholdPercent: o.PanicThresholdPercent,
 		Zone:                  ZoneConfig{Local: o.Zone.Local, LocalPercent: o.Zone.LocalPercent, MinOriginSize: defaultMinOriginSize},
 		MaxPending:            int(o.Pool.MaxPending),
+		BalanceFactor:         o.Balancer.BalanceFactor,
+		Fallback:              Policy(o.Balancer.Fallback),
+		TableSize:             o.Balancer.TableSize,
 	}
 }
 
@@ -152,16 +178,24 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf(key+": "+format, args...))
 	}
-	known := false
-	for _, p := range Policies() {
-		known = known || c.Policy == p
-	}
-	if !known {
-		names := make([]string, 0, 5)
-		for _, p := range Policies() {
+	all := append(Policies(), StickyPolicies()...)
+	if !slices.Contains(all, c.Policy) {
+		names := make([]string, 0, len(all))
+		for _, p := range all {
 			names = append(names, string(p))
 		}
 		bad("balancer.policy", "%q is not a policy; use one of %s", c.Policy, strings.Join(names, ", "))
+	}
+	if c.Policy.Sticky() {
+		if c.Fallback.Sticky() || !slices.Contains(Policies(), c.Fallback) {
+			bad("balancer.fallback", "%q is not a policy for requests without a key; use peak_ewma (the default), least_work, least_request, p2c, round_robin or random", c.Fallback)
+		}
+		if !(c.BalanceFactor >= 1 && c.BalanceFactor <= 100) {
+			bad("balancer.balance_factor", "%v is outside 1..100; 1.25 is the default", c.BalanceFactor)
+		}
+		if c.Policy == Maglev && (c.TableSize > config.MaxTableSize || !config.IsPrime(c.TableSize)) {
+			bad("balancer.table_size", "%d is not a prime in 2..%d; %d is the default", c.TableSize, config.MaxTableSize, config.DefaultTableSize)
+		}
 	}
 	if c.Choices < 2 || c.Choices > maxChoices {
 		bad("balancer.choices", "%d is outside 2..%d; 2 is the default", c.Choices, maxChoices)

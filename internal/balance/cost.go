@@ -32,6 +32,9 @@ type Ticket struct {
 	work int64 // the request's cost in work units
 	at   int64 // pick instant, ms since the origin's epoch; -1: not timed
 	n    int64 // requests in flight at the endpoint when picked, this one included
+	// counted: placed on a sticky snapshot, so counted in the origin's
+	// in-flight requests (Origin.inflight) until End.
+	counted bool
 }
 
 // unitTicket is what Pick counts: one unit of work, untimed.
@@ -63,11 +66,16 @@ func (p *Picker) PickCost(cost float64) (*Endpoint, Ticket, error) {
 }
 
 // place counts a request of units work as active on e's endpoint and
-// returns its ticket; timed (a PickCost) records the pick instant when the
-// policy reads it.
+// returns its ticket; timed (a PickCost, which ends with End) records the
+// pick instant when the policy reads it and, on a sticky snapshot, counts
+// the request in the origin's in flight.
 func (p *Picker) place(s *snapshot, e *entry, units, now int64, timed bool) (*Endpoint, Ticket) {
 	ep := e.ep
 	t := Ticket{work: units, at: -1, n: ep.active.Add(1)}
+	if timed && s.keyed != nil {
+		p.origin.inflight.Add(1)
+		t.counted = true
+	}
 	ep.work.Add(units)
 	if timed && s.timed {
 		if ms := now / 1e6; ep.ages.add(ms) {

@@ -45,6 +45,16 @@
 //   - Fallback: a loop whose whole subset is ejected uses every endpoint of
 //     the origin that is in service. Pick fails (ErrNoHealthy) only when
 //     the origin has no endpoint in service and panic is off (threshold 0).
+//   - Sticky policies (maglev, ring_hash) route a keyed request (PickKeyed)
+//     by a key order built from the membership's addresses and weights
+//     only, over the whole origin whatever a loop's subset: the same key
+//     reaches the same endpoint from every loop and every gateway with the
+//     same membership. The order is rebuilt only when an address or a
+//     weight changes; ejection, panic, slow start and bounded load (an
+//     endpoint takes the request while its in flight < ⌈c·(m+1)·w′/W⌉, m
+//     the origin's keyed and unkeyed requests in flight, counted while the
+//     policy is sticky) act at pick time
+//     along it. Requests without a key take the fallback policy.
 //   - Pending requests per endpoint never exceed max_pending (1..50); a
 //     Config without such a bound is refused with ERR_UNBOUNDED_QUEUE_REJECTED.
 //   - Zone spill on load: while every local endpoint in service has

@@ -148,6 +148,9 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) { e.End(unitTicket, 
 // endpoint's latency per unit of cost and its concurrency limit.
 func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 	e.active.Add(-1)
+	if t.counted {
+		e.origin.inflight.Add(-1)
+	}
 	e.work.Add(-t.work)
 	if t.at >= 0 {
 		e.ages.remove(t.at)

@@ -37,11 +37,17 @@ type Origin struct {
 	rand  *rng.Source
 	obs   Observer
 	room  atomic.Bool // an ejection slot is free; mirrors nEjected < maxEjectLocked()
+	// inflight is the origin's requests placed on a sticky snapshot by
+	// PickCost or PickKeyed (and their Avoiding forms) and not yet ended,
+	// across every loop: the m of the sticky policies' bounded load. Other
+	// policies, and Pick/Done, do not count (Ticket.counted).
+	inflight atomic.Int64
 
 	mu        sync.Mutex // guards following, and Endpoint fields marked so
 	list      []*Endpoint
 	byAddr    map[string]*Endpoint
 	pickers   []*Picker
+	tab       *keyTable // a sticky policy's key order over the membership; nil otherwise
 	nEjected  int
 	nFailing  int
 	panic     bool
@@ -100,14 +106,20 @@ func (o *Origin) Name() string { return o.name }
 type tuning struct {
 	cfg    Config
 	prm    params
-	policy chooser
+	policy chooser // a sticky policy's fallback, for requests without a key
+	// peakEWMA: the chooser is peak_ewma's, which reads the time.
+	peakEWMA bool
 	// leastWork: the policy reads the pick instants, the latency per unit
 	// of cost and the concurrency limit, which End then keeps up to date.
 	leastWork bool
 }
 
 func newTuning(cfg Config) *tuning {
-	return &tuning{cfg: cfg, prm: newParams(cfg), policy: newChooser(cfg.Policy), leastWork: cfg.Policy == LeastWork}
+	pol := cfg.Policy
+	if pol.Sticky() {
+		pol = cfg.Fallback
+	}
+	return &tuning{cfg: cfg, prm: newParams(cfg), policy: newChooser(pol), peakEWMA: pol == PeakEWMA, leastWork: pol == LeastWork}
 }
 
 // t is the tuning in force.
@@ -125,6 +137,7 @@ func (o *Origin) Reconfigure(cfg Config) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.tune.Store(newTuning(cfg))
+	o.tableLocked()
 	o.refreshLocked()
 	return nil
 }
@@ -207,6 +220,7 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 		}
 	}
 	o.list, o.byAddr = list, byAddr
+	o.tableLocked()
 	o.refreshLocked()
 }
 

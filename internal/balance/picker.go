@@ -30,6 +30,9 @@ type snapshot struct {
 	count     bool    // report ZonePick
 	clock     bool    // Pick needs the time (Peak EWMA, least_work, or slow start in progress)
 	timed     bool    // PickCost records the pick instant (least_work's queue signal)
+	// keyed: a sticky policy's order over groups[0], the whole origin's
+	// candidates; nil for other policies.
+	keyed *keyedView
 }
 
 // group is a set of candidates a policy chooses among.
@@ -141,17 +144,20 @@ func (p *Picker) Candidates() []string {
 
 // buildLocked computes p's snapshot from the origin's state:
 //
-//   - members: the subset's endpoints (every endpoint for an empty subset);
+//   - members: the subset's endpoints (every endpoint for an empty subset,
+//     or for a sticky policy, whose key order spans the whole origin);
 //   - in panic: all members, ejected ones included;
 //   - otherwise the members that are not ejected, and when none is left,
 //     every endpoint of the origin that is not ejected (the fallback);
 //   - the zone PenalizeZone names, when other candidates remain, set
 //     apart: it gets PenaltyFactor of its share of the weight;
-//   - zone-split into local and remote when zone routing applies and both
-//     sides have candidates.
+//   - zone-split into local and remote when zone routing applies (never
+//     for a sticky policy) and both sides have candidates.
 func (o *Origin) buildLocked(p *Picker) *snapshot {
 	members := o.list
-	if len(p.subset) > 0 {
+	t := o.t()
+	sticky := t.cfg.Policy.Sticky()
+	if len(p.subset) > 0 && !sticky {
 		members = make([]*Endpoint, 0, len(p.subset))
 		for _, a := range p.subset {
 			if e := o.byAddr[a]; e != nil {
@@ -177,10 +183,9 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 		}
 	}
 	now := o.nowNs()
-	t := o.t()
-	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "", clock: t.cfg.Policy == PeakEWMA || t.leastWork, timed: t.leastWork}
+	s := &snapshot{choose: t.policy, count: t.cfg.Zone.Local != "" && !sticky, clock: t.peakEWMA || t.leastWork, timed: t.leastWork}
 	var local, remote []*Endpoint
-	if o.zoned && !o.panic {
+	if o.zoned && !o.panic && !sticky {
 		for _, e := range cands {
 			if e.zone == o.t().cfg.Zone.Local {
 				local = append(local, e)
@@ -203,6 +208,9 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 	}
 	for i := range s.groups {
 		s.clock = s.clock || s.groups[i].slowUntil != warm
+	}
+	if sticky && o.tab != nil {
+		s.keyed = o.keyedLocked(&s.groups[0])
 	}
 	return s
 }

@@ -10,6 +10,10 @@
 //   - The request path takes no lock: a loop's pool map is replaced whole
 //     (copy on write) under the origin's mutex and read with one atomic
 //     load; pickers are immutable snapshots; metric children are bound once.
+//   - A sticky origin (balancer.policy maglev or ring_hash) is placed by
+//     "none": every loop holds a pool per endpoint, so that the key order,
+//     built over the whole origin, can reach any endpoint from any loop.
+//     Key extracts a request's key for it (forward.KeySource).
 //   - Membership changes (Apply) are serialised per origin and applied as
 //     deltas: only loops whose subset changed touch their pools; departed
 //     endpoints drain, new ones are pre-warmed and ramp up.
@@ -75,9 +79,10 @@ type Origin struct {
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
-	policy     atomic.Pointer[forward.Policy] // retries, the budget, the metrics of every request's attempts
-	reqTimeout atomic.Int64                   // timeouts.request, ns
-	raw        atomic.Bool                    // its connections are upstream.Raw: the fast path can serve it
+	policy     atomic.Pointer[forward.Policy]    // retries, the budget, the metrics of every request's attempts
+	reqTimeout atomic.Int64                      // timeouts.request, ns
+	raw        atomic.Bool                       // its connections are upstream.Raw: the fast path can serve it
+	keys       atomic.Pointer[forward.KeySource] // a sticky policy's key source; nil otherwise
 
 	mu        sync.Mutex // guards following: membership and configuration changes are serialised
 	dialer    pool.Dialer
@@ -163,6 +168,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	o.reqTimeout.Store(int64(oc.Timeouts.Request))
 	o.m = newOriginMetrics(env.Metrics, oc.Name, env.Loops)
 	o.policy.Store(o.newPolicy(oc))
+	o.keys.Store(keySource(oc))
 
 	var err error
 	o.poolCfg, err = poolConfig(oc)
@@ -216,10 +222,15 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 
 // newPlacement builds the subset placement of the configured algorithm
 // (ringsteady by default; "none" gives every loop every endpoint) for this
-// gateway's fleet.
+// gateway's fleet. A sticky origin is placed by "none" whatever its subset
+// says: its key order spans the whole origin, so every loop holds a pool
+// per endpoint (docs/subsetting.md, "Sticky origins").
 func (o *Origin) newPlacement(oc *config.Origin, addrs []string) (subset.Placement, error) {
 	name := string(oc.Subset.Algorithm)
-	if name == "" {
+	switch {
+	case oc.Balancer.Sticky():
+		name = subset.NameNone
+	case name == "":
 		name = subset.NameRingsteady
 	}
 	alg, err := subset.Lookup(name)

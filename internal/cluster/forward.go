@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/tracing"
@@ -10,10 +12,47 @@ import (
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
 // body, so it may be sent again; cost: its workload class's cost, 1 when it
-// has none).
-func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64) {
+// has none; key: its key, Key's, for a sticky origin).
+func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64, key balance.Key) {
 	o.m.requests[ol.idx].Inc()
-	a.Start(o.policy.Load(), ol.picker, replayable, cost)
+	a.Start(o.policy.Load(), ol.picker, replayable, cost, key)
+}
+
+// Key is the key of a request with fields f from peer p when the origin
+// is sticky (balancer.hash_on), else the zero Key. It allocates nothing
+// on the fast path's head.
+func (o *Origin) Key(f forward.Prior, p forward.Peer) balance.Key {
+	if ks := o.keys.Load(); ks != nil {
+		return ks.Key(f, p)
+	}
+	return balance.Key{}
+}
+
+// NewCookie is the key cookie of a request that has none (Key's zero
+// Key) when the origin sets one (balancer.cookie): the Set-Cookie value
+// appended to dst and the key to place the request by
+// (forward.KeySource.NewCookie); ok false otherwise.
+func (o *Origin) NewCookie(dst []byte) ([]byte, balance.Key, bool) {
+	if ks := o.keys.Load(); ks != nil {
+		return ks.NewCookie(dst)
+	}
+	return dst, balance.Key{}, false
+}
+
+// Sticky reports whether the origin routes requests by a key.
+func (o *Origin) Sticky() bool { return o.keys.Load() != nil }
+
+// keySource is oc's key source, nil when its policy is not sticky.
+func keySource(oc *config.Origin) *forward.KeySource {
+	if !oc.Balancer.Sticky() {
+		return nil
+	}
+	h, err := config.ParseHashOn(oc.Balancer.HashOn)
+	if err != nil {
+		return nil // refused by config validation: not reached
+	}
+	ks := forward.NewKeySource(h, oc.Balancer.Cookie)
+	return &ks
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered

@@ -27,7 +27,9 @@ import (
 //     the connections above it as they become idle, new handshakes use the
 //     new files;
 //   - a static endpoint list: the membership delta path (Apply);
-//   - the subset settings: a new placement (set to the origin's shared ring
+//   - the key source of a sticky policy (balancer.hash_on);
+//   - the subset settings (or a change to or from a sticky policy, which
+//     places by "none"): a new placement (set to the origin's shared ring
 //     indices when it has them and the algorithm places by them), and only
 //     loops whose subset changed touch their pools.
 //
@@ -75,7 +77,7 @@ func (o *Origin) Prepare(oc *config.Origin) (*Change, error) {
 			c.members = members
 		}
 	}
-	if !reflect.DeepEqual(old.Subset, oc.Subset) {
+	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() {
 		addrs := o.addrs()
 		if c.members != nil {
 			addrs = addrsOf(c.members)
@@ -152,6 +154,7 @@ func (c *Change) Commit() error {
 		}
 	}
 	o.conf.Store(c.oc)
+	o.keys.Store(keySource(c.oc))
 	if c.placement != nil {
 		o.placement = c.placement
 		if sp, ok := c.placement.(subset.SharedPlacement); ok && o.shared != nil {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/workload"
+	"golang.org/x/net/http/httpguts"
 )
 
 // The diagnostic codes the contract fixes (docs/contract.md).
@@ -308,7 +309,40 @@ type Balancer struct {
 	// flight wins (additive). 1 compares latency always (the plain Peak
 	// EWMA).
 	TieRatio float64 `yaml:"tie_ratio"`
+
+	// The sticky policies' keys (maglev, ring_hash; additive).
+
+	// HashOn is where a request's key comes from: "header NAME",
+	// "cookie NAME" or "source_ip" (ParseHashOn).
+	HashOn string `yaml:"hash_on"`
+	// BalanceFactor is c of bounded load: an endpoint takes a new request
+	// only while its requests in flight stay under ⌈c·(m+1)/n⌉.
+	BalanceFactor float64 `yaml:"balance_factor"`
+	// Fallback is the policy of a request without a key.
+	Fallback Policy `yaml:"fallback"`
+	// TableSize is maglev's lookup table size M, a prime; at least 100 ×
+	// the endpoints (a larger membership takes the next prime above
+	// 100 × N).
+	TableSize int `yaml:"table_size"`
+	// Cookie, with hash_on "cookie NAME": a request without the cookie
+	// gets a new random value as its key, and its response sets it
+	// (additive; nil: such a request takes the fallback).
+	Cookie *StickyCookie `yaml:"cookie"`
 }
+
+// StickyCookie is the cookie a sticky origin sets when a request has none.
+type StickyCookie struct {
+	TTL  time.Duration `yaml:"ttl"`  // Max-Age; 0: a session cookie
+	Path string        `yaml:"path"` // "": /
+}
+
+// Sticky reports whether the policy routes a key to the same endpoint
+// (maglev, ring_hash): its table spans the whole origin, not a loop's
+// subset.
+func (b *Balancer) Sticky() bool { return b.Policy.Sticky() }
+
+// Sticky reports whether p is maglev or ring_hash.
+func (p Policy) Sticky() bool { return p == PolicyMaglev || p == PolicyRingHash }
 
 // Policy names a load-balancing policy.
 type Policy string
@@ -321,7 +355,41 @@ const (
 	PolicyLeastRequest Policy = "least_request"
 	PolicyPeakEWMA     Policy = "peak_ewma"
 	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive)
+	PolicyMaglev       Policy = "maglev"     // consistent hashing by lookup table, bounded load (additive)
+	PolicyRingHash     Policy = "ring_hash"  // consistent hashing by ring (ketama), bounded load (additive)
 )
+
+// HashKind is where a sticky policy's key comes from.
+type HashKind uint8
+
+// The key sources of hash_on.
+const (
+	HashNone     HashKind = iota // no key: every request takes the fallback
+	HashHeader                   // the value of a request header
+	HashCookie                   // the value of a cookie
+	HashSourceIP                 // the client's address (X-Forwarded-For's from a trusted proxy)
+)
+
+// HashOn is a parsed balancer.hash_on.
+type HashOn struct {
+	Kind HashKind
+	Name string // the header (lower case) or cookie (as written) name
+}
+
+// ParseHashOn parses balancer.hash_on: "header NAME", "cookie NAME" or
+// "source_ip".
+func ParseHashOn(s string) (HashOn, error) {
+	f := strings.Fields(s)
+	switch {
+	case len(f) == 1 && f[0] == "source_ip":
+		return HashOn{Kind: HashSourceIP}, nil
+	case len(f) == 2 && f[0] == "header" && httpguts.ValidHeaderFieldName(f[1]):
+		return HashOn{Kind: HashHeader, Name: strings.ToLower(f[1])}, nil
+	case len(f) == 2 && f[0] == "cookie" && httpguts.ValidHeaderFieldName(f[1]):
+		return HashOn{Kind: HashCookie, Name: f[1]}, nil
+	}
+	return HashOn{}, fmt.Errorf("%q is not a key source; write \"header NAME\", \"cookie NAME\" or \"source_ip\"", s)
+}
 
 // Pool bounds and ages the connections of one (endpoint, loop).
 type Pool struct {
@@ -338,6 +406,10 @@ type Pool struct {
 	// upstream_header_too_large and closes the connection (additive).
 	MaxResponseHeaderBytes int `yaml:"max_response_header_bytes"`
 }
+
+// DefaultTableSize is balancer.table_size's default: maglev's lookup
+// table size M, the prime 65,537 (Maglev's paper, and Envoy's default).
+const DefaultTableSize = 65537
 
 // DefaultMaxResponseHeaderBytes is pool.max_response_header_bytes' default,
 // 64 KiB (Envoy's limit is 60 KiB).
@@ -446,6 +518,10 @@ func DefaultOrigin() Origin {
 			EWMADecay:  10 * time.Second,
 			DefaultRTT: 30 * time.Millisecond,
 			TieRatio:   1.5,
+
+			BalanceFactor: 1.25,
+			Fallback:      PolicyPeakEWMA,
+			TableSize:     DefaultTableSize,
 		},
 		Pool: Pool{
 			MaxConnections: 64,

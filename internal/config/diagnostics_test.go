@@ -307,6 +307,25 @@ func TestDiagnostics(t *testing.T) {
 				{"origins[0].tls.key", "", "cannot read nope.key", 5},
 			}},
 
+		// Sticky policies.
+		{"sticky without a key", origin("balancer: {policy: maglev}"),
+			[]want{{"origins[0].balancer.hash_on", "", `missing; policy maglev needs the request's key: "header NAME"`, 0}}},
+		{"bad key source", origin("balancer: {policy: ring_hash, hash_on: \"query id\"}"),
+			[]want{{"origins[0].balancer.hash_on", "", `"query id" is not a key source; write "header NAME", "cookie NAME" or "source_ip"`, 0}}},
+		{"sticky fallback", origin("balancer: {policy: maglev, hash_on: source_ip, fallback: ring_hash}"),
+			[]want{{"origins[0].balancer.fallback", "", "ring_hash needs a key too; the fallback routes requests without one: use peak_ewma", 0}}},
+		{"balance factor below 1", origin("balancer: {policy: maglev, hash_on: source_ip, balance_factor: 0.9}"),
+			[]want{{"origins[0].balancer.balance_factor", "", "0.9 is outside 1..100", 0}}},
+		{"table size not prime", origin("balancer: {policy: maglev, hash_on: source_ip, table_size: 65536}"),
+			[]want{{"origins[0].balancer.table_size", "", "65536 is not a prime", 0}}},
+		{"table size too small", origin("balancer: {policy: maglev, hash_on: source_ip, table_size: 13}"),
+			[]want{{"origins[0].balancer.table_size", "", "13 is below 100 × the 1 endpoints; use a prime of at least 100 (keys per endpoint then stay within 1 %), e.g. 101", 0}}},
+
+		{"cookie block with another key", origin("balancer: {policy: maglev, hash_on: source_ip, cookie: {ttl: 1h}}"),
+			[]want{{"origins[0].balancer.cookie", "", `only used with hash_on: "cookie NAME"`, 0}}},
+		{"cookie path", origin("balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {path: pay}}"),
+			[]want{{"origins[0].balancer.cookie.path", "", `"pay" is not a cookie path; write one that starts with /`, 0}}},
+
 		// Whole-file problems.
 		{"empty file", "", []want{{"", "", "the file is empty", 0}}},
 		{"comments only", "# nothing\n", []want{{"", "", "the file is empty", 0}}},
@@ -404,6 +423,9 @@ func TestWarnings(t *testing.T) {
 		{"remote-only zone", origin("zone: {local: us-east-1a}"), "origins[0].zone.local", "no endpoint is in zone"},
 		{"unused origin", minimal + "  - {name: spare, endpoints: [{address: 127.0.0.1:2}]}\n", "origins[1].name", "has no route"},
 		{"subset size with none", origin("subset: {algorithm: none, size: 8}"), "origins[0].subset.size", "ignored"},
+		{"sticky origin with a subset", origin("balancer: {policy: maglev, hash_on: \"header X-Merchant\"}\nsubset: {size: 8}"), "origins[0].subset", "builds its table over the whole origin"},
+		{"sticky origin with the default subset written", origin("balancer: {policy: ring_hash, hash_on: source_ip}\nsubset: {algorithm: ringsteady}"), "origins[0].subset", "builds its table over the whole origin"},
+		{"key without a sticky policy", origin("balancer: {hash_on: source_ip}"), "origins[0].balancer.hash_on", "ignored: only policies maglev and ring_hash"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

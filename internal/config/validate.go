@@ -336,13 +336,92 @@ func (o *Origin) checkSubset(r *reporter, p string) {
 
 func (o *Origin) checkBalancer(r *reporter, p string) {
 	b := o.Balancer
-	checkEnum(r, p+".policy", b.Policy, PolicyPeakEWMA, PolicyLeastWork, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom)
+	checkEnum(r, p+".policy", b.Policy, PolicyPeakEWMA, PolicyLeastWork, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom, PolicyMaglev, PolicyRingHash)
+	o.checkSticky(r, p)
 	checkRange(r, p+".choices", b.Choices, 2, maxChoices, "2 (power of two choices) is the default")
 	checkPositive(r, p+".ewma_decay", b.EWMADecay, "10s")
 	checkPositive(r, p+".default_rtt", b.DefaultRTT, "30ms")
 	if !(b.TieRatio >= 1 && b.TieRatio <= 10) {
 		r.errorf(p+".tie_ratio", "%v is outside 1..10: the factor by which two endpoints' mean latencies must differ before peak_ewma prefers the faster; 1.5 is the default, 1 always compares latency", b.TieRatio)
 	}
+}
+
+// checkSticky covers the keys of maglev and ring_hash: where the key comes
+// from, the bound, the fallback and the table size.
+func (o *Origin) checkSticky(r *reporter, p string) {
+	b := o.Balancer
+	if !b.Sticky() {
+		if b.HashOn != "" {
+			r.warnf(p+".hash_on", "ignored: only policies maglev and ring_hash route by a key; the policy is %s", b.Policy)
+		}
+		if b.Cookie != nil {
+			r.warnf(p+".cookie", "ignored: only policies maglev and ring_hash set a key cookie; the policy is %s", b.Policy)
+		}
+		return
+	}
+	var h HashOn
+	if b.HashOn == "" {
+		r.errorf(p+".hash_on", "missing; policy %s needs the request's key: \"header NAME\", \"cookie NAME\" or \"source_ip\"", b.Policy)
+	} else if k, err := ParseHashOn(b.HashOn); err != nil {
+		r.errorf(p+".hash_on", "%v", err)
+	} else {
+		h = k
+	}
+	if c := b.Cookie; c != nil {
+		switch {
+		case h.Kind != HashCookie && b.HashOn != "":
+			r.errorf(p+".cookie", "only used with hash_on: \"cookie NAME\" (the cookie to set), but hash_on is %q; remove cookie", b.HashOn)
+		case c.TTL < 0:
+			r.errorf(p+".cookie.ttl", "%v is negative; use 0 (a session cookie) or a duration such as 1h", c.TTL)
+		case c.Path != "" && (c.Path[0] != '/' || strings.ContainsAny(c.Path, ";\r\n")):
+			r.errorf(p+".cookie.path", "%q is not a cookie path; write one that starts with / and has no ';', e.g. /", c.Path)
+		}
+	}
+	if !(b.BalanceFactor >= 1 && b.BalanceFactor <= 100) {
+		r.errorf(p+".balance_factor", "%v is outside 1..100: an endpoint takes a key's request while its load stays under balance_factor × the mean; 1.25 is the default", b.BalanceFactor)
+	}
+	if b.Fallback.Sticky() {
+		r.errorf(p+".fallback", "%s needs a key too; the fallback routes requests without one: use peak_ewma (the default), least_work, least_request, p2c, round_robin or random", b.Fallback)
+	} else {
+		checkEnum(r, p+".fallback", b.Fallback, PolicyPeakEWMA, PolicyLeastWork, PolicyLeastRequest, PolicyP2C, PolicyRoundRobin, PolicyRandom)
+	}
+	if b.Policy == PolicyMaglev {
+		n := len(o.Endpoints)
+		switch {
+		case b.TableSize < 2 || b.TableSize > MaxTableSize || !IsPrime(b.TableSize):
+			r.errorf(p+".table_size", "%d is not a prime in 2..%d; maglev's table size must be prime, %d is the default", b.TableSize, MaxTableSize, DefaultTableSize)
+		case b.TableSize < 100*n:
+			r.errorf(p+".table_size", "%d is below 100 × the %d endpoints; use a prime of at least %d (keys per endpoint then stay within 1 %%), e.g. %d", b.TableSize, n, 100*n, NextPrime(100*n))
+		}
+	}
+	sp := parentPath(p) + ".subset"
+	if _, written := r.lines[sp]; (written || o.Subset != DefaultOrigin().Subset) && o.Subset.Algorithm != SubsetNone {
+		r.warnf(sp, "ignored: policy %s builds its table over the whole origin so that a key reaches the same endpoint from every loop and gateway; every loop holds a pool per endpoint (see corput plan). Remove subset, or use a non-sticky policy to keep subsets", b.Policy)
+	}
+}
+
+// MaxTableSize bounds balancer.table_size (a table of 4-byte entries: 16 MiB).
+const MaxTableSize = 1<<22 - 3
+
+// IsPrime reports whether n is prime.
+func IsPrime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// NextPrime is the least prime ≥ n.
+func NextPrime(n int) int {
+	for !IsPrime(n) {
+		n++
+	}
+	return n
 }
 
 func (o *Origin) checkPool(r *reporter, p string) {

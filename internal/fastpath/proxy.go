@@ -64,7 +64,12 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
 		a := &c.attempt
 		started := o.Started(k)
-		o.Begin(a, ol, replayable, k.Cost)
+		key := o.Key(h, c.fwd)
+		c.cookie = c.cookie[:0]
+		if !key.Valid() {
+			c.cookie, key, _ = o.NewCookie(c.cookie)
+		}
+		o.Begin(a, ol, replayable, k.Cost, key)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
 		// attempt of a request that can go again takes an idle connection
 		// unprobed (one read saved per request); one the origin had closed
@@ -395,6 +400,11 @@ func (c *fastConn) relay(br *bufio.Reader, n int) bool {
 	}
 	w.WriteString(statusLine(rh.Status))
 	writeFields(w, rh.Fields)
+	if len(c.cookie) > 0 {
+		w.WriteString("Set-Cookie: ")
+		w.Write(c.cookie)
+		w.WriteString("\r\n")
+	}
 	if rh.ContentLength >= 0 && rh.Status != http.StatusNoContent {
 		w.WriteString("Content-Length: ")
 		w.Write(strconv.AppendInt(c.num[:0], rh.ContentLength, 10))
@@ -565,6 +575,9 @@ func (c *fastConn) relaySlow(resp *http.Response) bool {
 	w := c.bw
 	bodyless := h1.BodyLess(c.head.Method, resp.StatusCode)
 	forward.RemoveHop(resp.Header, "")
+	if len(c.cookie) > 0 {
+		resp.Header.Add("Set-Cookie", string(c.cookie))
+	}
 	for k := range resp.Trailer {
 		resp.Header.Add("Trailer", k)
 	}

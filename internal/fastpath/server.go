@@ -274,15 +274,18 @@ type fastConn struct {
 	sock  *sockio.Conn // the reads and writes: of conn (package sockio), or of tls
 	state atomic.Int32
 
-	buf   []byte // read buffer; buf[r:w] is unread
-	r, w  int
-	bw    *bufio.Writer
-	head  h1.Head
-	resp  h1.Head
-	fwd   forward.Peer
-	xff   []byte // X-Forwarded-For's value, reused
-	watch *clientWatch
-	rdl   time.Time // the read deadline set on conn
+	buf  []byte // read buffer; buf[r:w] is unread
+	r, w int
+	bw   *bufio.Writer
+	head h1.Head
+	resp h1.Head
+	fwd  forward.Peer
+	xff  []byte // X-Forwarded-For's value, reused
+	// cookie is the Set-Cookie value of a sticky origin's new key cookie
+	// for the current request (balancer.cookie), empty for none; reused.
+	cookie []byte
+	watch  *clientWatch
+	rdl    time.Time // the read deadline set on conn
 
 	attempt forward.Attempt  // the current request's (reused)
 	trace   tracing.Request  // the current request's spans (reused)

@@ -15,7 +15,7 @@
 //
 // A request's steps, with what the caller does between them:
 //
-//	a.Start(policy, picker, replayable, cost)
+//	a.Start(policy, picker, replayable, cost, key)
 //	defer a.Finish()
 //	for {
 //		ep, trust, step := a.Pick()               // Acquire, or Answer
@@ -34,7 +34,8 @@
 //     Endpoint.Release, at Acquired.
 //   - The request's cost (its workload class's; 1 for no known class)
 //     reaches every pick of every attempt: the balancer weighs it and counts
-//     it in the endpoint's work in flight until End.
+//     it in the endpoint's work in flight until End. So does its key (a
+//     sticky origin's, KeySource): every attempt walks the key's order.
 //   - Every lease Acquired is given is released exactly once, by Failed or
 //     Settle, which the caller calls only after it has ended its I/O on the
 //     connection: a connection goes back to its pool in a known state.
@@ -109,10 +110,11 @@ const (
 // has no pool to acquire from.
 var ErrNoPool = errors.New("forward: the endpoint has no pool")
 
-// Picker chooses endpoints for requests of a cost; *balance.Picker is one.
+// Picker chooses endpoints for requests of a cost and a key (the zero Key
+// for none); *balance.Picker is one.
 type Picker interface {
-	PickCost(cost float64) (*balance.Endpoint, balance.Ticket, error)
-	PickCostAvoiding(avoid []*balance.Endpoint, cost float64) (*balance.Endpoint, balance.Ticket, error)
+	PickKeyed(cost float64, key balance.Key) (*balance.Endpoint, balance.Ticket, error)
+	PickKeyedAvoiding(avoid []*balance.Endpoint, cost float64, key balance.Key) (*balance.Endpoint, balance.Ticket, error)
 }
 
 // Observer hears what an origin's requests did, for its metrics. Its
@@ -163,7 +165,8 @@ type Attempt struct {
 	pk         Picker
 	replayable bool
 	started    bool
-	cost       float64 // the request's cost, in units of the lightest class
+	cost       float64     // the request's cost, in units of the lightest class
+	key        balance.Key // the request's key for a sticky origin (KeySource); zero: none
 
 	tried   triedHosts
 	failed  bool // an attempt failed: every later one probes its connection
@@ -186,9 +189,10 @@ type Attempt struct {
 // Start readies a for a request through pk under pol. replayable: the
 // request is idempotent and has no body, so it can be sent again. cost is
 // the request's cost in units of the lightest workload class (its class's
-// workload.classes[].cost; 1 when it has no known class).
-func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool, cost float64) {
-	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy, cost: cost}
+// workload.classes[].cost; 1 when it has no known class). key is its key
+// for a sticky origin (KeySource.Key), the zero Key when it has none.
+func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool, cost float64, key balance.Key) {
+	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy, cost: cost, key: key}
 	pol.Budget.begin()
 }
 
@@ -283,11 +287,11 @@ func (a *Attempt) traced(s Step) Step {
 // with balance.ErrAllTried: the same endpoints would fail it again at once.
 func (a *Attempt) pick() (*balance.Endpoint, balance.Ticket, error) {
 	if a.tried.n == 0 {
-		return a.pk.PickCost(a.cost)
+		return a.pk.PickKeyed(a.cost, a.key)
 	}
-	ep, t, err := a.pk.PickCostAvoiding(a.tried.list(), a.cost)
+	ep, t, err := a.pk.PickKeyedAvoiding(a.tried.list(), a.cost, a.key)
 	if errors.Is(err, balance.ErrAllTried) && !a.tried.strict {
-		return a.pk.PickCost(a.cost)
+		return a.pk.PickKeyed(a.cost, a.key)
 	}
 	return ep, t, err
 }

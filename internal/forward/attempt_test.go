@@ -112,7 +112,7 @@ type attemptLog struct {
 func (h *harness) run(replayable bool, script ...outcome) ([]attemptLog, Step, Reason) {
 	h.t.Helper()
 	var a Attempt
-	a.Start(&h.pol, h.pk, replayable, 1)
+	a.Start(&h.pol, h.pk, replayable, 1, balance.Key{})
 	defer func() { // after Finish
 		h.attempts, h.last = a.Attempts(), ""
 		if ep := a.LastEndpoint(); ep != nil {
@@ -334,7 +334,7 @@ func TestAttemptsAndLastEndpoint(t *testing.T) {
 	for ep.TryAdmit() {
 	}
 	var a Attempt
-	a.Start(&h.pol, h.pk, true, 1)
+	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
 	a.Pick() // pending_full
 	a.Finish()
 	if a.Attempts() != 1 || a.LastEndpoint() != ep {
@@ -343,7 +343,7 @@ func TestAttemptsAndLastEndpoint(t *testing.T) {
 	for ep.Pending() > 0 {
 		ep.Release()
 	}
-	a.Start(&h.pol, h.pk, true, 1)
+	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
 	if a.Attempts() != 0 || a.LastEndpoint() != nil {
 		t.Errorf("after Start: %d attempts, last %v; want 0 and nil", a.Attempts(), a.LastEndpoint())
 	}
@@ -367,7 +367,7 @@ func TestAcquisitionFailures(t *testing.T) {
 	} {
 		h := newHarness(t, 2, Policy{Attempts: 2})
 		var a Attempt
-		a.Start(&h.pol, h.pk, true, 1)
+		a.Start(&h.pol, h.pk, true, 1, balance.Key{})
 		if _, _, step := a.Pick(); step != Acquire {
 			t.Fatalf("Pick: %v", step)
 		}
@@ -395,7 +395,7 @@ func TestPendingFullAtPick(t *testing.T) {
 	for ep.TryAdmit() {
 	}
 	var a Attempt
-	a.Start(&h.pol, h.pk, true, 1)
+	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
 	defer a.Finish()
 	if _, _, step := a.Pick(); step != Answer || a.Reason() != PendingFull {
 		t.Fatalf("a full endpoint: %v %v", step, a.Reason())
@@ -413,7 +413,7 @@ func TestAttemptAllocatesNothing(t *testing.T) {
 	var a Attempt
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
-		a.Start(&h.pol, h.pk, true, 1)
+		a.Start(&h.pol, h.pk, true, 1, balance.Key{})
 		ep, _, _ := a.Pick()
 		a.Acquired(h.pools[ep.Address()].Acquire(ctx))
 		a.Failed(Broken)

@@ -187,11 +187,12 @@ func (f Forwarding) Apply(h http.Header, remoteAddr, host string, tls bool) {
 // bytesOf views s as bytes, for reading only.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// HeaderFields is h as a Prior.
-func HeaderFields(h http.Header) Prior { return headerPrior(h) }
-
 // headerPrior is an http.Header as a Prior.
 type headerPrior http.Header
+
+// HeaderFields is h as a Prior: what a KeySource and the trace context
+// propagator read on net/http's path.
+func HeaderFields(h http.Header) Prior { return headerPrior(h) }
 
 func (h headerPrior) Value(name string, i int) ([]byte, bool) {
 	vv := h[canonical(name)]
@@ -215,6 +216,8 @@ func canonical(name string) string {
 		return "Traceparent"
 	case "tracestate":
 		return "Tracestate"
+	case "cookie":
+		return "Cookie"
 	}
 	return http.CanonicalHeaderKey(name)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -72,6 +73,9 @@ type outcome struct {
 	attempts int
 	endpoint string
 	trace    *tracing.Request // nil: tracing is off
+	// setCookie is the Set-Cookie value of a sticky origin's new key
+	// cookie (balancer.cookie), "" for none.
+	setCookie string
 }
 
 // originName is the name of the origin the request was routed to, "" for
@@ -216,6 +220,16 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	}
 	up := forward.UpgradeType(r.Header)
 	forward.RemoveHop(r.Header, up)
+	var key balance.Key
+	if o.Sticky() { // before X-Forwarded-For is rewritten: source_ip reads the peer's
+		key = o.Key(forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil))
+		if !key.Valid() {
+			var c []byte
+			if c, key, _ = o.NewCookie(nil); len(c) > 0 {
+				oc.setCookie = string(c)
+			}
+		}
+	}
 	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if oc.trace != nil {
 		// Each attempt sends its own span's trace context (exchangeHTTP).
@@ -238,7 +252,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 
 	var a forward.Attempt
 	start := o.Started(k)
-	o.Begin(&a, ol, replayable, k.Cost)
+	o.Begin(&a, ol, replayable, k.Cost, key)
 	defer a.Finish()
 	status, reason := o.Forward(ctx, &a, ol, false, oc.trace, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
@@ -307,6 +321,9 @@ func respond(w http.ResponseWriter, r *http.Request, resp *http.Response, up str
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
+	}
+	if oc.setCookie != "" {
+		h.Add("Set-Cookie", oc.setCookie)
 	}
 	for k := range resp.Trailer {
 		h.Add("Trailer", k)

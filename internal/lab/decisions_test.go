@@ -223,7 +223,7 @@ func labDecisions(t *testing.T, addrs []string, roles []role, requests int) []tr
 	for i := range requests {
 		r := e.newRequest()
 		r.gw, r.loop, r.base, r.arrived = gw, gw.loops[0], time.Millisecond, e.clk.Now()
-		r.a.Start(&gw.policy, r.loop.picker, true, 1)
+		r.a.Start(&gw.policy, r.loop.picker, true, 1, balance.Key{})
 		r.attempt()
 		// Only until the request is over: stepping on would run the pools'
 		// keepalive probes and idle timers, which real time does not reach

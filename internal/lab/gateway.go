@@ -73,7 +73,7 @@ func (g *gateway) arrival() {
 	r.loop.requests++
 	g.turn = (g.turn + 1) % len(g.loops)
 	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
-	r.a.Start(&g.policy, r.loop.picker, true, e.costs[class])
+	r.a.Start(&g.policy, r.loop.picker, true, e.costs[class], balance.Key{})
 	e.rec.arrived(e)
 	r.attempt()
 }

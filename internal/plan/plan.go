@@ -173,6 +173,17 @@ type Savings struct {
 	RecycleHandshakes    Conns `json:"recycle_handshakes_per_s"` // continuously
 }
 
+// StickyCost is what a sticky origin (balancer.policy maglev or
+// ring_hash) costs in connections: its key table spans the whole origin, so
+// that a key reaches one endpoint from every loop and gateway, and every
+// loop holds a pool per endpoint — the no-subsetting placement's
+// connections, Times those of the chosen subset size.
+type StickyCost struct {
+	PerGateway Conns `json:"connections_per_gateway"`
+	Fleet      Conns `json:"connections_fleet"`
+	Times      Conns `json:"times_subsetting"`
+}
+
 // Plan is the planner's answer for one input.
 type Plan struct {
 	Input       Input           `json:"input"`
@@ -183,6 +194,7 @@ type Plan struct {
 	Subsetting  Figures         `json:"subsetting"`
 	None        Figures         `json:"no_subsetting"`
 	Saved       Savings         `json:"saved"`
+	Sticky      StickyCost      `json:"sticky"`
 	Candidates  []Candidate     `json:"candidates"` // every size the ring can produce, largest first
 	// SameAs is the `corput subsets` command whose ringsteady row has this
 	// plan's churn and coverage.
@@ -232,9 +244,19 @@ func Make(in Input) (Plan, error) {
 	}
 	p.None = figures(in, subset.NameNone, none, rep.Algorithms[0].Churn)
 	p.Saved = savings(in, p.Subsetting, p.None)
+	p.Sticky = StickyCost{PerGateway: p.None.PerGateway, Fleet: p.None.Fleet,
+		Times: Conns{H1: ratio(p.None.Fleet.H1, p.Subsetting.Fleet.H1), H2: ratio(p.None.Fleet.H2, p.Subsetting.Fleet.H2)}}
 	p.SameAs = fmt.Sprintf("corput subsets --origins %d --gateways %d --loops %d --size %d --trials %d --seed %d",
 		in.Origins, in.Gateways, in.Loops, p.Size, in.Trials, in.Seed)
 	return p, nil
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // endpoints returns n distinct synthetic addresses; the ring's counts do not

@@ -113,6 +113,15 @@ func TestConnectionsCountTheRingsMembers(t *testing.T) {
 	if p.None.PerGateway.H2 != 12800 || p.None.Fleet.H2 != 1_280_000 || p.None.PerGateway.H1 != 12800 {
 		t.Fatalf("no subsetting: %+v per gateway, %+v fleet; want 12800 and 1280000", p.None.PerGateway, p.None.Fleet)
 	}
+	// A sticky origin holds every endpoint in every loop: no subsetting's
+	// connections, so many times the subset's.
+	if st := p.Sticky; st.PerGateway != p.None.PerGateway || st.Fleet != p.None.Fleet || st.Times.H2 != p.None.Fleet.H2/p.Subsetting.Fleet.H2 || st.Times.H2 < 10 {
+		t.Fatalf("sticky cost %+v; want no subsetting's %+v / %+v, ≥ 10× the subset's %+v", st, p.None.PerGateway, p.None.Fleet, p.Subsetting.Fleet)
+	}
+	var out strings.Builder
+	if err := p.WriteText(&out); err != nil || !strings.Contains(out.String(), "sticky origin (balancer.policy maglev or ring_hash)") {
+		t.Fatalf("the text does not show the sticky cost (%v):\n%s", err, out.String())
+	}
 }
 
 // The churn is subset.Compare's — the ringsteady row of a ranking (the

@@ -54,6 +54,12 @@ func (p Plan) WriteText(w io.Writer) error {
 		in.Failures, c.CapacityLeftPercent, max(0, c.SubsetMin-in.Failures), c.SubsetMin)
 
 	p.writeCosts(w)
+	st := p.Sticky
+	fmt.Fprintf(w, "\nsticky origin (balancer.policy maglev or ring_hash): its key table spans the whole origin, so every loop\n")
+	fmt.Fprintf(w, "holds a pool per endpoint, whatever subset says: %s / %s connections per gateway (h2 / h1), %s / %s fleet-wide,\n",
+		num(st.PerGateway.H2), num(st.PerGateway.H1), num(st.Fleet.H2), num(st.Fleet.H1))
+	fmt.Fprintf(w, "%s× / %s× those of subset.size %d: the price of one endpoint per key from every loop and gateway\n",
+		num(st.Times.H2), num(st.Times.H1), p.Size)
 	s := p.Saved
 	fmt.Fprintf(w, "\nhandshake CPU saved at %g ms per handshake (h2 / h1):\n", in.HandshakeMs)
 	fmt.Fprintf(w, "  per fleet deploy   %s / %s CPU-seconds (%.0f / %.0f handshakes)\n",
