@@ -45,7 +45,10 @@ type fleetOptions struct {
 	workers         int           // per instance
 	timeout         time.Duration // the gateway's request timeout; 0: none
 	retries         int           // extra attempts after a connect failure or a drained pool
-	noise           float64       // log-normal σ of every service time; 0: constant service times
+	noise           float64       // log-normal σ of every service time, around its median; 0: constant service times
+	// variance is the σ of the variance model: every service time is
+	// drawn log-normal around its mean (e^(σN − σ²/2)); 0: none.
+	variance float64
 }
 
 // engine is one discrete-event simulation on virtual time. It runs on one

@@ -56,11 +56,16 @@ func (e *engine) newInstance(addr string, slowdown float64, w workload.Warmup, e
 }
 
 // serviceTime is how long a request of base latency takes if it starts now:
-// × a log-normal draw e^(σN) when the run's service times are noisy.
+// × a log-normal draw e^(σN) when the run's service times are noisy (the
+// median stays base), or e^(σN − σ²/2) on the variance model (the mean
+// stays base).
 func (in *instance) serviceTime(base time.Duration, now time.Time) time.Duration {
 	d := float64(base) * in.slowdown * in.warmup.At(now.Sub(in.born))
 	if s := in.e.o.noise; s > 0 {
 		d *= math.Exp(s * in.e.rnd.Normal())
+	}
+	if s := in.e.o.variance; s > 0 {
+		d *= math.Exp(s*in.e.rnd.Normal() - s*s/2)
 	}
 	return time.Duration(d)
 }

@@ -149,6 +149,10 @@ type LBScenario struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	// ColdWindow is how long after joining the cold endpoint is watched.
 	ColdWindow time.Duration `json:"cold_window_ns"`
+	// Variance is the σ of the variance model every policy also runs on:
+	// each service time log-normal around its class's mean, e^(σN − σ²/2)
+	// × the mean (docs/lab.md, "Service times").
+	Variance float64 `json:"variance_sigma"`
 }
 
 // SpreadScenario is the even-load experiment: identical, healthy
@@ -203,6 +207,7 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			ColdAt: 60 * time.Second, Warmup: workload.Cold(),
 			Duration: 300 * time.Second, Timeout: 15 * time.Second,
 			ColdWindow: 30 * time.Second,
+			Variance:   0.5,
 		},
 		Spread: SpreadScenario{
 			Loops: 16, Endpoints: 800, Workers: 8, Rate: 4000,
@@ -270,6 +275,7 @@ func (sc *Scenario) Validate() error {
 	bad(l.Gateways > 0 && l.Loops > 0 && l.Endpoints >= 3, "lab lb: want gateways, loops > 0 and at least 3 endpoints (degraded, flaky, one warm)")
 	bad(l.Workers > 0 && l.Rate > 0, "lab lb: workers and rate must be positive")
 	bad(l.ColdWindow >= time.Second && l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must last at least 1s and end before the run")
+	bad(l.Variance > 0 && l.Variance <= 2, "lab lb.variance_sigma: want a log-normal σ in (0, 2], e.g. 0.5")
 	sp := sc.Spread
 	bad(sp.Loops > 0 && sp.Endpoints > 0 && sp.Workers > 0 && sp.Rate > 0 && sp.Latency > 0 && sp.Duration >= time.Second && sp.Noise >= 0,
 		"lab spread: loops, endpoints, workers, rate, latency must be positive, duration at least 1s, noise not negative")
