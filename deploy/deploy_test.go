@@ -84,11 +84,12 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		"ServiceAccount": len(m.serviceAccounts), "PodDisruptionBudget": len(m.pdbs),
 		"PodMonitor": len(m.podMonitors), "Kustomization": len(m.kustomizations),
 		"Secret": len(m.secrets), "NetworkPolicy": len(m.networkPolicies),
+		"Deployment": len(m.deployments), "PersistentVolumeClaim": len(m.pvcs),
 	}
 	want := map[string]int{
-		"StatefulSet": 1, "Service": 2, "ConfigMap": 1, "ServiceAccount": 1,
+		"StatefulSet": 1, "Service": 3, "ConfigMap": 2, "ServiceAccount": 1,
 		"PodDisruptionBudget": 1, "PodMonitor": 1, "Kustomization": 1,
-		"Secret": 1, "NetworkPolicy": 1,
+		"Secret": 1, "NetworkPolicy": 1, "Deployment": 1, "PersistentVolumeClaim": 1,
 	}
 	for k, n := range want {
 		if got[k] != n {
@@ -150,6 +151,28 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"file left out of the kustomization", "kustomization.yaml", "  - podmonitor.yaml\n", "", "podmonitor.yaml is not in resources"},
 		{"NetworkPolicy left out of the kustomization", "kustomization.yaml", "  - networkpolicy.yaml\n", "", "networkpolicy.yaml is not in resources"},
 		{"namespace hard-coded", "serviceaccount.yaml", "  name: corput\n", "  name: corput\n  namespace: prod\n", `sets namespace "prod"`},
+		// The control plane (controlplane.yaml) and the gateways' link to it.
+		{"misspelt field of the Deployment", "controlplane.yaml", "  strategy:", "  stratgy:", `unknown field "spec.stratgy"`},
+		{"two writers", "controlplane.yaml", "  replicas: 1", "  replicas: 2", "control plane one writer: replicas must be 1"},
+		{"writers overlapping in a rollout", "controlplane.yaml", "type: Recreate", "type: RollingUpdate", "use Recreate"},
+		{"state on an emptyDir", "controlplane.yaml", "          persistentVolumeClaim:\n            claimName: corput-control-plane-state", "          emptyDir: {}", "is not a PersistentVolumeClaim"},
+		{"state not on the volume", "controlplane.yaml", "/var/lib/corput/state.json", "/var/lib/other/state.json", "nothing is mounted at /var/lib/other"},
+		{"state read-only", "controlplane.yaml", "              mountPath: /var/lib/corput\n", "              mountPath: /var/lib/corput\n              readOnly: true\n", "mounted read-only"},
+		{"state not writable by the user", "controlplane.yaml", "        fsGroup: 65532\n", "", "fsGroup is not set"},
+		{"claim missing", "controlplane.yaml", "  name: corput-control-plane-state\n", "  name: corput-cp-state\n", "PersistentVolumeClaim corput-control-plane-state is not among the manifests"},
+		{"source the control plane refuses", "controlplane.yaml", "{address: 10.0.0.8:8080, zone: us-east-1b}", "{address: 10.0.0.8, zone: us-east-1b}", "origins[0].endpoints[1]"},
+		{"source moved", "controlplane.yaml", "/etc/corput-control-plane/origins.yaml", "/etc/corput-control-plane/o.yaml", `has no key "o.yaml"`},
+		{"xds on loopback", "controlplane.yaml", "            - 0.0.0.0:18000", "            - 127.0.0.1:18000", "--listen \"127.0.0.1:18000\" binds 127.0.0.1 only"},
+		{"admin on the default address", "controlplane.yaml", "            - --admin\n            - 0.0.0.0:9902\n", "", "no --admin"},
+		{"control plane readiness on the wrong path", "controlplane.yaml", "path: /readyz", "path: /ready", "control plane probes: readinessProbe: path"},
+		{"control plane published outside", "controlplane.yaml", "  type: ClusterIP", "  type: LoadBalancer", "(ClusterIP)"},
+		{"control plane admin published", "controlplane.yaml", "      targetPort: xds", "      targetPort: admin", "publishes the admin port; only xds"},
+		{"control plane pods labelled as gateways", "controlplane.yaml", "    metadata:\n      labels:\n        app.kubernetes.io/name: corput\n        app.kubernetes.io/component: control-plane\n", "    metadata:\n      labels:\n        app.kubernetes.io/name: corput\n        app.kubernetes.io/component: gateway\n", "selects the control plane's pods too"},
+		{"control plane writable root filesystem", "controlplane.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "control plane security: readOnlyRootFilesystem must be true"},
+		{"control plane left out of the kustomization", "kustomization.yaml", "  - controlplane.yaml\n", "", "controlplane.yaml is not in resources"},
+		{"gateways pointed elsewhere", "configmap.yaml", "server: corput-control-plane:18000", "server: xds-control-plane:18000", "is not the control plane's Service corput-control-plane:18000"},
+		{"gateways following a cluster it does not serve", "configmap.yaml", "cluster: payments", "cluster: pay", `discovery.cluster "pay" is not an origin of the control plane's source file`},
+		{"gateway sizing unlike the control plane's", "configmap.yaml", "min_size: 25, max_size: 50}", "min_size: 20, max_size: 50}", "ring_subsets would be ignored"},
 	}.run(t, "kubernetes", func(fsys fs.FS) string {
 		m, err := loadManifests(fsys)
 		if err != nil {

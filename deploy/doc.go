@@ -2,7 +2,9 @@
 // (docs/deployment.md): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
 // gateway's fleet position is its pod ordinal; its ConfigMap, admin-token
 // Secret, Services, PodDisruptionBudget, PodMonitor, NetworkPolicy and
-// kustomization) and the Grafana
+// kustomization; and corput control-plane as a one-writer Deployment with
+// its state on a PersistentVolumeClaim, its origins ConfigMap and its
+// Service) and the Grafana
 // dashboard grafana/corput.json on the metrics of docs/contract.md.
 //
 // The package has no code of its own beyond embedding the files. Its
@@ -23,6 +25,14 @@
 //     token file is set and comes from the Secret). The NetworkPolicy keeps
 //     the http port open and admits only label-selected peers (Prometheus)
 //     to the admin port.
+//   - The control plane is one writer (replicas 1, strategy Recreate)
+//     running flags `corput control-plane` has, its --state on a writable
+//     PersistentVolumeClaim among the manifests (fsGroup set), its --source
+//     a ConfigMap file the control plane accepts, its listeners the pod's
+//     xds and admin ports on the pod address, probed on /readyz and
+//     /healthz, published by one ClusterIP Service (xds only), selected by
+//     nothing of the gateways'; and every gateway xDS origin names that
+//     Service, a cluster of the source file and the same subset sizing.
 //   - Every PromQL expression of the dashboard names a metric the registry
 //     of telemetry.New exports, with labels (in selectors and in by/on
 //     clauses) and label values that metric really has; rate() is only

@@ -93,6 +93,8 @@ var kinds = map[string]func() any{
 	"v1/Service":                                    func() any { return new(corev1.Service) },
 	"v1/ServiceAccount":                             func() any { return new(corev1.ServiceAccount) },
 	"apps/v1/StatefulSet":                           func() any { return new(appsv1.StatefulSet) },
+	"apps/v1/Deployment":                            func() any { return new(appsv1.Deployment) },
+	"v1/PersistentVolumeClaim":                      func() any { return new(corev1.PersistentVolumeClaim) },
 	"policy/v1/PodDisruptionBudget":                 func() any { return new(policyv1.PodDisruptionBudget) },
 	"monitoring.coreos.com/v1/PodMonitor":           func() any { return new(podMonitor) },
 	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return new(kustomization) },
@@ -103,6 +105,8 @@ type manifests struct {
 	files           []string // every .yaml file, sorted
 	objects         []metav1.Object
 	statefulSets    []*appsv1.StatefulSet
+	deployments     []*appsv1.Deployment
+	pvcs            []*corev1.PersistentVolumeClaim
 	services        []*corev1.Service
 	configMaps      []*corev1.ConfigMap
 	secrets         []*corev1.Secret
@@ -196,6 +200,10 @@ func (m *manifests) add(doc []byte) error {
 	switch o := obj.(type) {
 	case *appsv1.StatefulSet:
 		m.statefulSets = append(m.statefulSets, o)
+	case *appsv1.Deployment:
+		m.deployments = append(m.deployments, o)
+	case *corev1.PersistentVolumeClaim:
+		m.pvcs = append(m.pvcs, o)
 	case *corev1.Service:
 		m.services = append(m.services, o)
 	case *corev1.ConfigMap:
@@ -239,6 +247,7 @@ type fleetCheck struct {
 // fleet is the decoded manifests reduced to the one gateway they describe.
 type fleet struct {
 	*manifests
+	services  []*corev1.Service // the gateways' (component gateway), not the control plane's
 	sts       *appsv1.StatefulSet
 	pod       *corev1.PodSpec
 	podLabels labels.Set
@@ -250,11 +259,11 @@ type fleet struct {
 // problems runs every check and returns what is wrong, each prefixed by
 // the check's name.
 func (m *manifests) problems() []string {
-	if len(m.statefulSets) != 1 || len(m.configMaps) != 1 || len(m.kustomizations) != 1 {
-		return []string{fmt.Sprintf("want exactly one StatefulSet, ConfigMap and Kustomization, have %d, %d and %d",
-			len(m.statefulSets), len(m.configMaps), len(m.kustomizations))}
+	if len(m.statefulSets) != 1 || len(m.kustomizations) != 1 {
+		return []string{fmt.Sprintf("want exactly one StatefulSet and Kustomization, have %d and %d",
+			len(m.statefulSets), len(m.kustomizations))}
 	}
-	f := &fleet{manifests: m, sts: m.statefulSets[0]}
+	f := &fleet{manifests: m, sts: m.statefulSets[0], services: m.servicesOf(gatewayComponent)}
 	f.pod = &f.sts.Spec.Template.Spec
 	f.podLabels = labels.Set(f.sts.Spec.Template.Labels)
 	if len(f.pod.Containers) != 1 {
@@ -268,7 +277,7 @@ func (m *manifests) problems() []string {
 			out = append(out, c.name+": "+p)
 		}
 	}
-	return out
+	return append(out, f.controlPlaneProblems()...)
 }
 
 var fleetChecks = []fleetCheck{
@@ -607,9 +616,13 @@ func checkDrain(f *fleet) []string {
 	return nil
 }
 
-func checkSecurity(f *fleet) []string {
+func checkSecurity(f *fleet) []string { return f.securityProblems(f.pod, f.container) }
+
+// securityProblems checks one pod's hardening: the gateway's and the
+// control plane's alike.
+func (m *manifests) securityProblems(pod *corev1.PodSpec, container *corev1.Container) []string {
 	var out []string
-	psc, sc := f.pod.SecurityContext, f.container.SecurityContext
+	psc, sc := pod.SecurityContext, container.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
 		out = append(out, "pod securityContext.runAsNonRoot must be true")
 	}
@@ -631,18 +644,21 @@ func checkSecurity(f *fleet) []string {
 	if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
 		out = append(out, "capabilities must drop ALL and add none")
 	}
-	if f.pod.AutomountServiceAccountToken == nil || *f.pod.AutomountServiceAccountToken {
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		out = append(out, "automountServiceAccountToken must be false: corput calls no Kubernetes API")
 	}
-	if !slices.ContainsFunc(f.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == f.pod.ServiceAccountName }) {
-		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", f.pod.ServiceAccountName))
+	if !slices.ContainsFunc(m.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == pod.ServiceAccountName }) {
+		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", pod.ServiceAccountName))
 	}
 	return out
 }
 
-func checkResources(f *fleet) []string {
+func checkResources(f *fleet) []string { return resourceProblems(f.container) }
+
+// resourceProblems checks that a container has requests and limits.
+func resourceProblems(c *corev1.Container) []string {
 	var out []string
-	r := f.container.Resources
+	r := c.Resources
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, okReq := r.Requests[name]
 		lim, okLim := r.Limits[name]

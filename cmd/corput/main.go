@@ -52,12 +52,14 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: corput <command> [flags]")
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(commands))
+	width := 8
 	for n := range commands {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-*s %s\n", width, n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'corput <command> -h' for a command's flags.")
 }

@@ -75,7 +75,10 @@ type Origin struct {
 	poolCfg   pool.Config
 	placement subset.Placement
 	members   []balance.Member
-	lastErr   string // the last error applying membership, "" when healthy
+	shared    *subset.Shared // the source's shared ring indices of members, nil when it gives none
+	mode      string         // PlacementShared or PlacementLocal: how placement was last set
+	ignored   bool           // the source's indices are ignored: the algorithm cannot place by them
+	lastErr   string         // the last error applying membership, "" when healthy
 	changes   uint64
 	source    discovery.Source // file or xds source, nil for static
 	seeded    bool             // membership known: static, or a source has applied once
@@ -181,6 +184,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 		return nil, err
 	}
 	o.members = members
+	o.mode = PlacementLocal
 	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
 	for l := 0; l < env.Loops; l++ {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
@@ -293,11 +297,46 @@ func (o *Origin) poolFor(ol *Loop, addr string) (*pool.Pool, error) {
 	return p, nil
 }
 
-// Apply replaces the origin's membership: the placement changes by deltas,
-// the balancer keeps survivors' state and ramps newcomers up, and only loops
-// whose subset changed touch their pools — new members get pre-warmed pools,
-// departed ones drain (in-flight requests finish) and close.
+// Placement modes: /admin/origins' placement and the mode label of
+// corput_subset_placement.
+const (
+	// PlacementShared places the origin by the shared ring indices its
+	// membership source gives (a control plane's): every gateway holds the
+	// same ring whatever its history.
+	PlacementShared = "shared"
+	// PlacementLocal places the origin by this gateway's own ring history.
+	PlacementLocal = "local"
+)
+
+// Membership is an origin's full membership as its source gives it.
+type Membership struct {
+	Members []balance.Member // sorted by address
+	// Shared is the control plane's placement of Members: every member's
+	// ring index and its subset count. nil when the source gives none.
+	Shared *subset.Shared
+}
+
+// Apply replaces the origin's membership with members, which carry no
+// shared ring indices (ApplyMembership).
 func (o *Origin) Apply(members []balance.Member) error {
+	return o.ApplyMembership(Membership{Members: members})
+}
+
+// ApplyMembership replaces the origin's membership: the placement changes
+// by deltas, the balancer keeps survivors' state and ramps newcomers up, and
+// only loops whose subset changed touch their pools — new members get
+// pre-warmed pools, departed ones drain (in-flight requests finish) and
+// close.
+//
+// With shared indices (m.Shared), a ringsteady placement is set to exactly
+// them (subset.Ring.Place): the first indexed membership re-subsets like a
+// subset-count change, through the same per-loop diff. Shared indices that
+// do not cover every member once, densely, are refused and change nothing.
+// Without them the placement follows the membership's delta from the ring
+// it holds — after shared placement, from the last shared ring, so the
+// switch itself moves nothing. Other algorithms ignore the indices, with a
+// warning.
+func (o *Origin) ApplyMembership(m Membership) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -305,31 +344,91 @@ func (o *Origin) Apply(members []balance.Member) error {
 		// lands after close must not open pools nothing will close.
 		return fmt.Errorf("origin %s: membership update after shutdown ignored", o.name)
 	}
-	return o.applyLocked(members)
+	return o.applyLocked(m)
 }
 
-func (o *Origin) applyLocked(members []balance.Member) error {
+func (o *Origin) applyLocked(m Membership) error {
+	if err := checkShared(m); err != nil {
+		return fmt.Errorf("origin %s: membership refused, the last one stays: %w", o.name, err)
+	}
 	oldAddrs := addrsOf(o.members)
-	if err := o.bal.Update(members); err != nil {
+	if err := o.bal.Update(m.Members); err != nil {
 		return err
 	}
-	added, removed := diffSorted(oldAddrs, addrsOf(members))
-	for _, a := range removed {
-		if err := o.placement.Remove(a); err != nil {
-			return fmt.Errorf("origin %s: subset: %w", o.name, err)
+	if sp, ok := o.placement.(subset.SharedPlacement); ok && m.Shared != nil {
+		if err := sp.PlaceShared(*m.Shared); err != nil {
+			return fmt.Errorf("origin %s: subset: %w", o.name, err) // checked above: not reached
+		}
+	} else {
+		added, removed := diffSorted(oldAddrs, addrsOf(m.Members))
+		for _, a := range removed {
+			if err := o.placement.Remove(a); err != nil {
+				return fmt.Errorf("origin %s: subset: %w", o.name, err)
+			}
+		}
+		for _, a := range added {
+			if err := o.placement.Add(a); err != nil {
+				return fmt.Errorf("origin %s: subset: %w", o.name, err)
+			}
 		}
 	}
-	for _, a := range added {
-		if err := o.placement.Add(a); err != nil {
-			return fmt.Errorf("origin %s: subset: %w", o.name, err)
-		}
-	}
-	o.members = members
+	o.members = m.Members
+	o.shared = m.Shared
+	o.noteModeLocked()
 	o.seeded = true
 	o.lastErr = ""
 	o.changes++
 	o.m.membership.Inc()
 	return o.resubsetLocked()
+}
+
+// checkShared refuses shared indices that are not exactly the members',
+// 0..N-1 once each, or a subset count that is not a power of two.
+func checkShared(m Membership) error {
+	sh := m.Shared
+	if sh == nil {
+		return nil
+	}
+	if len(sh.Indices) != len(m.Members) {
+		return fmt.Errorf("%d shared ring indices for %d endpoints: every endpoint needs one", len(sh.Indices), len(m.Members))
+	}
+	for _, mb := range m.Members {
+		if _, ok := sh.Indices[mb.Address]; !ok {
+			return fmt.Errorf("endpoint %s has no shared ring index: every endpoint needs one", mb.Address)
+		}
+	}
+	if _, err := subset.OrderByIndex(sh.Indices); err != nil {
+		return err
+	}
+	if s := sh.Subsets; s < 0 || s&(s-1) != 0 {
+		return fmt.Errorf("a shared subset count of %d is not a power of two", s)
+	}
+	return nil
+}
+
+// noteModeLocked records the placement mode after a change of membership
+// or placement and logs a switch, and indices the algorithm ignores.
+func (o *Origin) noteModeLocked() {
+	_, canShare := o.placement.(subset.SharedPlacement)
+	mode, ignored := PlacementLocal, o.shared != nil && !canShare
+	if o.shared != nil && canShare {
+		mode = PlacementShared
+	}
+	log := o.env.Log
+	switch {
+	case mode == o.mode:
+	case mode == PlacementShared:
+		log.Info("origin placed by shared ring indices: every gateway given them holds the same subsets",
+			"origin", o.name, "endpoints", len(o.members), "subsets", o.placement.Snapshot().Subsets(), "was", o.mode)
+	case !ignored: // ignored indices are warned of below
+		log.Warn("origin placed locally again: its membership came without shared ring indices; the placement continues from the last shared ring, and gateways that start from now on build their own",
+			"origin", o.name, "endpoints", len(o.members))
+	}
+	if ignored && !o.ignored {
+		log.Warn("shared ring indices ignored: only subset.algorithm ringsteady places by them; the origin is placed locally",
+			"origin", o.name, "algorithm", o.conf.Load().Subset.Algorithm)
+	}
+	o.mode, o.ignored = mode, ignored
 }
 
 // resubsetLocked brings every loop to its subset under the current

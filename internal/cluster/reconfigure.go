@@ -27,8 +27,9 @@ import (
 //     the connections above it as they become idle, new handshakes use the
 //     new files;
 //   - a static endpoint list: the membership delta path (Apply);
-//   - the subset settings: a new placement, and only loops whose subset
-//     changed touch their pools.
+//   - the subset settings: a new placement (set to the origin's shared ring
+//     indices when it has them and the algorithm places by them), and only
+//     loops whose subset changed touch their pools.
 //
 // An origin whose configuration did not change keeps everything: Prepare
 // returns nil.
@@ -138,6 +139,14 @@ func (c *Change) Commit() error {
 	o.conf.Store(c.oc)
 	if c.placement != nil {
 		o.placement = c.placement
+		if sp, ok := c.placement.(subset.SharedPlacement); ok && o.shared != nil {
+			// A new sizing or algorithm keeps the fleet's shared ring:
+			// every gateway reloaded alike computes the same placement.
+			if err := sp.PlaceShared(*o.shared); err != nil {
+				return err // checked when applied: not reached
+			}
+		}
+		o.noteModeLocked()
 		if c.members == nil {
 			return o.resubsetLocked()
 		}
@@ -150,7 +159,7 @@ func (c *Change) Commit() error {
 		return o.resubsetLocked()
 	}
 	if c.members != nil {
-		return o.applyLocked(c.members)
+		return o.applyLocked(Membership{Members: c.members})
 	}
 	return nil
 }

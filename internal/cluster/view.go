@@ -18,6 +18,7 @@ type OriginView struct {
 	Policy            balance.Policy           `json:"policy"`
 	SubsetAlgorithm   string                   `json:"subset_algorithm"`
 	Subsets           int                      `json:"subsets"`
+	Placement         string                   `json:"placement"` // PlacementShared or PlacementLocal
 	Panic             bool                     `json:"panic"`
 	Ejected           int                      `json:"ejected"`
 	MembershipChanges uint64                   `json:"membership_changes"`
@@ -63,7 +64,7 @@ func (o *Origin) View() OriginView {
 	v := OriginView{
 		Name: o.name, Policy: st.Policy, Panic: st.Panic, Ejected: st.Ejected,
 		SubsetAlgorithm: string(o.conf.Load().Subset.Algorithm), MembershipChanges: o.changes,
-		SourceError: o.sourceErrorLocked(), Endpoints: st.Endpoints, Subsets: 1,
+		SourceError: o.sourceErrorLocked(), Endpoints: st.Endpoints, Subsets: 1, Placement: o.mode,
 	}
 	v.Subsets = o.placement.Snapshot().Subsets()
 	subsets := make([][]string, len(o.loops))
@@ -94,6 +95,7 @@ type SubsetsView struct {
 	Origin    string         `json:"origin"`
 	Algorithm string         `json:"algorithm"`
 	Subsets   int            `json:"subsets"`
+	Placement string         `json:"placement"` // PlacementShared or PlacementLocal
 	Fleet     subset.Fleet   `json:"fleet"`
 	Gateway   int            `json:"gateway"` // this gateway's fleet.instance
 	Endpoints []RingEndpoint `json:"endpoints"`
@@ -110,7 +112,7 @@ type RingEndpoint struct {
 func (o *Origin) Subsets() SubsetsView {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := SubsetsView{Origin: o.name, Algorithm: string(o.conf.Load().Subset.Algorithm), Subsets: 1,
+	v := SubsetsView{Origin: o.name, Algorithm: string(o.conf.Load().Subset.Algorithm), Subsets: 1, Placement: o.mode,
 		Fleet: subset.Fleet{Gateways: o.env.Fleet.Size, Loops: o.env.Loops}, Gateway: o.env.Fleet.Instance}
 	snap := o.placement.Snapshot()
 	v.Subsets = snap.Subsets()
@@ -141,7 +143,15 @@ func (o *Origin) RefreshGauges() {
 		for i, ol := range o.loops {
 			sizes[i] = len(ol.subset)
 		}
+		mode := o.mode
 		o.mu.Unlock()
+		for _, md := range []string{PlacementShared, PlacementLocal} {
+			in := 0.0
+			if md == mode {
+				in = 1
+			}
+			m.SubsetPlacement.WithLabelValues(o.name, md).Set(in)
+		}
 		for i, ol := range o.loops {
 			loop := strconv.Itoa(ol.idx)
 			var open [2]int

@@ -15,6 +15,11 @@
 //   - An Update always carries the complete, valid membership of one origin,
 //     sorted by address, with no duplicate addresses and every weight ≥ 1.
 //     Unhealthy xDS endpoints are left out rather than flagged.
+//   - An Update's shared ring indices (ring.go: EDS metadata
+//     filter_metadata["corput"].ring_index, or ring_index: in a file) are
+//     on every endpoint or on none, dense 0..N-1 and unique, with one
+//     ring_subsets power of two if any (CheckRing). A source refuses an
+//     update that breaks this as it refuses any invalid one.
 //   - A source never replaces good membership with bad: an invalid file, a
 //     rejected (NACKed) xDS response or a control plane that is down leaves
 //     the last good membership in force; Err says why, the log says it once.

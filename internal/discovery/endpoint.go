@@ -17,10 +17,18 @@ type Endpoint struct {
 	Address string // host:port
 	Zone    string // locality zone; "" when unknown
 	Weight  int    // 1..MaxWeight
+	// Indexed says the source gave the endpoint a shared ring index
+	// (ring_index, ring.go): RingIndex is then its index and RingSubsets
+	// the control plane's subset count for the origin (0: not given).
+	Indexed     bool
+	RingIndex   int
+	RingSubsets int
 }
 
 // Update is the complete membership of one origin. The consumer computes
 // deltas between consecutive updates; a source never sends a partial set.
+// Its ring indices have passed CheckRing: every endpoint has one, or none
+// has.
 type Update struct {
 	Origin    string
 	Endpoints []Endpoint // sorted by address, unique addresses

@@ -134,10 +134,13 @@ func (f *File) pollLocked() {
 }
 
 // ParseEndpoints parses an endpoints file: YAML (JSON is YAML too) holding
-// one key, endpoints, a list of {address, zone, weight}. address is
-// required; zone defaults to ""; weight to 1. An empty list is a valid,
-// empty membership; an empty file is not (it is what a half-written file
-// looks like). Every problem is reported, each with its line, under name.
+// one key, endpoints, a list of {address, zone, weight, ring_index,
+// ring_subsets}. address is required; zone defaults to ""; weight to 1;
+// ring_index and ring_subsets, a control plane's shared ring placement
+// (ring.go), are optional but given on every endpoint or none (CheckRing).
+// An empty list is a valid, empty membership; an empty file is not (it is
+// what a half-written file looks like). Every problem is reported, each
+// with its line, under name.
 //
 //	endpoints:
 //	  - {address: 10.0.0.7:8080, zone: us-east-1a, weight: 2}
@@ -198,6 +201,9 @@ func ParseEndpoints(name string, data []byte) ([]Endpoint, error) {
 		return nil, errors.Join(errs...)
 	}
 	sortEndpoints(eps)
+	if err := CheckRing(eps); err != nil {
+		return nil, fmt.Errorf("discovery file %s: %w; the last good set stays", name, err)
+	}
 	return eps, nil
 }
 
@@ -225,8 +231,17 @@ func parseEndpoint(n *yaml.Node) (Endpoint, int, error) {
 			if err = v.Decode(&e.Weight); err != nil || e.Weight < 1 || e.Weight > MaxWeight {
 				return e, v.Line, fmt.Errorf("weight %s is not a whole number in 1..%d; write one, or leave weight out for 1", describe(v), MaxWeight)
 			}
+		case KeyRingIndex:
+			if err = v.Decode(&e.RingIndex); err != nil || v.Kind != yaml.ScalarNode || e.RingIndex < 0 || e.RingIndex > MaxRingIndex {
+				return e, v.Line, fmt.Errorf("%s %s is not a whole number in 0..%d (the endpoint's shared ring index)", KeyRingIndex, describe(v), MaxRingIndex)
+			}
+			e.Indexed = true
+		case KeyRingSubsets:
+			if err = v.Decode(&e.RingSubsets); err != nil || v.Kind != yaml.ScalarNode || e.RingSubsets < 1 || e.RingSubsets > MaxRingIndex {
+				return e, v.Line, fmt.Errorf("%s %s is not a whole number in 1..%d (the origin's shared subset count, a power of two)", KeyRingSubsets, describe(v), MaxRingIndex)
+			}
 		default:
-			return e, k.Line, fmt.Errorf("unknown key %q; the keys are address, zone and weight", k.Value)
+			return e, k.Line, fmt.Errorf("unknown key %q; the keys are address, zone, weight, %s and %s", k.Value, KeyRingIndex, KeyRingSubsets)
 		}
 		if err != nil || v.Kind != yaml.ScalarNode {
 			return e, v.Line, fmt.Errorf("%s must be a string, not %s", k.Value, describe(v))

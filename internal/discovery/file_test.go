@@ -64,7 +64,7 @@ func TestParseEndpointsErrorsNameLineAndFix(t *testing.T) {
 		{"no port", "endpoints:\n  - address: 10.0.0.1\n", []string{"line 2", "not host:port", "10.0.0.7:8080"}},
 		{"zero weight", "endpoints:\n  - address: a:1\n    weight: 0\n", []string{"line 3", "weight", "leave weight out for 1"}},
 		{"text weight", "endpoints:\n  - {address: a:1, weight: heavy}\n", []string{"line 2", `weight "heavy"`}},
-		{"unknown key", "endpoints:\n  - address: a:1\n    wieght: 2\n", []string{"line 3", `unknown key "wieght"`, "address, zone and weight"}},
+		{"unknown key", "endpoints:\n  - address: a:1\n    wieght: 2\n", []string{"line 3", `unknown key "wieght"`, "address, zone, weight, ring_index and ring_subsets"}},
 		{"list zone", "endpoints:\n  - address: a:1\n    zone: [a, b]\n", []string{"line 3", "zone must be a string, not a list"}},
 		{"duplicate", "endpoints:\n  - address: a:1\n  - address: b:1\n  - address: a:1\n", []string{"line 4", "already listed at line 2"}},
 	}
@@ -167,14 +167,14 @@ func (h *fileHarness) stop() {
 
 func TestFileFollowsEditsAndKeepsLastGoodOnGarbage(t *testing.T) {
 	h := startFile(t, "endpoints:\n  - {address: 10.0.0.1:80, zone: a}\n")
-	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, []Endpoint{{"10.0.0.1:80", "a", 1}}) {
+	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, []Endpoint{{Address: "10.0.0.1:80", Zone: "a", Weight: 1}}) {
 		t.Fatalf("initial update %v", u)
 	}
 
 	// An edit is followed at the next poll.
 	h.write("endpoints:\n  - {address: 10.0.0.1:80, zone: a}\n  - {address: 10.0.0.2:80, zone: b, weight: 3}\n")
 	h.clk.Advance(time.Second)
-	if u := h.next(); !slices.Equal(u.Endpoints, []Endpoint{{"10.0.0.1:80", "a", 1}, {"10.0.0.2:80", "b", 3}}) {
+	if u := h.next(); !slices.Equal(u.Endpoints, []Endpoint{{Address: "10.0.0.1:80", Zone: "a", Weight: 1}, {Address: "10.0.0.2:80", Zone: "b", Weight: 3}}) {
 		t.Fatalf("after edit: %v", u.Endpoints)
 	}
 	h.none()
@@ -213,7 +213,7 @@ func TestFileFollowsEditsAndKeepsLastGoodOnGarbage(t *testing.T) {
 	// Fixed: followed, error cleared, recovery logged.
 	h.write("endpoints:\n  - {address: 10.0.0.3:80, zone: c}\n")
 	h.clk.Advance(time.Second)
-	if u := h.next(); !slices.Equal(u.Endpoints, []Endpoint{{"10.0.0.3:80", "c", 1}}) {
+	if u := h.next(); !slices.Equal(u.Endpoints, []Endpoint{{Address: "10.0.0.3:80", Zone: "c", Weight: 1}}) {
 		t.Fatalf("after fix: %v", u.Endpoints)
 	}
 	if err := h.src.Err(); err != nil {
@@ -269,7 +269,7 @@ func TestNewFileRejectsMissingPath(t *testing.T) {
 
 func TestParseEndpointsNullZoneIsEmpty(t *testing.T) {
 	got, err := ParseEndpoints("f", []byte("endpoints:\n  - {address: a:1, zone: ~}\n  - {address: b:1, zone: 7}\n"))
-	if err != nil || !slices.Equal(got, []Endpoint{{"a:1", "", 1}, {"b:1", "7", 1}}) {
+	if err != nil || !slices.Equal(got, []Endpoint{{Address: "a:1", Zone: "", Weight: 1}, {Address: "b:1", Zone: "7", Weight: 1}}) {
 		t.Fatalf("got %v, %v; a null zone is \"\", a number is its text", got, err)
 	}
 }

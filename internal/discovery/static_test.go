@@ -8,7 +8,7 @@ import (
 )
 
 func TestStaticEmitsSortedOnceAndWaits(t *testing.T) {
-	in := []Endpoint{{"b:1", "z", 2}, {"a:1", "y", 1}}
+	in := []Endpoint{{Address: "b:1", Zone: "z", Weight: 2}, {Address: "a:1", Zone: "y", Weight: 1}}
 	s, err := NewStatic("payments", in)
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +22,7 @@ func TestStaticEmitsSortedOnceAndWaits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	want := []Endpoint{{"a:1", "y", 1}, {"b:1", "z", 2}}
+	want := []Endpoint{{Address: "a:1", Zone: "y", Weight: 1}, {Address: "b:1", Zone: "z", Weight: 2}}
 	if len(got) != 1 || got[0].Origin != "payments" || !slices.Equal(got[0].Endpoints, want) {
 		t.Fatalf("got %v, want one update %v", got, want)
 	}
@@ -36,11 +36,11 @@ func TestStaticRejectsInvalid(t *testing.T) {
 		in   []Endpoint
 		want string
 	}{
-		{[]Endpoint{{"a:1", "", 0}}, "weight 0 is outside 1..1000000"},
-		{[]Endpoint{{"a", "", 1}}, "not host:port"},
-		{[]Endpoint{{":80", "", 1}}, "no host"},
-		{[]Endpoint{{"a:70000", "", 1}}, "1..65535"},
-		{[]Endpoint{{"a:1", "", 1}, {"a:1", "x", 2}}, "listed twice"},
+		{[]Endpoint{{Address: "a:1", Zone: "", Weight: 0}}, "weight 0 is outside 1..1000000"},
+		{[]Endpoint{{Address: "a", Zone: "", Weight: 1}}, "not host:port"},
+		{[]Endpoint{{Address: ":80", Zone: "", Weight: 1}}, "no host"},
+		{[]Endpoint{{Address: "a:70000", Zone: "", Weight: 1}}, "1..65535"},
+		{[]Endpoint{{Address: "a:1", Zone: "", Weight: 1}, {Address: "a:1", Zone: "x", Weight: 2}}, "listed twice"},
 	} {
 		_, err := NewStatic("payments", c.in)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "origin payments") {

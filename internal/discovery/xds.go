@@ -61,7 +61,9 @@ type XDSConfig struct {
 // known membership stays in force meanwhile.
 //
 // From each ClusterLoadAssignment: locality zone → Endpoint.Zone,
-// load_balancing_weight → Endpoint.Weight (unset = 1), and only endpoints
+// load_balancing_weight → Endpoint.Weight (unset = 1), corput's metadata
+// → the shared ring index (ring.go; a response whose indices CheckRing
+// refuses is NACKed), and only endpoints
 // whose health_status is HEALTHY or UNKNOWN are kept. Of the priorities,
 // the lowest that has such an endpoint is used (priority 0 unless all of it
 // is down). A cluster absent from a response keeps its membership (EDS is
@@ -262,9 +264,14 @@ func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, error) {
 
 // EndpointsFromCLA converts a ClusterLoadAssignment into a membership: the
 // usable (HEALTHY or UNKNOWN) endpoints of its lowest priority that has
-// any, sorted by address, the first of duplicate addresses kept. An
-// endpoint that is not a TCP socket address with a numeric port, or whose
-// weight is out of range, makes the whole assignment invalid.
+// any, sorted by address, the first of duplicate addresses kept, each with
+// its shared ring index if metadata.filter_metadata["corput"] gives one
+// (ring.go). An endpoint that is not a TCP socket address with a numeric
+// port, whose weight is out of range or whose ring keys are not whole
+// numbers, or kept endpoints whose indices CheckRing refuses, make the
+// whole assignment invalid. The ring rules apply to the endpoints kept: a
+// control plane indexes the endpoints it wants used, 0..N-1, and leaves an
+// endpoint it marks unhealthy out of the sequence as if it had left.
 func EndpointsFromCLA(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
 	byPriority := map[uint32][]Endpoint{}
 	for li, loc := range cla.GetEndpoints() {
@@ -283,7 +290,11 @@ func EndpointsFromCLA(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error)
 	}
 	eps := byPriority[slices.Min(slices.Collect(maps.Keys(byPriority)))]
 	slices.SortStableFunc(eps, func(a, b Endpoint) int { return strings.Compare(a.Address, b.Address) })
-	return slices.CompactFunc(eps, func(a, b Endpoint) bool { return a.Address == b.Address }), nil
+	eps = slices.CompactFunc(eps, func(a, b Endpoint) bool { return a.Address == b.Address })
+	if err := CheckRing(eps); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cla.GetClusterName(), err)
+	}
+	return eps, nil
 }
 
 func endpointOf(loc *endpointv3.LocalityLbEndpoints, lbe *endpointv3.LbEndpoint) (Endpoint, error) {
@@ -301,6 +312,9 @@ func endpointOf(loc *endpointv3.LocalityLbEndpoints, lbe *endpointv3.LbEndpoint)
 		Address: net.JoinHostPort(sa.GetAddress(), strconv.FormatUint(uint64(sa.GetPortValue()), 10)),
 		Zone:    loc.GetLocality().GetZone(),
 		Weight:  1,
+	}
+	if err := ringFromMetadata(lbe.GetMetadata(), &e); err != nil {
+		return Endpoint{}, err
 	}
 	if w := lbe.GetLoadBalancingWeight(); w != nil {
 		if w.GetValue() > MaxWeight {

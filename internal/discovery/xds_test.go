@@ -85,7 +85,7 @@ func TestEndpointsFromCLA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Endpoint{{"10.0.0.1:80", "us-east-1a", 3}, {"10.0.0.2:80", "us-east-1b", 1}}
+	want := []Endpoint{{Address: "10.0.0.1:80", Zone: "us-east-1a", Weight: 3}, {Address: "10.0.0.2:80", Zone: "us-east-1b", Weight: 1}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v (healthy/unknown only, priority 0, weight unset = 1)", got, want)
 	}
@@ -95,7 +95,7 @@ func TestEndpointsFromCLA(t *testing.T) {
 		locality{zone: "a", eps: []lbe{{"10.0.0.1:80", 1, unhealthy}}},
 		locality{zone: "b", priority: 1, eps: []lbe{{"[fd00::1]:80", 2, healthy}}},
 	))
-	if err != nil || !slices.Equal(got, []Endpoint{{"[fd00::1]:80", "b", 2}}) {
+	if err != nil || !slices.Equal(got, []Endpoint{{Address: "[fd00::1]:80", Zone: "b", Weight: 2}}) {
 		t.Fatalf("failover to priority 1: got %v, %v", got, err)
 	}
 
@@ -189,7 +189,7 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 	paymentsWant := func(n int) []Endpoint {
 		var out []Endpoint
 		for i := 1; i <= n; i++ {
-			out = append(out, Endpoint{fmt.Sprintf("10.1.0.%d:80", i), "us-east-1b", i})
+			out = append(out, Endpoint{Address: fmt.Sprintf("10.1.0.%d:80", i), Zone: "us-east-1b", Weight: i})
 		}
 		return out
 	}
@@ -202,7 +202,7 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 		u := h.next()
 		got[u.Origin] = u.Endpoints
 	}
-	if !slices.Equal(got["payments"], paymentsWant(2)) || !slices.Equal(got["search"], []Endpoint{{"10.2.0.1:80", "us-east-1a", 1}}) {
+	if !slices.Equal(got["payments"], paymentsWant(2)) || !slices.Equal(got["search"], []Endpoint{{Address: "10.2.0.1:80", Zone: "us-east-1a", Weight: 1}}) {
 		t.Fatalf("initial membership %v", got)
 	}
 	poll.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })

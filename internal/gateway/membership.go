@@ -12,6 +12,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/subset"
 )
 
 // RunDiscovery follows the membership of every origin whose discovery type
@@ -54,7 +55,7 @@ func (g *Gateway) RunDiscovery(ctx context.Context) error {
 // ends or one fails.
 func (g *Gateway) runSources(ctx context.Context) error {
 	deb := discovery.NewDebouncer(g.clk, func(u discovery.Update) {
-		if err := g.Apply(u.Origin, membersFromDiscovery(u.Endpoints)); err != nil {
+		if err := g.ApplyMembership(u.Origin, membershipFromDiscovery(u.Endpoints)); err != nil {
 			g.log.Error("apply membership", "origin", u.Origin, "err", err)
 			g.SetSourceError(u.Origin, err)
 		}
@@ -128,10 +129,28 @@ func (g *Gateway) runSources(ctx context.Context) error {
 	return nil
 }
 
-func membersFromDiscovery(eps []discovery.Endpoint) []balance.Member {
+// ApplyMembership gives an origin its full membership, with the shared
+// ring indices its source gave, if any (cluster.Origin.ApplyMembership).
+func (g *Gateway) ApplyMembership(originName string, m cluster.Membership) error {
+	o, ok := g.st().origins[originName]
+	if !ok {
+		return fmt.Errorf("apply membership: unknown origin %q", originName)
+	}
+	return o.ApplyMembership(m)
+}
+
+// membershipFromDiscovery is an update's membership: the balancer's
+// members and, when the source indexed every endpoint, the shared ring
+// indices and subset count (the balancer does not need them; the
+// placement does).
+func membershipFromDiscovery(eps []discovery.Endpoint) cluster.Membership {
 	out := make([]balance.Member, len(eps))
 	for i, e := range eps {
 		out[i] = balance.Member{Address: e.Address, Zone: e.Zone, Weight: e.Weight}
 	}
-	return out
+	m := cluster.Membership{Members: out}
+	if idx, subsets := discovery.RingIndices(eps); idx != nil {
+		m.Shared = &subset.Shared{Indices: idx, Subsets: subsets}
+	}
+	return m
 }

@@ -291,6 +291,8 @@ origins:
 		{"corput_upstream_requests_active", []string{"origin", "tight", "endpoint", tight.addr}, 2},
 		{"corput_upstream_requests_active", []string{"origin", "app", "endpoint", bad[0].Addr()}, 0},
 		{"corput_subset_size", []string{"origin", "app", "loop", "1"}, 5},
+		{"corput_subset_placement", []string{"origin", "app", "mode", "local"}, 1},
+		{"corput_subset_placement", []string{"origin", "app", "mode", "shared"}, 0},
 		{"corput_pool_utilization", []string{"origin", "tight", "loop", "0"}, 1},
 		{"corput_pool_utilization", []string{"origin", "tight", "loop", "1"}, 1},
 		{"corput_upstream_connections_open", []string{"origin", "tight", "loop", "0", "protocol", "h1"}, 1},
@@ -389,9 +391,9 @@ func TestAdminJSONShapes(t *testing.T) {
 		t.Fatalf("%d origins", len(origins))
 	}
 	o := origins[0]
-	requireKeys(t, "origin", o, "name", "policy", "subset_algorithm", "subsets", "panic", "ejected", "membership_changes", "endpoints", "loops")
-	if o["name"] != "app" || o["subsets"] != 2.0 {
-		t.Errorf("origin name %v, subsets %v", o["name"], o["subsets"])
+	requireKeys(t, "origin", o, "name", "policy", "subset_algorithm", "subsets", "placement", "panic", "ejected", "membership_changes", "endpoints", "loops")
+	if o["name"] != "app" || o["subsets"] != 2.0 || o["placement"] != "local" {
+		t.Errorf("origin name %v, subsets %v, placement %v (a static origin is placed locally)", o["name"], o["subsets"], o["placement"])
 	}
 	eps := o["endpoints"].([]any)
 	if len(eps) != 4 {
@@ -426,7 +428,7 @@ func TestAdminJSONShapes(t *testing.T) {
 
 	var ring map[string]any
 	adminJSON(t, g, "/admin/subsets?origin=app", 200, &ring)
-	requireKeys(t, "subsets", ring, "origin", "algorithm", "subsets", "fleet", "gateway", "endpoints")
+	requireKeys(t, "subsets", ring, "origin", "algorithm", "subsets", "placement", "fleet", "gateway", "endpoints")
 	users := map[string]int{}
 	for _, e := range ring["endpoints"].([]any) {
 		ev := e.(map[string]any)

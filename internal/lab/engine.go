@@ -117,7 +117,7 @@ func (e *engine) place(members []*instance) error {
 	e.snap = e.placement.Snapshot()
 	e.members = members
 	for g := range e.o.gateways {
-		gw, err := e.newGateway(g)
+		gw, err := e.newGateway(g, e.snap)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/pool/memconn"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/subset"
 )
 
 // gateway is one simulated gateway instance: a balancer shared by its loops,
@@ -37,7 +38,8 @@ type gwLoop struct {
 	pools    []*pool.Pool // by instance id, for the perLoop scope
 }
 
-func (e *engine) newGateway(g int) (*gateway, error) {
+// newGateway builds gateway g with its loops' subsets from snap.
+func (e *engine) newGateway(g int, snap *subset.Snapshot) (*gateway, error) {
 	bal, err := balance.NewOrigin("origin", e.o.balance, membersOf(e.members), balance.Options{
 		Clock: e.clk, Rand: rng.New(e.rnd.Uint64()),
 	})
@@ -48,7 +50,7 @@ func (e *engine) newGateway(g int) (*gateway, error) {
 	retry.Attempts = e.o.retries
 	gw := &gateway{e: e, idx: g, bal: bal, policy: forward.NewPolicy(retry, e.clk, nil)}
 	for l := range e.o.loops {
-		gw.loops = append(gw.loops, &gwLoop{idx: l, picker: bal.NewPicker(e.snap.Members(g, l))})
+		gw.loops = append(gw.loops, &gwLoop{idx: l, picker: bal.NewPicker(snap.Members(g, l))})
 	}
 	return gw, nil
 }

@@ -153,6 +153,17 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 			}))
 		}
 	}
+	if sc.Runs(ExpFleet) {
+		fr := sc.FleetRings
+		runs := fleetRingsRuns(fr)
+		res.FleetRings = make([]FleetRingsResult, len(runs))
+		for i, run := range runs {
+			jobs = append(jobs, simJob(fr.Duration, fr.RatePerGateway*float64(fr.Gateways), func(ctx context.Context, tick func()) (err error) {
+				res.FleetRings[i], err = runFleetRings(ctx, &sc, run, tick)
+				return err
+			}))
+		}
+	}
 	if err := runJobs(ctx, jobs, parallel, progressTo); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,15 @@ func reducedScenario() Scenario {
 	sc.LB.Duration, sc.LB.ColdAt = 60*time.Second, 20*time.Second
 	sc.Resilience = ResilienceScenario{Sizes: []int{25, 50, 100}, MaxFailures: 6, Trials: 5}
 	sc.Spread.Endpoints, sc.Spread.Rate, sc.Spread.Duration = 400, 2000, 20*time.Second
+	// 4 gateways × 4 loops × 16 endpoints, automatic (one subset) and
+	// subsets of 2 (8 > loops) with a surge deploy; about 2 000 requests
+	// per endpoint in the window.
+	sc.FleetRings = FleetRingsScenario{
+		Gateways: 4, Loops: 4, Endpoints: 16, RatePerGateway: 100,
+		Variants: []FleetVariant{{}, {SubsetSize: 2, Surge: true}}, Restart: 0.3,
+		DeployAt: 2 * time.Second, DeployBatch: 4, DeployEvery: time.Second, SurgeOverlap: 500 * time.Millisecond,
+		MeasureFrom: 70 * time.Second, Duration: 150 * time.Second, Limit: 1.05,
+	}
 	return sc
 }
 
@@ -73,8 +82,8 @@ func reducedRun(t *testing.T) (*Results, string) {
 
 func TestMustShowOnReducedScenario(t *testing.T) {
 	res, _ := reducedRun(t)
-	if len(res.Checks) != 8 {
-		t.Fatalf("%d checks, want 8", len(res.Checks))
+	if len(res.Checks) != 10 {
+		t.Fatalf("%d checks, want 10", len(res.Checks))
 	}
 	for _, c := range res.Checks {
 		if c.Status() != "PASS" {
@@ -237,6 +246,7 @@ func TestReportWritten(t *testing.T) {
 	res, dir := reducedRun(t)
 	files := []string{"results.json", "report.md", "report.html", plotStepsOpen, plotStepsChurn, plotHerd, plotSubsetsCoverage,
 		plotSubsetsChurn, plotLBP99, plotLBShares, plotLBCold, plotResilience, plotResilienceSame}
+	files = append(files, fleetPlots()...)
 	for _, st := range res.Steps {
 		files = append(files, stepPlot(st.Name))
 	}
@@ -257,14 +267,14 @@ func TestReportWritten(t *testing.T) {
 		t.Errorf("report.html inlines %d plots, want %d", n, len(files)-3)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"per_loop_pools", "peak_ewma", "PASS", "p99 ms"} {
+	for _, want := range []string{"per_loop_pools", "peak_ewma", "PASS", "p99 ms", "distinct rings"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
 	var out bytes.Buffer
 	res.Print(&out, dir)
-	if strings.Count(out.String(), "PASS  ") != 8 || !strings.Contains(out.String(), "report.html") {
+	if strings.Count(out.String(), "PASS  ") != 10 || !strings.Contains(out.String(), "report.html") {
 		t.Errorf("terminal output lacks the check lines or the report path:\n%s", out.String())
 	}
 }
@@ -279,6 +289,7 @@ func TestDeterministic(t *testing.T) {
 	sc.LB.Duration, sc.LB.ColdAt, sc.LB.ColdWindow, sc.LB.Rate = 20*time.Second, 5*time.Second, 10*time.Second, 100
 	sc.Herd.Duration = 8 * time.Second
 	sc.Resilience.Trials = 2
+	sc.FleetRings.Gateways, sc.FleetRings.RatePerGateway, sc.FleetRings.MeasureFrom, sc.FleetRings.Duration = 3, 50, 10*time.Second, 20*time.Second
 	run := func(parallel int) []byte {
 		res, err := Simulate(context.Background(), sc, parallel, nil)
 		if err != nil {
@@ -356,7 +367,7 @@ func TestOneExperiment(t *testing.T) {
 	if len(res.Steps) != 0 || len(res.LB) != 0 || res.Subsets != nil || len(res.Resilience) != 3 {
 		t.Fatalf("ran more or less than the resilience experiment: %d steps, %d lb, %d resilience", len(res.Steps), len(res.LB), len(res.Resilience))
 	}
-	if !res.Passed() || strings.Count(out.String(), "SKIP  ") != 8 {
+	if !res.Passed() || strings.Count(out.String(), "SKIP  ") != 10 {
 		t.Fatalf("checks of experiments that did not run must be skipped:\n%s", out.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, plotResilience)); err != nil {

@@ -96,6 +96,9 @@ func (r *Results) writePlots(dir string) error {
 		try(report.LinePlot(at(plotResilienceSame), report.LineOptions{Title: "a loop's capacity left, f endpoints of its subset failed",
 			XLabel: "failed endpoints f", YLabel: "% of its subset in use"}, same...))
 	}
+	if len(r.FleetRings) > 0 {
+		try(r.writeFleetPlots(dir))
+	}
 	return errors.Join(errs...)
 }
 

@@ -20,6 +20,7 @@ type Results struct {
 	ColdStart          []ColdStartResult  `json:"cold_start"`
 	Resilience         []ResilienceResult `json:"resilience"`
 	Spread             []SpreadResult     `json:"spread"`
+	FleetRings         []FleetRingsResult `json:"fleet_rings"`
 	Checks             []Check            `json:"checks"`
 }
 
@@ -178,6 +179,7 @@ func (r *Results) evaluate() {
 			with.MaxConcurrency < 20 && without.MaxConcurrency > with.MaxConcurrency, false,
 			"peak_ewma: %d with slow start, %d without", with.MaxConcurrency, without.MaxConcurrency)
 	}
+	r.fleetChecks(add)
 }
 
 // WriteJSON writes r to path, indented.

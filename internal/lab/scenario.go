@@ -19,11 +19,12 @@ const (
 	ExpLB         = "lb"
 	ExpResilience = "resilience"
 	ExpSpread     = "spread"
+	ExpFleet      = "fleet"
 )
 
 // Experiments lists every experiment name.
 func Experiments() []string {
-	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience, ExpSpread}
+	return []string{ExpSteps, ExpHerd, ExpSubsets, ExpLB, ExpResilience, ExpSpread, ExpFleet}
 }
 
 // Scale chooses the fleet size of the fleet experiments.
@@ -68,6 +69,7 @@ type Scenario struct {
 	LB         LBScenario         `json:"lb"`
 	Resilience ResilienceScenario `json:"resilience"`
 	Spread     SpreadScenario     `json:"spread"`
+	FleetRings FleetRingsScenario `json:"fleet_rings"`
 }
 
 // FleetScenario is the fleet the steps, the herd and the subset ranking run
@@ -170,6 +172,55 @@ type SpreadScenario struct {
 	Noise float64 `json:"noise"`
 }
 
+// FleetRingsScenario is the fleet experiment (--scenario fleet): a gateway
+// fleet whose gateways each hold their own ring, through a rolling deploy
+// of every endpoint during which a share of the gateways restart, with
+// local placement and with shared indices. The origin's instances are
+// Fleet's (workers, dial latency, h2 streams, warm-up).
+type FleetRingsScenario struct {
+	Gateways       int     `json:"gateways"`
+	Loops          int     `json:"loops"`
+	Endpoints      int     `json:"endpoints"`
+	RatePerGateway float64 `json:"rate_per_gateway"`
+	// Variants are the sizings and deploy styles compared, each with local
+	// placement and with shared indices.
+	Variants []FleetVariant `json:"variants"`
+	// Restart is the share of the gateways that restart, each at a seeded
+	// uniform instant during the deploy.
+	Restart float64 `json:"restart_share"`
+	// The rolling deploy replaces every endpoint by a new (cold) one,
+	// DeployBatch at a time, every DeployEvery, from DeployAt.
+	DeployAt    time.Duration `json:"deploy_at_ns"`
+	DeployBatch int           `json:"deploy_batch"`
+	DeployEvery time.Duration `json:"deploy_every_ns"`
+	// SurgeOverlap is, in a surge deploy, how long a batch's new endpoints
+	// serve beside the old ones before those leave.
+	SurgeOverlap time.Duration `json:"surge_overlap_ns"`
+	// MeasureFrom..Duration is the window whose requests per endpoint are
+	// counted. It starts once the balancers have forgotten the deploy's
+	// cold starts: past the last batch's slow start and warm-up, each
+	// gateway's mean latency of an endpoint averages its last 64 samples,
+	// and at 0.8 req/s per (gateway, endpoint) the queueing of a cold
+	// endpoint at full scale (80 req/s on 8 workers at 10× service time)
+	// still weighs in it two minutes later. It lasts long enough that the
+	// count's own noise stays well under the limit (about 2 000 requests
+	// per endpoint at the small scale).
+	MeasureFrom time.Duration `json:"measure_from_ns"`
+	Duration    time.Duration `json:"duration_ns"`
+	// Limit is the checks' bound on max/mean with shared indices.
+	Limit float64 `json:"limit"`
+}
+
+// FleetVariant is one configuration of the fleet experiment.
+type FleetVariant struct {
+	// SubsetSize is subset.size; 0 is automatic (the default sizing).
+	SubsetSize int `json:"subset_size"`
+	// Surge deploys each batch by adding the new endpoints first and
+	// removing the old ones SurgeOverlap later; otherwise a batch is
+	// replaced in one update.
+	Surge bool `json:"surge"`
+}
+
 // ResilienceScenario is the subset-size resilience table.
 type ResilienceScenario struct {
 	Sizes       []int `json:"sizes"`
@@ -214,10 +265,18 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			Latency: 15 * time.Millisecond, Duration: 30 * time.Second, Noise: 0.1,
 		},
 		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
+		FleetRings: FleetRingsScenario{
+			Gateways: 10, Loops: 16, Endpoints: 800, RatePerGateway: 640,
+			Variants: []FleetVariant{{}, {SubsetSize: 25}, {Surge: true}}, Restart: 0.3,
+			DeployAt: 30 * time.Second, DeployBatch: 80, DeployEvery: 5 * time.Second, SurgeOverlap: 2500 * time.Millisecond,
+			MeasureFrom: 260 * time.Second, Duration: 500 * time.Second,
+			Limit: 1.05,
+		},
 	}
 	if scale == ScaleFull {
 		sc.Scale = ScaleFull
 		sc.Fleet.Gateways = 100
+		sc.FleetRings.Gateways = 100
 	}
 	return sc
 }
@@ -279,6 +338,18 @@ func (sc *Scenario) Validate() error {
 	sp := sc.Spread
 	bad(sp.Loops > 0 && sp.Endpoints > 0 && sp.Workers > 0 && sp.Rate > 0 && sp.Latency > 0 && sp.Duration >= time.Second && sp.Noise >= 0,
 		"lab spread: loops, endpoints, workers, rate, latency must be positive, duration at least 1s, noise not negative")
+	fr := sc.FleetRings
+	bad(fr.Gateways > 0 && fr.Loops > 0 && fr.Endpoints > 0 && fr.RatePerGateway > 0,
+		"lab fleet_rings: gateways, loops, endpoints and rate_per_gateway must be positive")
+	bad(len(fr.Variants) > 0 && !slices.ContainsFunc(fr.Variants, func(v FleetVariant) bool { return v.SubsetSize < 0 || v.SubsetSize == 1 }),
+		"lab fleet_rings.variants: want at least one, each subset_size 0 (automatic) or at least 2")
+	bad(!slices.ContainsFunc(fr.Variants, func(v FleetVariant) bool { return v.Surge }) || (fr.SurgeOverlap > 0 && fr.SurgeOverlap < fr.DeployEvery),
+		"lab fleet_rings.surge_overlap: a surge deploy needs 0 < surge_overlap < deploy_every")
+	bad(fr.Restart >= 0 && fr.Restart <= 1, "lab fleet_rings.restart_share: want 0..1")
+	bad(fr.DeployBatch > 0 && fr.DeployEvery > 0 && fr.DeployAt >= 0, "lab fleet_rings: deploy_batch and deploy_every must be positive")
+	bad(fr.MeasureFrom >= fr.deployEnd() && fr.MeasureFrom+time.Second <= fr.Duration,
+		"lab fleet_rings: want the deploy over before measure_from and at least 1s of window before duration")
+	bad(fr.Limit >= 1, "lab fleet_rings.limit: want at least 1")
 	h := sc.Herd
 	bad(h.Duration > 0 && h.Jitter > 0 && h.Ramp > 0, "lab herd: duration, jitter and ramp must be positive")
 	r := sc.Resilience

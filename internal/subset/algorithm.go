@@ -112,4 +112,32 @@ func (p ringPlacement) Assignment() [][]string {
 	return out
 }
 
+// PlaceShared sets the ring to a control plane's shared indices (Place):
+// ringsteady is the algorithm whose placement can be shared.
+func (p ringPlacement) PlaceShared(sh Shared) error {
+	_, err := p.Ring.Place(sh.Indices, sh.Subsets)
+	return err
+}
+
+// Shared is a control plane's placement of one origin: every endpoint's
+// ring index, 0..N-1, and the control plane's subset count (0: none sent,
+// the gateway's own count is the current one).
+type Shared struct {
+	Indices map[string]int
+	Subsets int
+}
+
+// SharedPlacement is a Placement that can be set to shared indices, so
+// that every gateway of a fleet holds the same one whatever its history.
+// Ringsteady's is; the comparators' are not.
+type SharedPlacement interface {
+	Placement
+	// PlaceShared sets the placement to exactly sh (see Ring.Place); on
+	// error (ErrIndices, a count that is not a power of two) it is
+	// unchanged.
+	PlaceShared(sh Shared) error
+}
+
+var _ SharedPlacement = ringPlacement{}
+
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

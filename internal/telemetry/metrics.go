@@ -59,6 +59,7 @@ type Metrics struct {
 	ZoneRequests       *prometheus.CounterVec   // origin, locality
 	RequestsShed       *prometheus.CounterVec   // origin, reason
 	SubsetSize         *prometheus.GaugeVec     // origin, loop
+	SubsetPlacement    *prometheus.GaugeVec     // origin, mode: shared, local (additive)
 	MembershipChanges  *prometheus.CounterVec   // origin
 	DownstreamRequests *prometheus.CounterVec   // code_class
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
@@ -111,6 +112,8 @@ func New() *Metrics {
 		"Requests answered 503 by the gateway itself.", "origin", "reason")
 	m.SubsetSize = gauge("corput_subset_size",
 		"Endpoints in a loop's subset.", "origin", "loop")
+	m.SubsetPlacement = gauge("corput_subset_placement",
+		"1 for the placement the origin uses, 0 for the other: shared (by a control plane's ring indices, the same on every gateway) or local (by this gateway's own ring history).", "origin", "mode")
 	m.MembershipChanges = counter("corput_membership_changes_total",
 		"Applied (debounced) membership updates.", "origin")
 	m.DownstreamRequests = counter("corput_downstream_requests_total",
@@ -138,7 +141,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
-		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize,
+		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
 		m.AccessLogDropped,
 		collectors.NewGoCollector(),
@@ -244,4 +247,6 @@ func (m *Metrics) InitOrigin(origin string, loops int, protocols []string) {
 	m.ZoneRequests.WithLabelValues(origin, "local")
 	m.ZoneRequests.WithLabelValues(origin, "remote")
 	m.MembershipChanges.WithLabelValues(origin)
+	m.SubsetPlacement.WithLabelValues(origin, "shared")
+	m.SubsetPlacement.WithLabelValues(origin, "local").Set(1) // every origin starts placed locally
 }

@@ -152,6 +152,7 @@ type Endpoint struct {
 	Priority uint32
 	Weight   uint32 // 0: load_balancing_weight unset
 	Health   corev3.HealthStatus
+	Metadata *corev3.Metadata // nil: none (discovery.RingMetadata gives a shared ring index)
 }
 
 // CLA builds the assignment of cluster: one locality per (zone, priority),
@@ -183,6 +184,7 @@ func (e Endpoint) proto() *endpointv3.LbEndpoint {
 	sock := &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}
 	out := &endpointv3.LbEndpoint{
 		HealthStatus: e.Health,
+		Metadata:     e.Metadata,
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
 	}

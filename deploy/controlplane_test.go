@@ -1,0 +1,429 @@
+package deploy
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/controlplane"
+	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testbin"
+)
+
+// The component label tells the gateways' objects from the control
+// plane's.
+const (
+	componentLabel        = "app.kubernetes.io/component"
+	gatewayComponent      = "gateway"
+	controlPlaneComponent = "control-plane"
+	xdsPortName           = "xds"
+)
+
+// servicesOf returns the Services of one component.
+func (m *manifests) servicesOf(component string) []*corev1.Service {
+	var out []*corev1.Service
+	for _, s := range m.services {
+		if s.Labels[componentLabel] == component {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// controlPlane is the decoded manifests reduced to the control plane's
+// Deployment, beside the gateway fleet it serves.
+type controlPlane struct {
+	gw        *fleet
+	dep       *appsv1.Deployment
+	pod       *corev1.PodSpec
+	podLabels labels.Set
+	container *corev1.Container
+	args      map[string]string // --flag → value
+	services  []*corev1.Service
+}
+
+var controlPlaneChecks = []struct {
+	name  string
+	check func(c *controlPlane) []string
+}{
+	{"one writer", checkCPWriter},
+	{"selectors", checkCPSelectors},
+	{"state", checkCPState},
+	{"source", checkCPSource},
+	{"listeners", checkCPListeners},
+	{"probes", checkCPProbes},
+	{"service", checkCPService},
+	{"gateways point at it", checkCPGateways},
+	{"security", func(c *controlPlane) []string {
+		return append(c.gw.securityProblems(c.pod, c.container), resourceProblems(c.container)...)
+	}},
+	{"image", checkCPImage},
+}
+
+// controlPlaneProblems runs the control plane's checks, each problem
+// prefixed by "control plane" and the check's name.
+func (f *fleet) controlPlaneProblems() []string {
+	var out []string
+	for _, s := range f.manifests.services {
+		if c := s.Labels[componentLabel]; c != gatewayComponent && c != controlPlaneComponent {
+			out = append(out, fmt.Sprintf("Service %s: %s %q is neither %s nor %s", s.Name, componentLabel, c, gatewayComponent, controlPlaneComponent))
+		}
+	}
+	if len(f.deployments) != 1 {
+		return append(out, fmt.Sprintf("control plane: want one Deployment (corput control-plane), have %d", len(f.deployments)))
+	}
+	c := &controlPlane{gw: f, dep: f.deployments[0], services: f.servicesOf(controlPlaneComponent)}
+	c.pod = &c.dep.Spec.Template.Spec
+	c.podLabels = labels.Set(c.dep.Spec.Template.Labels)
+	if len(c.pod.Containers) != 1 {
+		return append(out, fmt.Sprintf("control plane: want one container, have %d", len(c.pod.Containers)))
+	}
+	c.container = &c.pod.Containers[0]
+	c.args = map[string]string{}
+	args := c.container.Args
+	if len(args) == 0 || args[0] != "control-plane" {
+		return append(out, fmt.Sprintf("control plane: the container runs %q, not corput control-plane", args))
+	}
+	for i := 1; i < len(args); i++ {
+		k, v, eq := strings.Cut(args[i], "=")
+		if !eq && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			v = args[i+1]
+			i++
+		}
+		c.args[strings.TrimLeft(k, "-")] = v
+	}
+	for _, ch := range controlPlaneChecks {
+		for _, p := range ch.check(c) {
+			out = append(out, "control plane "+ch.name+": "+p)
+		}
+	}
+	return out
+}
+
+// checkCPWriter: one replica, replaced by Recreate, so that two writers
+// never hold the state at once.
+func checkCPWriter(c *controlPlane) []string {
+	var out []string
+	if c.dep.Spec.Replicas == nil || *c.dep.Spec.Replicas != 1 {
+		out = append(out, "replicas must be 1: one writer owns the state (followers run with --follow)")
+	}
+	if c.dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		out = append(out, fmt.Sprintf("strategy %q: use Recreate, so the old writer stops before the new one opens the state", c.dep.Spec.Strategy.Type))
+	}
+	return out
+}
+
+// selects reports whether a non-empty selector selects set.
+func selects(ls *metav1.LabelSelector, set labels.Set) bool {
+	if ls == nil || (len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0) {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	return err == nil && sel.Matches(set)
+}
+
+// checkCPSelectors: the Deployment and its Services select its pods, and
+// nothing of the gateways' selects them (nor the other way round).
+func checkCPSelectors(c *controlPlane) []string {
+	var out []string
+	if !selects(c.dep.Spec.Selector, c.podLabels) {
+		out = append(out, fmt.Sprintf("Deployment %s: its selector does not select its pod labels %s", c.dep.Name, c.podLabels))
+	}
+	if selects(c.dep.Spec.Selector, c.gw.podLabels) {
+		out = append(out, fmt.Sprintf("Deployment %s: its selector also selects the gateway pods", c.dep.Name))
+	}
+	for _, s := range c.services {
+		if !selects(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}, c.podLabels) {
+			out = append(out, fmt.Sprintf("Service %s: selector %v does not select the control plane's pods", s.Name, s.Spec.Selector))
+		}
+	}
+	gateway := []struct {
+		what string
+		sel  *metav1.LabelSelector
+	}{{"StatefulSet " + c.gw.sts.Name, c.gw.sts.Spec.Selector}}
+	for _, s := range c.gw.services {
+		gateway = append(gateway, struct {
+			what string
+			sel  *metav1.LabelSelector
+		}{"Service " + s.Name, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}})
+	}
+	for _, p := range c.gw.pdbs {
+		gateway = append(gateway, struct {
+			what string
+			sel  *metav1.LabelSelector
+		}{"PodDisruptionBudget " + p.Name, p.Spec.Selector})
+	}
+	for _, g := range gateway {
+		if selects(g.sel, c.podLabels) {
+			out = append(out, g.what+": selects the control plane's pods too")
+		}
+	}
+	return out
+}
+
+// mountOf returns the volume mounted at dir, and its mount.
+func (c *controlPlane) mountOf(dir string) (*corev1.Volume, *corev1.VolumeMount) {
+	m := slices.IndexFunc(c.container.VolumeMounts, func(vm corev1.VolumeMount) bool { return path.Clean(vm.MountPath) == path.Clean(dir) })
+	if m < 0 {
+		return nil, nil
+	}
+	v := slices.IndexFunc(c.pod.Volumes, func(v corev1.Volume) bool { return v.Name == c.container.VolumeMounts[m].Name })
+	if v < 0 {
+		return nil, &c.container.VolumeMounts[m]
+	}
+	return &c.pod.Volumes[v], &c.container.VolumeMounts[m]
+}
+
+// checkCPState: --state lives on a writable PersistentVolumeClaim among
+// the manifests, in a directory of its own (the lock and temporary files
+// go beside it), writable by the pod's non-root user.
+func checkCPState(c *controlPlane) []string {
+	state := c.args["state"]
+	if state == "" {
+		return []string{"no --state FILE"}
+	}
+	vol, mount := c.mountOf(path.Dir(state))
+	switch {
+	case mount == nil:
+		return []string{fmt.Sprintf("--state %s: nothing is mounted at %s; the state would die with the pod", state, path.Dir(state))}
+	case vol == nil || vol.PersistentVolumeClaim == nil:
+		return []string{fmt.Sprintf("--state %s: the volume at %s is not a PersistentVolumeClaim", state, path.Dir(state))}
+	}
+	var out []string
+	if mount.ReadOnly {
+		out = append(out, fmt.Sprintf("--state %s: mounted read-only", state))
+	}
+	i := slices.IndexFunc(c.gw.pvcs, func(p *corev1.PersistentVolumeClaim) bool { return p.Name == vol.PersistentVolumeClaim.ClaimName })
+	if i < 0 {
+		return append(out, fmt.Sprintf("PersistentVolumeClaim %s is not among the manifests", vol.PersistentVolumeClaim.ClaimName))
+	}
+	pvc := c.gw.pvcs[i]
+	if _, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok {
+		out = append(out, fmt.Sprintf("PersistentVolumeClaim %s requests no storage", pvc.Name))
+	}
+	if len(pvc.Spec.AccessModes) == 0 {
+		out = append(out, fmt.Sprintf("PersistentVolumeClaim %s has no accessModes", pvc.Name))
+	}
+	if psc := c.pod.SecurityContext; psc == nil || psc.FSGroup == nil {
+		out = append(out, "securityContext.fsGroup is not set: the non-root user cannot write the state volume")
+	}
+	return out
+}
+
+// sourceOrigins reads the --source file from its ConfigMap volume and
+// parses it as the control plane does.
+func (c *controlPlane) sourceOrigins() ([]controlplane.Origin, error) {
+	src := c.args["source"]
+	if src == "" {
+		return nil, nil
+	}
+	dir, key := path.Split(src)
+	vol, _ := c.mountOf(dir)
+	if vol == nil {
+		return nil, fmt.Errorf("--source %s: no volume is mounted at %s", src, dir)
+	}
+	files, err := c.gw.volumeFiles(*vol)
+	if err != nil {
+		return nil, fmt.Errorf("--source %s: %w", src, err)
+	}
+	data, ok := files[key]
+	if !ok {
+		return nil, fmt.Errorf("--source %s: the volume at %s has no key %q", src, dir, key)
+	}
+	return controlplane.ParseSource(src, []byte(data), c.args["relay"] == "")
+}
+
+// checkCPSource: the source file the pod reads is one the control plane
+// accepts.
+func checkCPSource(c *controlPlane) []string {
+	if c.args["source"] == "" && c.args["relay"] == "" {
+		return []string{"neither --source nor --relay: the control plane has no membership"}
+	}
+	if _, err := c.sourceOrigins(); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
+}
+
+func (c *controlPlane) port(p intstr.IntOrString) (corev1.ContainerPort, bool) {
+	for _, cp := range c.container.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp, true
+		}
+	}
+	return corev1.ContainerPort{}, false
+}
+
+// checkCPListeners: --listen and --admin are the container's xds and
+// admin ports, bound to the pod address.
+func checkCPListeners(c *controlPlane) []string {
+	var out []string
+	for _, l := range []struct{ flag, port string }{{"listen", xdsPortName}, {"admin", adminPortName}} {
+		addr, ok := c.args[l.flag]
+		if !ok {
+			out = append(out, fmt.Sprintf("no --%s: the default binds loopback, which the gateways and probes cannot reach", l.flag))
+			continue
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			out = append(out, fmt.Sprintf("--%s %q: %v", l.flag, addr, err))
+			continue
+		}
+		n, _ := strconv.Atoi(port)
+		if cp, ok := c.port(intstr.FromString(l.port)); !ok || int(cp.ContainerPort) != n {
+			out = append(out, fmt.Sprintf("--%s %q: port %s is not the container port named %q", l.flag, addr, port, l.port))
+		}
+		if ip, err := netip.ParseAddr(host); host != "" && (err != nil || !ip.IsUnspecified()) {
+			out = append(out, fmt.Sprintf("--%s %q binds %s only: use 0.0.0.0", l.flag, addr, host))
+		}
+	}
+	return out
+}
+
+func checkCPProbes(c *controlPlane) []string {
+	var out []string
+	for _, p := range []struct {
+		what  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"readinessProbe", c.container.ReadinessProbe, "/readyz"},
+		{"livenessProbe", c.container.LivenessProbe, "/healthz"},
+	} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			out = append(out, p.what+": want an httpGet probe on "+p.path)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path {
+			out = append(out, fmt.Sprintf("%s: path %q, want %q", p.what, p.probe.HTTPGet.Path, p.path))
+		}
+		if cp, ok := c.port(p.probe.HTTPGet.Port); !ok || cp.Name != adminPortName {
+			out = append(out, fmt.Sprintf("%s: port %s is not the admin port", p.what, p.probe.HTTPGet.Port.String()))
+		}
+	}
+	return out
+}
+
+// xdsAddr is the address the gateways use: Service name and the port
+// targeting the xds container port.
+func (c *controlPlane) xdsAddr() (string, bool) {
+	for _, s := range c.services {
+		for _, sp := range s.Spec.Ports {
+			if cp, ok := c.port(sp.TargetPort); ok && cp.Name == xdsPortName {
+				return net.JoinHostPort(s.Name, strconv.Itoa(int(sp.Port))), true
+			}
+		}
+	}
+	return "", false
+}
+
+// checkCPService: one in-cluster Service publishes the xds port, and
+// nothing leaves the cluster.
+func checkCPService(c *controlPlane) []string {
+	if len(c.services) != 1 {
+		return []string{fmt.Sprintf("want one Service for the control plane, have %d", len(c.services))}
+	}
+	s := c.services[0]
+	var out []string
+	if s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP {
+		out = append(out, fmt.Sprintf("Service %s is of type %s: the control plane serves the cluster's gateways only (ClusterIP)", s.Name, s.Spec.Type))
+	}
+	for _, sp := range s.Spec.Ports {
+		if cp, ok := c.port(sp.TargetPort); !ok {
+			out = append(out, fmt.Sprintf("Service %s port %q: target %s is no container port", s.Name, sp.Name, sp.TargetPort.String()))
+		} else if cp.Name != xdsPortName {
+			out = append(out, fmt.Sprintf("Service %s publishes the %s port; only xds", s.Name, cp.Name))
+		}
+	}
+	if _, ok := c.xdsAddr(); !ok {
+		out = append(out, fmt.Sprintf("Service %s publishes no xds port", s.Name))
+	}
+	return out
+}
+
+// checkCPGateways: every xDS origin of the gateways' config names the
+// control plane's Service as its server, a cluster the control plane
+// serves, and the sizing the control plane sizes it with.
+func checkCPGateways(c *controlPlane) []string {
+	if c.gw.config == nil {
+		return nil // reported by the gateway's config check
+	}
+	addr, ok := c.xdsAddr()
+	if !ok {
+		return nil // reported by checkCPService
+	}
+	origins, err := c.sourceOrigins()
+	if err != nil {
+		return nil // reported by checkCPSource
+	}
+	var out []string
+	xds := 0
+	for _, o := range c.gw.config.Origins {
+		if o.Discovery.Type != config.DiscoveryXDS {
+			continue
+		}
+		xds++
+		if o.Discovery.Server != addr {
+			out = append(out, fmt.Sprintf("gateway origin %s: discovery.server %q is not the control plane's Service %s", o.Name, o.Discovery.Server, addr))
+		}
+		if c.args["source"] == "" || c.args["relay"] != "" {
+			continue // relayed clusters: named by --clusters as well
+		}
+		i := slices.IndexFunc(origins, func(x controlplane.Origin) bool { return x.Name == o.Discovery.Cluster })
+		if i < 0 {
+			out = append(out, fmt.Sprintf("gateway origin %s: discovery.cluster %q is not an origin of the control plane's source file", o.Name, o.Discovery.Cluster))
+			continue
+		}
+		z, err := subset.NewSizing(o.Subset.Size, o.Subset.MinSize, o.Subset.MaxSize)
+		if err == nil && z != origins[i].Sizing {
+			out = append(out, fmt.Sprintf("gateway origin %s: subset sizing %d–%d differs from the control plane's %d–%d for %s; ring_subsets would be ignored",
+				o.Name, z.Min, z.Max, origins[i].Sizing.Min, origins[i].Sizing.Max, o.Discovery.Cluster))
+		}
+	}
+	if xds == 0 {
+		out = append(out, "no gateway origin uses xds discovery: nothing follows the control plane")
+	}
+	return out
+}
+
+func checkCPImage(c *controlPlane) []string {
+	image, _, _ := strings.Cut(c.container.Image, ":")
+	if !slices.ContainsFunc(c.gw.kustomizations[0].Images, func(i kustomizeImage) bool { return i.Name == image }) {
+		return []string{fmt.Sprintf("no images entry for the container image %q", image)}
+	}
+	return nil
+}
+
+// TestControlPlaneArgsAreCorputsFlags: the Deployment runs flags
+// `corput control-plane` really has.
+func TestControlPlaneArgsAreCorputsFlags(t *testing.T) {
+	m, err := loadManifests(kubernetesFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.deployments) != 1 {
+		t.Fatalf("%d Deployments, want the control plane's", len(m.deployments))
+	}
+	bin := testbin.Corput(t)
+	help, _ := exec.Command(bin, "control-plane", "-h").CombinedOutput()
+	args := strings.Join(m.deployments[0].Spec.Template.Spec.Containers[0].Args, " ")
+	for _, flag := range regexp.MustCompile(`(?:^| )--([a-z-]+)`).FindAllStringSubmatch(args, -1) {
+		if !strings.Contains(string(help), "-"+flag[1]+" ") {
+			t.Errorf("the control plane runs --%s, which corput control-plane does not have:\n%s", flag[1], help)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package controlplane
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+)
+
+// Server is the ADS server: go-control-plane's state-of-the-world server
+// over a LinearCache of ClusterLoadAssignments, one resource per origin,
+// the same for every node. The linear cache versions each resource by the
+// cache update that last set it, so a response carries only the clusters
+// that changed since the stream last got them (EDS is not a full-state
+// type): an origin that did not change is not sent again.
+type Server struct {
+	cache   *cachev3.LinearCache
+	grpc    *grpc.Server
+	cancel  context.CancelFunc
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu      sync.Mutex // guards following
+	streams map[int64]*stream
+	names   map[string]bool // the origins published
+}
+
+// stream is one gateway's ADS stream.
+type stream struct {
+	node   string
+	last   *discoveryv3.DiscoveryResponse // the last response sent, for NACK logs
+	warned map[string]bool                // unknown clusters already logged
+}
+
+// NewServer returns a server whose version_info strings start with
+// prefix (the writer's generation: a restart never reuses a version).
+func NewServer(prefix string, m *Metrics, log *slog.Logger) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cache:   cachev3.NewLinearCache(resource.EndpointType, cachev3.WithVersionPrefix(prefix)),
+		grpc:    grpc.NewServer(),
+		cancel:  cancel,
+		metrics: m,
+		log:     log,
+		streams: map[int64]*stream{},
+		names:   map[string]bool{},
+	}
+	ads := serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
+		StreamOpenFunc:     s.opened,
+		StreamClosedFunc:   s.closed,
+		StreamRequestFunc:  s.request,
+		StreamResponseFunc: s.response,
+	})
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.grpc, ads)
+	return s
+}
+
+// Serve serves ADS on lis until Stop.
+func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+
+// Stop cuts every stream and stops serving; gateways keep the last
+// assignment they accepted and reconnect with backoff.
+func (s *Server) Stop() {
+	s.grpc.Stop()
+	s.cancel()
+}
+
+// Publish sets the changed origins' assignments and removes the given
+// origins, as one cache update: one version, and one response per stream
+// that follows any of them, holding only those.
+func (s *Server) Publish(changed map[string]*Assignment, removed []string) error {
+	if len(changed) == 0 && len(removed) == 0 {
+		return nil
+	}
+	res := make(map[string]types.Resource, len(changed))
+	for name, a := range changed {
+		res[name] = CLA(name, a)
+	}
+	if err := s.cache.UpdateResources(res, removed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for name := range changed {
+		s.names[name] = true
+	}
+	for _, name := range removed {
+		delete(s.names, name)
+	}
+	s.mu.Unlock()
+	for name, a := range changed {
+		s.metrics.published(name, a)
+	}
+	for _, name := range removed {
+		s.metrics.removed(name)
+	}
+	return nil
+}
+
+// Published returns the names of the origins the cache holds, sorted.
+func (s *Server) Published() []string {
+	var out []string
+	for name := range s.cache.GetResources() {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Assignment returns the ClusterLoadAssignment served for name.
+func (s *Server) Assignment(name string) (*endpointv3.ClusterLoadAssignment, bool) {
+	r, ok := s.cache.GetResources()[name]
+	if !ok {
+		return nil, false
+	}
+	cla, ok := r.(*endpointv3.ClusterLoadAssignment)
+	return cla, ok
+}
+
+func (s *Server) opened(_ context.Context, id int64, _ string) error {
+	s.mu.Lock()
+	s.streams[id] = &stream{}
+	s.mu.Unlock()
+	s.metrics.Connected.Inc()
+	return nil
+}
+
+func (s *Server) closed(id int64, node *corev3.Node) {
+	s.mu.Lock()
+	delete(s.streams, id)
+	s.mu.Unlock()
+	s.metrics.Connected.Dec()
+	s.log.Debug("control plane: gateway stream closed", "node", node.GetId(), "stream", id)
+}
+
+func (s *Server) request(id int64, req *discoveryv3.DiscoveryRequest) error {
+	s.mu.Lock()
+	st := s.streams[id]
+	if st == nil {
+		st = &stream{}
+		s.streams[id] = st
+	}
+	if n := req.GetNode().GetId(); n != "" && st.node == "" {
+		st.node = n
+		s.log.Info("control plane: gateway connected", "node", n, "stream", id, "clusters", req.GetResourceNames())
+	}
+	var unknown []string
+	for _, name := range req.GetResourceNames() {
+		if !s.names[name] && !st.warned[name] {
+			if st.warned == nil {
+				st.warned = map[string]bool{}
+			}
+			st.warned[name] = true
+			unknown = append(unknown, name)
+		}
+	}
+	last := st.last
+	node := st.node
+	s.mu.Unlock()
+	if len(unknown) > 0 {
+		s.log.Warn("control plane: a gateway asks for clusters this control plane does not serve (yet); it gets them once they are published",
+			"node", node, "clusters", unknown)
+	}
+	if req.GetErrorDetail() == nil {
+		return nil
+	}
+	// A NACK. go-control-plane recorded the rejected resources as sent
+	// to this stream, so the linear cache does not send them again: the
+	// gateway keeps the version it last accepted (req.version_info) and
+	// the next change of those clusters is a new version.
+	s.metrics.NACKs.Inc()
+	rejected, clusters := "", []string(nil)
+	if last != nil && last.GetNonce() == req.GetResponseNonce() {
+		rejected = last.GetVersionInfo()
+		clusters = clusterNames(last)
+	}
+	s.log.Warn("control plane: a gateway rejected (NACK) a response; it keeps its last accepted version, and the rejected one is not sent to it again",
+		"node", node, "stream", id, "rejected_version", rejected, "clusters", clusters,
+		"kept_version", req.GetVersionInfo(), "error", req.GetErrorDetail().GetMessage())
+	return nil
+}
+
+func (s *Server) response(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	s.metrics.Responses.Inc()
+	s.mu.Lock()
+	if st := s.streams[id]; st != nil {
+		st.last = resp
+	}
+	s.mu.Unlock()
+}
+
+// clusterNames lists the clusters of a response, for logs.
+func clusterNames(resp *discoveryv3.DiscoveryResponse) []string {
+	var out []string
+	for _, a := range resp.GetResources() {
+		var cla endpointv3.ClusterLoadAssignment
+		if a.UnmarshalTo(&cla) == nil {
+			out = append(out, cla.GetClusterName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
