@@ -49,6 +49,14 @@ type fleetOptions struct {
 	// variance is the σ of the variance model: every service time is
 	// drawn log-normal around its mean (e^(σN − σ²/2)); 0: none.
 	variance float64
+	// zoneOf is gateway g's zone (balancer zone.local); nil: no zones.
+	zoneOf func(g int) string
+	// observer is gateway g's balance.Observer; nil: none.
+	observer func(g int) balance.Observer
+	// oneShot[c]: requests of class c are not replayable (a POST with a
+	// body): a connection that breaks under one, or fails to open for it,
+	// is answered 502 and not retried.
+	oneShot []bool
 }
 
 // engine is one discrete-event simulation on virtual time. It runs on one
@@ -137,7 +145,7 @@ func addrsOf(ins []*instance) []string {
 func membersOf(ins []*instance) []balance.Member {
 	out := make([]balance.Member, len(ins))
 	for i, in := range ins {
-		out[i] = balance.Member{Address: in.addr, Weight: 1}
+		out[i] = balance.Member{Address: in.addr, Zone: in.zone, Weight: 1}
 	}
 	return out
 }

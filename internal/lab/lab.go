@@ -164,6 +164,16 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 			}))
 		}
 	}
+	if sc.Runs(ExpPayments) {
+		runs := paymentsRuns()
+		res.Payments = make([]PaymentsResult, len(runs))
+		for i, run := range runs {
+			jobs = append(jobs, simJob(sc.Payments.Duration+sc.Payments.Timeout+time.Second, sc.Payments.Rate, func(ctx context.Context, tick func()) (err error) {
+				res.Payments[i], err = runPayments(ctx, &sc, run, tick)
+				return err
+			}))
+		}
+	}
 	if err := runJobs(ctx, jobs, parallel, progressTo); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,7 @@ func (r *Results) doc() report.Doc {
 	add(len(r.Resilience) > 0, r.resilienceSection)
 	add(len(r.Spread) > 0, r.spreadSection)
 	add(len(r.FleetRings) > 0, r.fleetSection)
+	add(len(r.Payments) > 0, r.paymentsSection)
 	add(len(r.Checks) > 0, r.checksSection)
 	return d
 }

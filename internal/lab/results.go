@@ -21,6 +21,7 @@ type Results struct {
 	Resilience         []ResilienceResult `json:"resilience"`
 	Spread             []SpreadResult     `json:"spread"`
 	FleetRings         []FleetRingsResult `json:"fleet_rings"`
+	Payments           []PaymentsResult   `json:"payments,omitempty"`
 	Checks             []Check            `json:"checks"`
 }
 
@@ -180,6 +181,7 @@ func (r *Results) evaluate() {
 			"peak_ewma: %d with slow start, %d without", with.MaxConcurrency, without.MaxConcurrency)
 	}
 	r.fleetChecks(add)
+	r.paymentsChecks(add)
 }
 
 // WriteJSON writes r to path, indented.
