@@ -139,8 +139,9 @@ type workPick struct {
 // candidate is what a least_work pick reads of one entry, once.
 type candidate struct {
 	e       *entry
-	load    float64 // work in flight ÷ capacity (the concurrency limit × the slow-start factor), in units of cost
-	share   float64 // (work in flight + this request's cost) ÷ (weight × the slow-start factor): the tie rule's load
+	work    float64 // work in flight, in units of cost
+	cap     float64 // capacity: the concurrency limit × the slow-start factor
+	wcap    float64 // weight × the slow-start factor: what the tie rule divides by
 	mean    float64 // mean latency per unit of cost, ns
 	queue   float64 // the queue signal, ns per unit of cost
 	bounded bool    // in slow start and at its share of the work in flight
@@ -159,8 +160,7 @@ func (w *workPick) view(e *entry) candidate {
 	}
 	mean, n := ep.speed.loadN()
 	c := candidate{e: e, mean: mean, measured: n > 0}
-	work := float64(units) / workScale
-	c.load, c.share = work/(ep.limitNow()*factor), (work+w.cost)/(e.weight*factor)
+	c.work, c.cap, c.wcap = float64(units)/workScale, ep.limitNow()*factor, e.weight*factor
 	if units > 0 {
 		c.queue = ep.queue(w.now, units)
 		if slow {
@@ -195,7 +195,8 @@ func (w *workPick) better(a, b *candidate) bool {
 		mb = ma
 	}
 	if tie := w.g.prm.tie; ma < tie*mb && mb < tie*ma && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
-		return a.share < b.share
+		// (work + cost) ÷ wcap, compared without dividing.
+		return (a.work+w.cost)*b.wcap < (b.work+w.cost)*a.wcap
 	}
 	return w.score(a) < w.score(b)
 }
@@ -203,5 +204,5 @@ func (w *workPick) better(a, b *candidate) bool {
 // score is the candidate's expected completion of this request, ns.
 func (w *workPick) score(c *candidate) float64 {
 	slowness := max(c.mean*decay(msOf(w.now), uint32(c.e.ep.seen.Load()), w.g.prm.tauMs), c.queue)
-	return slowness * (c.load + w.cost)
+	return slowness * (c.work/c.cap + w.cost)
 }
