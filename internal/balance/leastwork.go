@@ -42,11 +42,12 @@ import (
 // candidate that is not bounded. It always may hold one request.
 //
 // The tie rule of peak_ewma applies: two candidates whose mean latencies
-// per unit of cost are within tie_ratio of each other (an endpoint that has
-// not answered yet ties on latency with any other: its mean is only the
-// seed it joined with — default_rtt when every endpoint joined at once,
-// and unmeasured endpoints 2× above measured ones got nothing for the
-// first 5 s of the spread run), neither with a queue
+// per unit of cost are within tie_ratio of each other (an endpoint whose
+// mean has averaged fewer than trustSamples answers ties on latency with
+// any other: before, its mean is its seed — default_rtt when every endpoint
+// joined at once, and unmeasured endpoints 2× above measured ones got
+// nothing for the first 5 s of the spread run — or its first answers'
+// noise), neither with a queue
 // signal above tie_ratio × its mean, are compared by load alone: (work in
 // flight + this request's cost) ÷ (weight × slow-start factor), as least
 // request compares (active + 1) ÷ weight; the first candidate wins a tie, so that identical
@@ -145,8 +146,8 @@ type candidate struct {
 	mean    float64 // mean latency per unit of cost, ns
 	queue   float64 // the queue signal, ns per unit of cost
 	bounded bool    // in slow start and at its share of the work in flight
-	// measured: the mean is the endpoint's own (it has answered), not the
-	// seed it joined with.
+	// measured: the mean is the endpoint's own, averaged over at least
+	// trustSamples answers, not its seed or its first answers' noise.
 	measured bool
 }
 
@@ -159,7 +160,7 @@ func (w *workPick) view(e *entry) candidate {
 		factor = w.g.weight(e, w.now) / e.weight
 	}
 	mean, n := ep.speed.loadN()
-	c := candidate{e: e, mean: mean, measured: n > 0}
+	c := candidate{e: e, mean: mean, measured: n >= trustSamples}
 	c.work, c.cap, c.wcap = float64(units)/workScale, ep.limitNow()*factor, e.weight*factor
 	if units > 0 {
 		c.queue = ep.queue(w.now, units)
@@ -206,3 +207,10 @@ func (w *workPick) score(c *candidate) float64 {
 	slowness := max(c.mean*decay(msOf(w.now), uint32(c.e.ep.seen.Load()), w.g.prm.tauMs), c.queue)
 	return slowness * (c.work/c.cap + w.cost)
 }
+
+// trustSamples is how many answers an endpoint's mean latency per unit of
+// cost must average before it can break a tie: a mean of fewer is mostly
+// its first samples' noise (one slow answer out of a stalled process), and
+// an endpoint whose first answer was slow was compared by that one sample,
+// lost, got no second one, and waited for the decay.
+const trustSamples = meanWindow / 4
