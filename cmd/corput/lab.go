@@ -28,6 +28,7 @@ func runLab(args []string, stdout, stderr io.Writer) int {
 		"\nRuns the experiments on an embedded scenario, prints the comparison tables and one",
 		"PASS/FAIL line per check, and writes the report to DIR (see docs/lab.md).")
 	scenario := fs.String("scenario", "default", "`NAME` of the experiments to run: default (all of them) or one of "+strings.Join(lab.Experiments(), ", ")+
+		"; opt-in: "+lab.ExpPayments+" (seed 002's drill: 80 pods, 36,000 req/s, 10 killed; every policy)"+
 		"; live: steps or "+live.ScenarioReload+" (reloads vs a restart of one gateway; implies --live)")
 	out := fs.String("out", "./lab-out", "report `DIR`: results.json, report.md, report.html, PNG plots")
 	liveMode := fs.Bool("live", false, "run the steps and the reload experiment over real sockets with corput serve and corput origin processes")

@@ -35,6 +35,10 @@ type Ticket struct {
 	// counted: placed on a sticky snapshot, so counted in the origin's
 	// in-flight requests (Origin.inflight) until End.
 	counted bool
+	// ramp: the endpoint was in slow start when picked. A warming
+	// endpoint answers faster than its lagging mean every time, which the
+	// limit would read as room for more: its answers only lower the limit.
+	ramp bool
 }
 
 // unitTicket is what Pick counts: one unit of work, untimed.
@@ -71,7 +75,7 @@ func (p *Picker) PickCost(cost float64) (*Endpoint, Ticket, error) {
 // the request in the origin's in flight.
 func (p *Picker) place(s *snapshot, e *entry, units, now int64, timed bool) (*Endpoint, Ticket) {
 	ep := e.ep
-	t := Ticket{work: units, at: -1, n: ep.active.Add(1)}
+	t := Ticket{work: units, at: -1, n: ep.active.Add(1), ramp: e.from != warm && now < e.from+s.groups[0].prm.window}
 	if timed && s.keyed != nil {
 		p.origin.inflight.Add(1)
 		t.counted = true
@@ -177,8 +181,9 @@ const maxLimit = 1 << 20
 // in flight than the limit, raises the limit to that count at once; one
 // slower than tie × the mean, picked within the limit, shows the latency
 // rising below it and lowers the limit an eighth of the way to what was in
-// flight before it (n − 1), never below 1.
-func (e *Endpoint) learn(n int64, x, tie float64) {
+// flight before it (n − 1), never below 1. A request picked while the
+// endpoint was in slow start (ramp) only lowers it.
+func (e *Endpoint) learn(n int64, x, tie float64, ramp bool) {
 	ref := e.speed.load()
 	if !(ref > 0) {
 		return
@@ -188,7 +193,7 @@ func (e *Endpoint) learn(n int64, x, tie float64) {
 		l := math.Float64frombits(old)
 		var next float64
 		switch k := float64(n); {
-		case k > l && x <= ref:
+		case k > l && x <= ref && !ramp:
 			next = min(k, maxLimit)
 		case k <= l && x > tie*ref:
 			next = max(1, l-(l-(k-1))/8)

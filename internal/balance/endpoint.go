@@ -168,7 +168,7 @@ func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 		if tn.leastWork {
 			x := float64(latency) / cost
 			if out == Success && t.n > 0 {
-				e.learn(t.n, x, tn.prm.tie)
+				e.learn(t.n, x, tn.prm.tie, t.ramp)
 			}
 			e.observeSpeed(x, now)
 		}

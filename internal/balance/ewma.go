@@ -113,6 +113,10 @@ func (m *meanEstimate) observe(sampleNs float64) {
 	}
 }
 
+// loadN returns the mean in ns and how many samples it has seen (up to
+// meanWindow), read together.
+func (m *meanEstimate) loadN() (float64, uint32) { return unpackEWMA(m.word.Load()) }
+
 // samples is how many samples the mean has seen, up to meanWindow (0: it
 // is still the value reset gave it).
 func (m *meanEstimate) samples() uint32 {

@@ -42,11 +42,22 @@ import (
 // candidate that is not bounded. It always may hold one request.
 //
 // The tie rule of peak_ewma applies: two candidates whose mean latencies
-// per unit of cost are within tie_ratio of each other, neither with a queue
+// per unit of cost are within tie_ratio of each other (an endpoint whose
+// mean has averaged fewer than trustSamples answers ties on latency with
+// any other: before, its mean is its seed — default_rtt when every endpoint
+// joined at once, and unmeasured endpoints 2× above measured ones got
+// nothing for the first 5 s of the spread run — or its first answers'
+// noise), neither with a queue
 // signal above tie_ratio × its mean, are compared by load alone: (work in
-// flight + this request's cost) ÷ capacity, as least request compares
-// (active + 1) ÷ weight; the first candidate wins a tie, so that identical
-// endpoints follow the rotation and share evenly.
+// flight + this request's cost) ÷ (weight × slow-start factor), as least
+// request compares (active + 1) ÷ weight; the first candidate wins a tie, so that identical
+// endpoints follow the rotation and share evenly. The tie does not divide
+// by the learned concurrency limit: endpoints whose latencies tie show no
+// sign of being past their limits, and a limit learned by an endpoint whose
+// latency never rose is only the most requests it happened to hold —
+// identical endpoints hold limits of 1 and 2 by chance, and dividing by
+// them drew the requests to the ones at 2 (0.89–1.17× the mean over 400
+// identical endpoints, against 0.89–1.14× without).
 type leastWork struct{}
 
 func (leastWork) choose(g *group, now int64, r *rng.Source, units int64) *entry {
@@ -129,11 +140,15 @@ type workPick struct {
 // candidate is what a least_work pick reads of one entry, once.
 type candidate struct {
 	e       *entry
-	load    float64 // work in flight ÷ capacity, in units of cost
+	work    float64 // work in flight, in units of cost
 	cap     float64 // capacity: the concurrency limit × the slow-start factor
+	wcap    float64 // weight × the slow-start factor: what the tie rule divides by
 	mean    float64 // mean latency per unit of cost, ns
 	queue   float64 // the queue signal, ns per unit of cost
 	bounded bool    // in slow start and at its share of the work in flight
+	// measured: the mean is the endpoint's own, averaged over at least
+	// trustSamples answers, not its seed or its first answers' noise.
+	measured bool
 }
 
 func (w *workPick) view(e *entry) candidate {
@@ -144,8 +159,9 @@ func (w *workPick) view(e *entry) candidate {
 	if slow {
 		factor = w.g.weight(e, w.now) / e.weight
 	}
-	c := candidate{e: e, cap: ep.limitNow() * factor, mean: ep.speed.load()}
-	c.load = float64(units) / workScale / c.cap
+	mean, n := ep.speed.loadN()
+	c := candidate{e: e, mean: mean, measured: n >= trustSamples}
+	c.work, c.cap, c.wcap = float64(units)/workScale, ep.limitNow()*factor, e.weight*factor
 	if units > 0 {
 		c.queue = ep.queue(w.now, units)
 		if slow {
@@ -173,8 +189,15 @@ func (w *workPick) better(a, b *candidate) bool {
 	if a.bounded != b.bounded {
 		return b.bounded
 	}
-	if tie := w.g.prm.tie; a.mean < tie*b.mean && b.mean < tie*a.mean && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
-		return a.load+w.cost/a.cap < b.load+w.cost/b.cap
+	ma, mb := a.mean, b.mean
+	if !a.measured {
+		ma = mb
+	} else if !b.measured {
+		mb = ma
+	}
+	if tie := w.g.prm.tie; ma < tie*mb && mb < tie*ma && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
+		// (work + cost) ÷ wcap, compared without dividing.
+		return (a.work+w.cost)*b.wcap < (b.work+w.cost)*a.wcap
 	}
 	return w.score(a) < w.score(b)
 }
@@ -182,5 +205,12 @@ func (w *workPick) better(a, b *candidate) bool {
 // score is the candidate's expected completion of this request, ns.
 func (w *workPick) score(c *candidate) float64 {
 	slowness := max(c.mean*decay(msOf(w.now), uint32(c.e.ep.seen.Load()), w.g.prm.tauMs), c.queue)
-	return slowness * (c.load + w.cost)
+	return slowness * (c.work/c.cap + w.cost)
 }
+
+// trustSamples is how many answers an endpoint's mean latency per unit of
+// cost must average before it can break a tie: a mean of fewer is mostly
+// its first samples' noise (one slow answer out of a stalled process), and
+// an endpoint whose first answer was slow was compared by that one sample,
+// lost, got no second one, and waited for the decay.
+const trustSamples = meanWindow / 4

@@ -49,11 +49,9 @@ func TestExactSequences(t *testing.T) {
 		// (active+1)/weight wins: 0 still never does.
 		PeakEWMA: {3, 2, 3, 3, 1, 2, 3, 1, 3, 2, 3, 1, 1, 3, 3, 2},
 		// The same candidates and peak_ewma's choices: a tie compares
-		// (work + cost) / capacity, the capacity starts at the weight, and
-		// with nothing in flight that orders as (active+1)/weight does;
-		// out of a tie (an answered endpoint's 10 ms mean against an
-		// unanswered one's 30 ms default) the slowness decides, the same
-		// way.
+		// (work + cost) / weight, which with nothing in flight orders as
+		// (active+1)/weight does; an endpoint that has not answered ties
+		// with any other.
 		LeastWork: {3, 2, 3, 3, 1, 2, 3, 1, 3, 2, 3, 1, 1, 3, 3, 2},
 	}
 	for _, pol := range Policies() {

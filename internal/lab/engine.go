@@ -45,7 +45,18 @@ type fleetOptions struct {
 	workers         int           // per instance
 	timeout         time.Duration // the gateway's request timeout; 0: none
 	retries         int           // extra attempts after a connect failure or a drained pool
-	noise           float64       // log-normal σ of every service time; 0: constant service times
+	noise           float64       // log-normal σ of every service time, around its median; 0: constant service times
+	// variance is the σ of the variance model: every service time is
+	// drawn log-normal around its mean (e^(σN − σ²/2)); 0: none.
+	variance float64
+	// zoneOf is gateway g's zone (balancer zone.local); nil: no zones.
+	zoneOf func(g int) string
+	// observer is gateway g's balance.Observer; nil: none.
+	observer func(g int) balance.Observer
+	// oneShot[c]: requests of class c are not replayable (a POST with a
+	// body): a connection that breaks under one, or fails to open for it,
+	// is answered 502 and not retried.
+	oneShot []bool
 }
 
 // engine is one discrete-event simulation on virtual time. It runs on one
@@ -134,7 +145,7 @@ func addrsOf(ins []*instance) []string {
 func membersOf(ins []*instance) []balance.Member {
 	out := make([]balance.Member, len(ins))
 	for i, in := range ins {
-		out[i] = balance.Member{Address: in.addr, Weight: 1}
+		out[i] = balance.Member{Address: in.addr, Zone: in.zone, Weight: 1}
 	}
 	return out
 }

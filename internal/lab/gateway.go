@@ -40,9 +40,14 @@ type gwLoop struct {
 
 // newGateway builds gateway g with its loops' subsets from snap.
 func (e *engine) newGateway(g int, snap *subset.Snapshot) (*gateway, error) {
-	bal, err := balance.NewOrigin("origin", e.o.balance, membersOf(e.members), balance.Options{
-		Clock: e.clk, Rand: rng.New(e.rnd.Uint64()),
-	})
+	bc, opts := e.o.balance, balance.Options{Clock: e.clk, Rand: rng.New(e.rnd.Uint64())}
+	if e.o.zoneOf != nil {
+		bc.Zone.Local = e.o.zoneOf(g)
+	}
+	if e.o.observer != nil {
+		opts.Observer = e.o.observer(g)
+	}
+	bal, err := balance.NewOrigin("origin", bc, membersOf(e.members), opts)
 	if err != nil {
 		return nil, fmt.Errorf("gateway %d: %w", g, err)
 	}
@@ -73,7 +78,7 @@ func (g *gateway) arrival() {
 	r.loop.requests++
 	g.turn = (g.turn + 1) % len(g.loops)
 	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
-	r.a.Start(&g.policy, r.loop.picker, true, e.costs[class], balance.Key{})
+	r.a.Start(&g.policy, r.loop.picker, class >= len(e.o.oneShot) || !e.o.oneShot[class], e.costs[class], balance.Key{})
 	e.rec.arrived(e)
 	r.attempt()
 }
@@ -127,6 +132,7 @@ type request struct {
 	// Bound to this request object once and re-armed at each use: a
 	// recycled request allocates nothing.
 	service, deadline clock.Timer
+	slot              int // index in its instance's serving list while in service
 
 	started, cancelled, fail, timedOut bool
 	closeAfter                         bool // the origin closes the connection once it is idle (memconn.ServeThenClose)
@@ -235,7 +241,7 @@ func (r *request) answer() {
 
 // served is the origin's answer.
 func (r *request) served() {
-	r.in.served()
+	r.in.served(r)
 	if r.timedOut {
 		r.recycle() // the gateway answered 504 already; the response is dropped
 		return
@@ -281,4 +287,18 @@ func (r *request) closeConn() {
 	if c, ok := r.a.Conn().(*memconn.Conn); ok {
 		c.ClosePeer()
 	}
+}
+
+// broken is the gateway's side of an instance killed under the request:
+// the connection broke with the request sent.
+func (r *request) broken() {
+	if r.deadline != nil {
+		r.deadline.Stop()
+	}
+	if r.timedOut { // the gateway answered 504 already
+		r.recycle()
+		return
+	}
+	r.closeConn()
+	r.next(r.a.Failed(forward.Broken))
 }

@@ -164,6 +164,16 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 			}))
 		}
 	}
+	if sc.Runs(ExpPayments) {
+		runs := paymentsRuns()
+		res.Payments = make([]PaymentsResult, len(runs))
+		for i, run := range runs {
+			jobs = append(jobs, simJob(sc.Payments.Duration+sc.Payments.Timeout+time.Second, sc.Payments.Rate, func(ctx context.Context, tick func()) (err error) {
+				res.Payments[i], err = runPayments(ctx, &sc, run, tick)
+				return err
+			}))
+		}
+	}
 	if err := runJobs(ctx, jobs, parallel, progressTo); err != nil {
 		return nil, err
 	}
@@ -181,18 +191,26 @@ func Simulate(ctx context.Context, sc Scenario, parallel int, progressTo io.Writ
 	return res, nil
 }
 
-// coldStartRows orders the cold-start figures: the default policy with and
-// without slow start first, then the others.
+// coldStartRows orders the cold-start figures: per service-time model,
+// peak_ewma and least_work with and without slow start first, then the
+// others.
 func coldStartRows(lb []LBResult) []ColdStartResult {
 	var rows []ColdStartResult
 	for _, r := range lb {
-		rows = append(rows, ColdStartResult{Policy: r.Policy, SlowStart: r.SlowStart, MaxConcurrency: r.ColdMaxConcurrency})
+		rows = append(rows, ColdStartResult{Policy: r.Policy, SlowStart: r.SlowStart, Model: r.Model, MaxConcurrency: r.ColdMaxConcurrency})
 	}
 	rank := func(c ColdStartResult) int {
-		if c.Policy == string(balance.PeakEWMA) {
-			return 0
+		k := 2
+		switch c.Policy {
+		case string(balance.PeakEWMA):
+			k = 0
+		case string(balance.LeastWork):
+			k = 1
 		}
-		return 1
+		if c.Model != modelConstant {
+			k += 3
+		}
+		return k
 	}
 	slices.SortStableFunc(rows, func(a, b ColdStartResult) int { return rank(a) - rank(b) })
 	return rows

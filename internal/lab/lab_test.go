@@ -82,8 +82,8 @@ func reducedRun(t *testing.T) (*Results, string) {
 
 func TestMustShowOnReducedScenario(t *testing.T) {
 	res, _ := reducedRun(t)
-	if len(res.Checks) != 7 {
-		t.Fatalf("%d checks, want 7", len(res.Checks))
+	if len(res.Checks) != 10 {
+		t.Fatalf("%d checks, want 10", len(res.Checks))
 	}
 	for _, c := range res.Checks {
 		if c.Status() != "PASS" {
@@ -274,7 +274,7 @@ func TestReportWritten(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.Print(&out, dir)
-	if strings.Count(out.String(), "PASS  ") != 7 || !strings.Contains(out.String(), "report.html") {
+	if strings.Count(out.String(), "PASS  ") != 10 || !strings.Contains(out.String(), "report.html") {
 		t.Errorf("terminal output lacks the check lines or the report path:\n%s", out.String())
 	}
 }
@@ -367,7 +367,7 @@ func TestOneExperiment(t *testing.T) {
 	if len(res.Steps) != 0 || len(res.LB) != 0 || res.Subsets != nil || len(res.Resilience) != 3 {
 		t.Fatalf("ran more or less than the resilience experiment: %d steps, %d lb, %d resilience", len(res.Steps), len(res.LB), len(res.Resilience))
 	}
-	if !res.Passed() || strings.Count(out.String(), "SKIP  ") != 7 {
+	if !res.Passed() || strings.Count(out.String(), "SKIP  ") != 10 {
 		t.Fatalf("checks of experiments that did not run must be skipped:\n%s", out.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, plotResilience)); err != nil {

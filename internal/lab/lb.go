@@ -15,24 +15,44 @@ import (
 type lbRun struct {
 	policy    balance.Policy
 	slowStart bool
+	variance  bool // the variance model's service times (LBScenario.Variance)
 }
 
-// lbRuns are every policy with the default slow start, then the default
-// policy and round robin without it, for the cold-start comparison.
+// lbPolicies are the policies the comparison runs, baselines first.
+var lbPolicies = []balance.Policy{balance.RoundRobin, balance.Random, balance.P2C, balance.LeastRequest, balance.PeakEWMA, balance.LeastWork}
+
+// lbRuns are, on constant service times and then on the variance model,
+// every policy with the default slow start, then peak_ewma, least_work and
+// round robin without it, for the cold-start comparison.
 func lbRuns() []lbRun {
 	runs := []lbRun{}
-	for _, p := range []balance.Policy{balance.RoundRobin, balance.Random, balance.P2C, balance.LeastRequest, balance.PeakEWMA} {
-		runs = append(runs, lbRun{policy: p, slowStart: true})
+	for _, variance := range []bool{false, true} {
+		for _, p := range lbPolicies {
+			runs = append(runs, lbRun{policy: p, slowStart: true, variance: variance})
+		}
+		for _, p := range []balance.Policy{balance.PeakEWMA, balance.LeastWork, balance.RoundRobin} {
+			runs = append(runs, lbRun{policy: p, variance: variance})
+		}
 	}
-	return append(runs, lbRun{policy: balance.PeakEWMA}, lbRun{policy: balance.RoundRobin})
+	return runs
 }
 
 func (r lbRun) name() string {
-	if r.slowStart {
-		return string(r.policy)
+	n := string(r.policy)
+	if !r.slowStart {
+		n += "_no_slow_start"
 	}
-	return string(r.policy) + "_no_slow_start"
+	if r.variance {
+		n += "_variance"
+	}
+	return n
 }
+
+// Service-time models, as LBResult.Model names them.
+const (
+	modelConstant = "constant"
+	modelVariance = "log-normal"
+)
 
 // The roles of the endpoints of the load-balancing scenario.
 const (
@@ -47,12 +67,17 @@ const (
 // timeouts included, gateway 503s counted apart), overall and per class,
 // and where the requests went.
 type LBResult struct {
-	Policy    string  `json:"policy"`
-	SlowStart bool    `json:"slow_start"`
-	P50       float64 `json:"p50_ms"`
-	P90       float64 `json:"p90_ms"`
-	P99       float64 `json:"p99_ms"`
-	Max       float64 `json:"max_ms"`
+	Policy    string `json:"policy"`
+	SlowStart bool   `json:"slow_start"`
+	// Model is the service times: constant, or log-normal around each
+	// class's mean with σ Variance.
+	Model    string  `json:"service_times"`
+	Variance float64 `json:"variance_sigma,omitempty"`
+
+	P50 float64 `json:"p50_ms"`
+	P90 float64 `json:"p90_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
 
 	Classes       map[string]Percentiles `json:"classes"`
 	DegradedShare float64                `json:"degraded_share"`
@@ -89,6 +114,7 @@ type EndpointShare struct {
 type ColdStartResult struct {
 	Policy         string `json:"policy"`
 	SlowStart      bool   `json:"slow_start"`
+	Model          string `json:"service_times"`
 	MaxConcurrency int    `json:"max_concurrency_first_30s"`
 }
 
@@ -104,10 +130,14 @@ func runLB(ctx context.Context, sc *Scenario, run lbRun, tick func()) (LBResult,
 		bc.SlowStart.Window = 0
 	}
 	pc := fleetPool()
+	variance := 0.0
+	if run.variance {
+		variance = l.Variance
+	}
 	e := newEngine(sc.Seed, sc.Mix, fleetOptions{
 		gateways: l.Gateways, loops: l.Loops, algorithm: subset.NameRingsteady, scope: perLoop,
 		pool: pc, conn: memconn.Config{Streams: sc.Fleet.Streams, DialLatency: sc.Fleet.DialLatency},
-		balance: bc, workers: l.Workers, timeout: l.Timeout, retries: 1,
+		balance: bc, workers: l.Workers, timeout: l.Timeout, retries: 1, variance: variance,
 	})
 	e.rec.until = l.Duration
 	roles := map[*instance]string{}
@@ -147,10 +177,13 @@ func runLB(ctx context.Context, sc *Scenario, run lbRun, tick func()) (LBResult,
 func lbResult(e *engine, run lbRun, roles map[*instance]string, cold *instance) LBResult {
 	all := percentiles(concat(e.rec.lat))
 	r := LBResult{
-		Policy: string(run.policy), SlowStart: run.slowStart,
+		Policy: string(run.policy), SlowStart: run.slowStart, Model: modelConstant,
 		P50: all.P50, P90: all.P90, P99: all.P99, Max: all.Max,
 		Classes:  map[string]Percentiles{},
 		Requests: e.rec.arrivals, Errors: e.rec.errors, Timeouts: e.rec.timeouts, Shed: e.rec.shedTotal(),
+	}
+	if v := e.o.variance; v > 0 {
+		r.Model, r.Variance = modelVariance, v
 	}
 	for i, c := range e.mix.Classes {
 		if i < len(e.rec.lat) {

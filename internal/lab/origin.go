@@ -18,6 +18,7 @@ type instance struct {
 	e        *engine
 	id       int // dense, in creation order: pools are indexed by it
 	addr     string
+	zone     string // "" when the run has no zones
 	workers  int
 	slowdown float64
 	warmup   workload.Warmup
@@ -26,6 +27,8 @@ type instance struct {
 	dialer   *memconn.Dialer // the origin's side of the connections
 
 	busy     int        // workers in use
+	serving  []*request // in service (request.slot is the index)
+	dead     bool       // killed: it serves nothing more
 	queue    []*request // waiting for a worker; cancelled ones are skipped
 	head     int        // first live index of queue
 	inFlight int        // queued + in service: the origin-side concurrency
@@ -56,11 +59,16 @@ func (e *engine) newInstance(addr string, slowdown float64, w workload.Warmup, e
 }
 
 // serviceTime is how long a request of base latency takes if it starts now:
-// × a log-normal draw e^(σN) when the run's service times are noisy.
+// × a log-normal draw e^(σN) when the run's service times are noisy (the
+// median stays base), or e^(σN − σ²/2) on the variance model (the mean
+// stays base).
 func (in *instance) serviceTime(base time.Duration, now time.Time) time.Duration {
 	d := float64(base) * in.slowdown * in.warmup.At(now.Sub(in.born))
 	if s := in.e.o.noise; s > 0 {
 		d *= math.Exp(s * in.e.rnd.Normal())
+	}
+	if s := in.e.o.variance; s > 0 {
+		d *= math.Exp(s*in.e.rnd.Normal() - s*s/2)
 	}
 	return time.Duration(d)
 }
@@ -80,6 +88,8 @@ func (in *instance) accept(r *request) {
 func (in *instance) start(r *request) {
 	in.busy++
 	r.started = true
+	r.slot = len(in.serving)
+	in.serving = append(in.serving, r)
 	now := in.e.clk.Now()
 	r.fail = in.errRate >= 1 || (in.errRate > 0 && in.e.rnd.Float64() < in.errRate)
 	if r.fail {
@@ -93,7 +103,10 @@ func (in *instance) start(r *request) {
 }
 
 // served frees r's worker and starts the next live request in line.
-func (in *instance) served() {
+func (in *instance) served(r *request) {
+	last := in.serving[len(in.serving)-1]
+	in.serving[r.slot], last.slot = last, r.slot
+	in.serving = in.serving[:len(in.serving)-1]
 	in.busy--
 	in.inFlight--
 	in.noteConc()
@@ -129,5 +142,29 @@ func (in *instance) noteConc() {
 		if i := int(in.e.clk.Now().Sub(t.from) / t.step); i >= 0 && i < len(t.max) {
 			t.max[i] = max(t.max[i], in.inFlight)
 		}
+	}
+}
+
+// kill terminates the instance as a pod's SIGKILL does: its dials are
+// refused and its connections are gone from then on, and every request
+// queued or in service there is never answered by it — the gateway sees its
+// connection break under the request (forward.Broken): it retries a
+// replayable one elsewhere and answers the others 502 upstream_reset.
+func (in *instance) kill() {
+	in.dead = true
+	in.dialer.SetDown(true)
+	var lost []*request
+	for _, r := range in.serving {
+		r.service.Stop()
+		lost = append(lost, r)
+	}
+	for _, r := range in.queue[in.head:] {
+		if r != nil && !r.cancelled {
+			lost = append(lost, r)
+		}
+	}
+	in.serving, in.queue, in.head, in.busy, in.inFlight = nil, nil, 0, 0, 0
+	for _, r := range lost {
+		r.broken()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/corput/corput/internal/workload"
@@ -27,12 +28,31 @@ type recorder struct {
 	from, until time.Duration // until 0: no end
 	keepWaits   bool
 
-	lat      [][]float64 // ms, per class, answered requests only
-	waits    []float64   // ms, every granted acquisition
-	arrivals int64
-	errors   int64 // 5xx answers, timeouts included
-	timeouts int64
-	sheds    map[string]int64 // answered 503 by the gateway, by reason
+	lat         [][]float64 // ms, per class, answered requests only
+	waits       []float64   // ms, every granted acquisition
+	arrivals    int64
+	errors      int64 // 5xx answers, timeouts included
+	timeouts    int64
+	sheds       map[string]int64 // answered by the gateway itself (503, 502, …), by reason
+	done        int64            // answered, by the origin or the gateway
+	answers     map[string]int64 // the gateway's own answers by "status reason" (keepAnswers)
+	keepAnswers bool
+
+	// phaseEnds, when set, also splits the latencies by the instant of
+	// arrival into byPhase[phase][class]: phase i holds the arrivals
+	// before phaseEnds[i] (and after phaseEnds[i-1]), the last one the rest.
+	phaseEnds []time.Duration
+	byPhase   [][][]float64
+}
+
+func (rc *recorder) phase(arrived time.Time) int {
+	at := arrived.Sub(epoch)
+	for i, end := range rc.phaseEnds {
+		if at < end {
+			return i
+		}
+	}
+	return len(rc.phaseEnds)
 }
 
 func (rc *recorder) in(arrived time.Time) bool {
@@ -54,6 +74,13 @@ func (rc *recorder) shed(e *engine, r *request, reason string) {
 		rc.sheds = map[string]int64{}
 	}
 	rc.sheds[reason]++
+	rc.done++
+	if rc.keepAnswers {
+		if rc.answers == nil {
+			rc.answers = map[string]int64{}
+		}
+		rc.answers[strconv.Itoa(r.a.Reason().Status())+" "+reason]++
+	}
 }
 
 func (rc *recorder) answered(e *engine, r *request, at time.Time, failed bool) {
@@ -64,6 +91,17 @@ func (rc *recorder) answered(e *engine, r *request, at time.Time, failed bool) {
 		rc.lat = append(rc.lat, nil)
 	}
 	rc.lat[r.class] = append(rc.lat[r.class], ms(at.Sub(r.arrived)))
+	rc.done++
+	if rc.phaseEnds != nil {
+		p := rc.phase(r.arrived)
+		for len(rc.byPhase) <= p {
+			rc.byPhase = append(rc.byPhase, nil)
+		}
+		for len(rc.byPhase[p]) < len(e.mix.Classes) {
+			rc.byPhase[p] = append(rc.byPhase[p], nil)
+		}
+		rc.byPhase[p][r.class] = append(rc.byPhase[p][r.class], ms(at.Sub(r.arrived)))
+	}
 	if failed {
 		rc.errors++
 		if r.timedOut {

@@ -81,6 +81,7 @@ func (r *Results) doc() report.Doc {
 	add(len(r.Resilience) > 0, r.resilienceSection)
 	add(len(r.Spread) > 0, r.spreadSection)
 	add(len(r.FleetRings) > 0, r.fleetSection)
+	add(len(r.Payments) > 0, r.paymentsSection)
 	add(len(r.Checks) > 0, r.checksSection)
 	return d
 }
@@ -161,39 +162,54 @@ func (r *Results) lbSection() report.Section {
 	main := report.Table{
 		Title: fmt.Sprintf("Load balancing: %d gateways × %d loops, %d endpoints × %d workers (one %g× degraded, one %g%% 5xx), a cold one joins at %v, %.0f req/s",
 			l.Gateways, l.Loops, l.Endpoints, l.Workers, l.Slowdown, 100*l.ErrorRate, l.ColdAt, l.Rate),
-		Header: []string{"policy", "slow start", "p50 ms", "p90 ms", "p99 ms", "max ms", "degraded share", "cold share", "flaky share", "5xx", "timeouts", "shed", "cold max conc. 30 s"},
+		Header: []string{"policy", "slow start", "service times", "p50 ms", "p90 ms", "p99 ms", "max ms", "degraded share", "cold share", "flaky share", "5xx", "timeouts", "shed", "cold max conc. 30 s"},
+		Note:   fmt.Sprintf("service times: constant (each class's mean), or log-normal around it (σ %g, mean kept)", l.Variance),
 	}
-	classes := report.Table{Title: "Latency per class (ms: p50 / p90 / p99 / max)", Header: []string{"policy", "slow start"}}
+	classes := report.Table{Title: "Latency per class (ms: p50 / p90 / p99 / max)", Header: []string{"policy", "slow start", "service times"}}
 	for _, c := range r.Scenario.Mix.Classes {
 		classes.Header = append(classes.Header, c.Name)
 	}
-	shares := report.Table{Title: "Share of requests per endpoint", Header: []string{"endpoint", "role"}}
 	for _, x := range all {
 		ss := yesNo(x.SlowStart)
-		main.Rows = append(main.Rows, []string{x.Policy, ss, f1(x.P50), f1(x.P90), f1(x.P99), f1(x.Max), pct(x.DegradedShare), pct(x.ColdShare), pct(x.FlakyShare),
+		main.Rows = append(main.Rows, []string{x.Policy, ss, x.Model, f1(x.P50), f1(x.P90), f1(x.P99), f1(x.Max), pct(x.DegradedShare), pct(x.ColdShare), pct(x.FlakyShare),
 			strconv.FormatInt(x.Errors, 10), strconv.FormatInt(x.Timeouts, 10), strconv.FormatInt(x.Shed, 10), strconv.Itoa(x.ColdMaxConcurrency)})
-		row := []string{x.Policy, ss}
+		row := []string{x.Policy, ss, x.Model}
 		for _, c := range r.Scenario.Mix.Classes {
 			p := x.Classes[c.Name]
 			row = append(row, fmt.Sprintf("%s / %s / %s / %s", f1(p.P50), f1(p.P90), f1(p.P99), f1(p.Max)))
 		}
 		classes.Rows = append(classes.Rows, row)
-		shares.Header = append(shares.Header, runLabel(x))
 	}
-	if len(all) > 0 {
-		for i, s := range all[0].Shares {
+	var shareTables []report.Table
+	for _, model := range []string{modelConstant, modelVariance} {
+		var runs []LBResult
+		for _, x := range all {
+			if x.Model == model {
+				runs = append(runs, x)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		shares := report.Table{Title: "Share of requests per endpoint, " + model + " service times", Header: []string{"endpoint", "role"}}
+		for _, x := range runs {
+			shares.Header = append(shares.Header, runLabel(x))
+		}
+		for i, s := range runs[0].Shares {
 			row := []string{s.Address, s.Role}
-			for _, x := range all {
+			for _, x := range runs {
 				row = append(row, pct(x.Shares[i].Share))
 			}
 			shares.Rows = append(shares.Rows, row)
 		}
+		shareTables = append(shareTables, shares)
 	}
-	cold := report.Table{Title: "Cold endpoint: highest concurrency (queued + in service) in its first 30 s", Header: []string{"policy", "slow start", "max concurrency"}}
+	cold := report.Table{Title: "Cold endpoint: highest concurrency (queued + in service) in its first 30 s", Header: []string{"policy", "slow start", "service times", "max concurrency"}}
 	for _, c := range r.ColdStart {
-		cold.Rows = append(cold.Rows, []string{c.Policy, yesNo(c.SlowStart), strconv.Itoa(c.MaxConcurrency)})
+		cold.Rows = append(cold.Rows, []string{c.Policy, yesNo(c.SlowStart), c.Model, strconv.Itoa(c.MaxConcurrency)})
 	}
-	return report.Section{Title: "4. Load balancing", Tables: []report.Table{main, classes, shares, cold}, Plots: []string{plotLBP99, plotLBShares, plotLBCold},
+	tables := append(append([]report.Table{main, classes}, shareTables...), cold)
+	return report.Section{Title: "4. Load balancing", Tables: tables, Plots: []string{plotLBP99, plotLBShares, plotLBCold},
 		Text: "Latency from arrival to answer over every answered request (5xx and timeouts included; gateway 503s are counted as shed)."}
 }
 
@@ -205,10 +221,17 @@ func yesNo(b bool) string {
 }
 
 func runLabel(x LBResult) string {
-	if x.SlowStart {
+	var tags []string
+	if !x.SlowStart {
+		tags = append(tags, "no slow start")
+	}
+	if x.Model != modelConstant {
+		tags = append(tags, x.Model)
+	}
+	if len(tags) == 0 {
 		return x.Policy
 	}
-	return x.Policy + " (no slow start)"
+	return x.Policy + " (" + strings.Join(tags, ", ") + ")"
 }
 
 func (r *Results) resilienceSection() report.Section {

@@ -21,6 +21,7 @@ type Results struct {
 	Resilience         []ResilienceResult `json:"resilience"`
 	Spread             []SpreadResult     `json:"spread"`
 	FleetRings         []FleetRingsResult `json:"fleet_rings"`
+	Payments           []PaymentsResult   `json:"payments,omitempty"`
 	Checks             []Check            `json:"checks"`
 }
 
@@ -64,21 +65,34 @@ func (r *Results) Step(name string) *StepResult {
 	return nil
 }
 
-// Policy returns the load-balancing result of policy p (with slow start),
-// or nil.
-func (r *Results) Policy(p balance.Policy) *LBResult {
-	for i := range r.LB {
-		if r.LB[i].Policy == string(p) {
-			return &r.LB[i]
+// Policy returns the load-balancing result of policy p (with slow start)
+// on constant service times, or nil.
+func (r *Results) Policy(p balance.Policy) *LBResult { return r.PolicyOn(p, modelConstant, true) }
+
+// PolicyOn returns the load-balancing result of policy p on the service-time
+// model (LBResult.Model), with or without slow start, or nil.
+func (r *Results) PolicyOn(p balance.Policy, model string, slowStart bool) *LBResult {
+	list := r.LB
+	if !slowStart {
+		list = r.LBWithoutSlowStart
+	}
+	for i := range list {
+		if list[i].Policy == string(p) && list[i].Model == model {
+			return &list[i]
 		}
 	}
 	return nil
 }
 
-// coldStart returns the cold-start row of policy p, or nil.
+// coldStart returns the cold-start row of policy p on constant service
+// times, or nil.
 func (r *Results) coldStart(p balance.Policy, slowStart bool) *ColdStartResult {
+	return r.coldStartOn(p, modelConstant, slowStart)
+}
+
+func (r *Results) coldStartOn(p balance.Policy, model string, slowStart bool) *ColdStartResult {
 	for i := range r.ColdStart {
-		if c := &r.ColdStart[i]; c.Policy == string(p) && c.SlowStart == slowStart {
+		if c := &r.ColdStart[i]; c.Policy == string(p) && c.SlowStart == slowStart && c.Model == model {
 			return c
 		}
 	}
@@ -114,6 +128,35 @@ func (r *Results) evaluate() {
 		add("p99: peak_ewma < p2c < round_robin", ewma.P99 < p2c.P99 && p2c.P99 < rr.P99, false,
 			"%.1f ms < %.1f ms < %.1f ms", ewma.P99, p2c.P99, rr.P99)
 	}
+	lw := func(model string, slowStart bool) (a, b *LBResult) {
+		return r.PolicyOn(balance.LeastWork, model, slowStart), r.PolicyOn(balance.PeakEWMA, model, slowStart)
+	}
+	if a, b := lw(modelConstant, true); a == nil || b == nil {
+		add("p99: least_work ≤ peak_ewma in every lb run, on both service-time models", false, true, "lb not run")
+	} else {
+		ok, detail := true, ""
+		for _, model := range []string{modelConstant, modelVariance} {
+			for _, ss := range []bool{true, false} {
+				a, b := lw(model, ss)
+				if a == nil || b == nil {
+					ok = false
+					continue
+				}
+				ok = ok && a.P99 <= b.P99
+				if detail != "" {
+					detail += "; "
+				}
+				detail += fmt.Sprintf("%s%s: %.1f ms vs %.1f ms", model, map[bool]string{true: "", false: " without slow start"}[ss], a.P99, b.P99)
+			}
+		}
+		add("p99: least_work ≤ peak_ewma in every lb run, on both service-time models", ok, false, "%s", detail)
+	}
+	if a, b := r.coldStartOn(balance.LeastWork, modelConstant, true), r.coldStartOn(balance.LeastWork, modelVariance, true); a == nil || b == nil {
+		add("JIT drill: least_work's cold endpoint ≤ 10 concurrent in its first 30 s, on both service-time models", false, true, "lb not run")
+	} else {
+		add("JIT drill: least_work's cold endpoint ≤ 10 concurrent in its first 30 s, on both service-time models",
+			a.MaxConcurrency <= 10 && b.MaxConcurrency <= 10, false, "constant %d, log-normal %d (the seed's bound: under 20)", a.MaxConcurrency, b.MaxConcurrency)
+	}
 	tied, plain := r.spread("peak_ewma", 0.1), r.spread("peak_ewma (tie_ratio 1)", 0.1)
 	if tied == nil || plain == nil {
 		add("even load, noisy service times: peak_ewma within 0.85–1.15× per endpoint, the plain Peak EWMA wider", false, true, "spread not run")
@@ -121,6 +164,13 @@ func (r *Results) evaluate() {
 		add("even load, noisy service times: peak_ewma within 0.85–1.15× per endpoint, the plain Peak EWMA wider",
 			tied.EndpointMin >= 0.85 && tied.EndpointMax <= 1.15 && plain.EndpointMax-plain.EndpointMin > tied.EndpointMax-tied.EndpointMin, false,
 			"peak_ewma %.2f–%.2f×, tie_ratio 1 %.2f–%.2f× over %d endpoints", tied.EndpointMin, tied.EndpointMax, plain.EndpointMin, plain.EndpointMax, tied.Reached)
+	}
+	if c, n := r.spread(string(balance.LeastWork), 0), r.spread(string(balance.LeastWork), 0.1); c == nil || n == nil {
+		add("even load: least_work within 0.85–1.15× per endpoint, on both service-time models", false, true, "spread not run")
+	} else {
+		add("even load: least_work within 0.85–1.15× per endpoint, on both service-time models",
+			c.EndpointMin >= 0.85 && c.EndpointMax <= 1.15 && n.EndpointMin >= 0.85 && n.EndpointMax <= 1.15, false,
+			"constant %.2f–%.2f×, noisy %.2f–%.2f× over %d endpoints", c.EndpointMin, c.EndpointMax, n.EndpointMin, n.EndpointMax, n.Reached)
 	}
 	with, without := r.coldStart(balance.PeakEWMA, true), r.coldStart(balance.PeakEWMA, false)
 	if with == nil || without == nil {
@@ -131,6 +181,7 @@ func (r *Results) evaluate() {
 			"peak_ewma: %d with slow start, %d without", with.MaxConcurrency, without.MaxConcurrency)
 	}
 	r.fleetChecks(add)
+	r.paymentsChecks(add)
 }
 
 // WriteJSON writes r to path, indented.

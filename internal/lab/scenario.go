@@ -20,6 +20,9 @@ const (
 	ExpResilience = "resilience"
 	ExpSpread     = "spread"
 	ExpFleet      = "fleet"
+	// ExpPayments is opt-in: Select("payments") runs it, the default run
+	// does not (Experiments leaves it out).
+	ExpPayments = "payments"
 )
 
 // Experiments lists every experiment name.
@@ -70,6 +73,7 @@ type Scenario struct {
 	Resilience ResilienceScenario `json:"resilience"`
 	Spread     SpreadScenario     `json:"spread"`
 	FleetRings FleetRingsScenario `json:"fleet_rings"`
+	Payments   PaymentsScenario   `json:"payments"`
 }
 
 // FleetScenario is the fleet the steps, the herd and the subset ranking run
@@ -151,6 +155,10 @@ type LBScenario struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	// ColdWindow is how long after joining the cold endpoint is watched.
 	ColdWindow time.Duration `json:"cold_window_ns"`
+	// Variance is the σ of the variance model every policy also runs on:
+	// each service time log-normal around its class's mean, e^(σN − σ²/2)
+	// × the mean (docs/lab.md, "Service times").
+	Variance float64 `json:"variance_sigma"`
 }
 
 // SpreadScenario is the even-load experiment: identical, healthy
@@ -254,12 +262,14 @@ func DefaultScenario(scale Scale, seed uint64) Scenario {
 			ColdAt: 60 * time.Second, Warmup: workload.Cold(),
 			Duration: 300 * time.Second, Timeout: 15 * time.Second,
 			ColdWindow: 30 * time.Second,
+			Variance:   0.5,
 		},
 		Spread: SpreadScenario{
 			Loops: 16, Endpoints: 800, Workers: 8, Rate: 4000,
 			Latency: 15 * time.Millisecond, Duration: 30 * time.Second, Noise: 0.1,
 		},
 		Resilience: ResilienceScenario{Sizes: []int{13, 25, 50, 100, 200}, MaxFailures: 10, Trials: 50},
+		Payments:   defaultPayments(),
 		FleetRings: FleetRingsScenario{
 			Gateways: 10, Loops: 16, Endpoints: 800, RatePerGateway: 640,
 			Variants: []FleetVariant{{}, {SubsetSize: 25}, {Surge: true}}, Restart: 0.3,
@@ -291,8 +301,8 @@ func (sc *Scenario) Select(name string) error {
 		sc.Run = Experiments()
 		return nil
 	}
-	if !slices.Contains(Experiments(), name) {
-		return fmt.Errorf("--scenario %q: want default or one of %s", name, strings.Join(Experiments(), ", "))
+	if !slices.Contains(Experiments(), name) && name != ExpPayments {
+		return fmt.Errorf("--scenario %q: want default or one of %s, or %s (opt-in)", name, strings.Join(Experiments(), ", "), ExpPayments)
 	}
 	sc.Run = []string{name}
 	return nil
@@ -329,6 +339,8 @@ func (sc *Scenario) Validate() error {
 	bad(l.Gateways > 0 && l.Loops > 0 && l.Endpoints >= 3, "lab lb: want gateways, loops > 0 and at least 3 endpoints (degraded, flaky, one warm)")
 	bad(l.Workers > 0 && l.Rate > 0, "lab lb: workers and rate must be positive")
 	bad(l.ColdWindow >= time.Second && l.ColdAt+l.ColdWindow <= l.Duration, "lab lb: the cold endpoint's window must last at least 1s and end before the run")
+	bad(l.Variance > 0 && l.Variance <= 2, "lab lb.variance_sigma: want a log-normal σ in (0, 2], e.g. 0.5")
+	sc.Payments.validate(bad)
 	sp := sc.Spread
 	bad(sp.Loops > 0 && sp.Endpoints > 0 && sp.Workers > 0 && sp.Rate > 0 && sp.Latency > 0 && sp.Duration >= time.Second && sp.Noise >= 0,
 		"lab spread: loops, endpoints, workers, rate, latency must be positive, duration at least 1s, noise not negative")
@@ -349,7 +361,7 @@ func (sc *Scenario) Validate() error {
 	r := sc.Resilience
 	bad(len(r.Sizes) > 0 && r.MaxFailures > 0 && r.Trials > 0, "lab resilience: want sizes, max_failures and trials")
 	for _, n := range sc.Run {
-		bad(slices.Contains(Experiments(), n), "lab: unknown experiment %q", n)
+		bad(slices.Contains(Experiments(), n) || n == ExpPayments, "lab: unknown experiment %q", n)
 	}
 	return errors.Join(errs...)
 }

@@ -27,11 +27,12 @@ func (r spreadRun) name() string {
 }
 
 // spreadRuns are corput's policies, and the plain Peak EWMA (tie_ratio 1,
-// the picker before the tie rule), on both service-time models.
+// the picker before the tie rule), on both service-time models (requests
+// of one class: least_work sees cost 1 each).
 func spreadRuns() []spreadRun {
 	var runs []spreadRun
 	for _, noisy := range []bool{false, true} {
-		for _, r := range []spreadRun{{policy: balance.PeakEWMA, tie: 1.5}, {policy: balance.PeakEWMA, tie: 1},
+		for _, r := range []spreadRun{{policy: balance.PeakEWMA, tie: 1.5}, {policy: balance.PeakEWMA, tie: 1}, {policy: balance.LeastWork},
 			{policy: balance.P2C}, {policy: balance.RoundRobin}, {policy: balance.Random}} {
 			r.noisy = noisy
 			runs = append(runs, r)
