@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
@@ -123,6 +124,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 func writeError(w http.ResponseWriter, r *http.Request, reason forward.Reason, oc *outcome) int {
 	h := w.Header()
 	reason.Fields(func(name, value string) { h.Set(name, value) })
+	// The body's length, to a HEAD too (the length a GET would get), as the
+	// fast path writes it: net/http would leave it out of a HEAD answer.
+	h.Set("Content-Length", strconv.Itoa(len(reason.Body())))
 	w.WriteHeader(reason.Status())
 	oc.reason = reason
 	if r.Method != http.MethodHead {
