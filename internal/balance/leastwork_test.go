@@ -123,13 +123,7 @@ func TestLeastWorkAvoidsASlowEndpoint(t *testing.T) {
 		}
 	}
 	factor = 1
-	s.run(f.clk.Now().Add(30 * time.Second))
-	got := s.run(f.clk.Now().Add(30 * time.Second))
-	share := float64(got[slow]) / float64(total(got))
-	t.Logf("recovered: %.2f %%", 100*share)
-	if share < 0.09 {
-		t.Errorf("recovered endpoint share %.2f %%, want near 12.5 %% (≥ 9 %%)", 100*share)
-	}
+	checkRecovered(t, s, f.clk.Now(), slow)
 }
 
 // TestLeastWorkIdenticalEndpointsEven: identical endpoints under the 70/30
