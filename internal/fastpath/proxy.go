@@ -87,9 +87,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		} else {
 			status = c.writeError(reason)
 		}
-		if c.tr != nil {
-			c.tr.End(status, reason, o.Name(), loop, a.Attempts())
-		}
+		c.tr.End(status, reason, o.Name(), loop, a.Attempts()) // nil with tracing off: nothing
 	}
 	c.s.cfg.Served(status)
 	if logged {

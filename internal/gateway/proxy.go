@@ -29,16 +29,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if logged {
 		start = time.Now()
 	}
+	// One configuration for the whole request, though a reload swaps it
+	// meanwhile.
+	st := g.st()
 	oc := outcome{loop: -1}
-	if t := g.st().tracer; t != nil {
+	if t := st.tracer; t != nil {
 		status := 0
-		oc.trace = g.beginTrace(t, r)
+		oc.trace = beginTrace(st, t, r)
 		defer func() { oc.trace.End(status, oc.reason, oc.originName(), oc.loop, oc.attempts) }() // a response that broke mid-body panics
-		status = g.serve(w, r, loop, &oc)
+		status = g.serve(w, r, st, loop, &oc)
 		g.finish(r, start, logged, status, &oc)
 		return
 	}
-	g.finish(r, start, logged, g.serve(w, r, loop, &oc), &oc)
+	g.finish(r, start, logged, g.serve(w, r, st, loop, &oc), &oc)
 }
 
 // finish counts a request served with status and hands it to the access
@@ -52,13 +55,13 @@ func (g *Gateway) finish(r *http.Request, start time.Time, logged bool, status i
 
 // beginTrace starts a request's server span; its traceparent is a parent
 // only from a trusted proxy.
-func (g *Gateway) beginTrace(t *tracing.Tracer, r *http.Request) *tracing.Request {
+func beginTrace(st *state, t *tracing.Tracer, r *http.Request) *tracing.Request {
 	tr := new(tracing.Request)
 	proto := "1.1"
 	if r.ProtoMajor == 2 {
 		proto = "2"
 	}
-	t.Begin(tr, forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil).Trusted, tracing.Inbound{
+	t.Begin(tr, forward.HeaderFields(r.Header), st.fwd.Peer(r.RemoteAddr, r.TLS != nil).Trusted, tracing.Inbound{
 		Method: r.Method, Path: r.URL.Path, Host: r.Host, Peer: r.RemoteAddr, TLS: r.TLS != nil, Proto: proto,
 	})
 	return tr
@@ -99,7 +102,7 @@ func (g *Gateway) logRequest(r *http.Request, start time.Time, status int, oc *o
 	g.alog.Add(&rec)
 }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *outcome) int {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, st *state, loop int, oc *outcome) int {
 	if badRequest(r) != "" || !prefetchChunked(r) {
 		return refuse(w, r, oc)
 	}
@@ -108,7 +111,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 		// happens, the connection carries no further request.
 		w.Header().Set("Connection", "close")
 	}
-	o, k, ok := g.st().route(r.Method, r.Host, r.URL.Path)
+	o, k, ok := st.route(r.Method, r.Host, r.URL.Path)
 	if !ok {
 		return writeError(w, r, forward.NoRoute, oc)
 	}
@@ -116,7 +119,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 	if reason := o.Admit(k); reason != forward.None {
 		return writeError(w, r, reason, oc)
 	}
-	return g.proxy(w, r, o, o.Loop(loop), k, oc)
+	return g.proxy(w, r, st, o, o.Loop(loop), k, oc)
 }
 
 // writeError writes the gateway's own answer for reason, notes it in oc
@@ -208,7 +211,7 @@ func (p *prefixedBody) Close() error { return p.rest.Close() }
 
 // proxy forwards r to an endpoint of origin o through loop ol, retrying
 // idempotent requests on another endpoint (package forward).
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, oc *outcome) int {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, st *state, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, oc *outcome) int {
 	ctx := r.Context()
 	if t := o.RequestTimeout(); t > 0 {
 		var cancel context.CancelFunc
@@ -226,7 +229,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 	forward.RemoveHop(r.Header, up)
 	var key balance.Key
 	if o.Sticky() { // before X-Forwarded-For is rewritten: source_ip reads the peer's
-		key = o.Key(forward.HeaderFields(r.Header), g.st().fwd.Peer(r.RemoteAddr, r.TLS != nil))
+		key = o.Key(forward.HeaderFields(r.Header), st.fwd.Peer(r.RemoteAddr, r.TLS != nil))
 		if !key.Valid() {
 			var c []byte
 			if c, key, _ = o.NewCookie(nil); len(c) > 0 {
@@ -234,7 +237,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 			}
 		}
 	}
-	g.st().fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
+	st.fwd.Apply(r.Header, r.RemoteAddr, r.Host, r.TLS != nil)
 	if oc.trace != nil {
 		// Each attempt sends its own span's trace context (exchangeHTTP).
 		delete(r.Header, "Traceparent")
