@@ -443,18 +443,13 @@ func TestRawTLSShape(t *testing.T) {
 		tlsField["protocol"] != "TLSv1.3" || tlsField["cipher"] != "TLS_AES_128_GCM_SHA256" {
 		t.Fatalf("raw_tls corput result = %v", c)
 	}
-	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
-	for _, w := range []string{
+	mdHas(t, dir,
 		"raw_tls: raw over HTTPS",
 		"| proxy | req/s | p50 ms | p99 ms | errors | corput/peer req/s | corput/peer p99 | TLS negotiated |",
 		"| corput | 9000 | 3.00 | 12.0 | 0 | — | — | TLSv1.3 TLS_AES_128_GCM_SHA256 (X25519) |",
 		"| nginx | 18000 | 1.50 | 6.00 | 0 | 0.50× | 2.00× | TLSv1.3 TLS_AES_256_GCM_SHA384 (not TLSv1.3 TLS_AES_128_GCM_SHA256) |",
 		"Go's crypto/tls",
-	} {
-		if !strings.Contains(string(md), w) {
-			t.Errorf("peers.md lacks %q:\n%s", w, md)
-		}
-	}
+	)
 }
 
 func TestOptions(t *testing.T) {
@@ -905,16 +900,11 @@ func TestSpreadShape(t *testing.T) {
 	if _, ok := n["per_loop_max_over_mean"]; ok || n["per_endpoint_min_over_mean"] != 0.0 || n["mean_ms"] != 17.1 || n["endpoints_reached"] != 799.0 {
 		t.Fatalf("nginx spread result = %v (want no per-loop figures, min/mean 0 written out)", n)
 	}
-	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
-	for _, w := range []string{
+	mdHas(t, dir,
 		"| load | proxy | req/s | p99 ms | mean ms | errors | endpoints reached | per endpoint max/mean | min/mean | cv | per loop max/mean | per loop min/mean |",
 		"| h1_many_conns | corput | 9000 | 40.0 | — | 0 | 800 of 800 | 1.90 | 0.30 | 0.25 | 1.02 | 0.98 | 0 | {policy: peak_ewma, choices: 2} |",
 		"| h2_one_conn | nginx | 5600 | — | 17.1 | 0 | 799 of 800 | 1.10 | 0.00 | 0.00 | — | — | 0 | — |",
-	} {
-		if !strings.Contains(string(md), w) {
-			t.Errorf("peers.md lacks %q:\n%s", w, md)
-		}
-	}
+	)
 }
 
 // TestCorputAdminAndLoops: the spread scenario finds corput's admin
@@ -987,6 +977,17 @@ func TestSpreadSmoke(t *testing.T) {
 		}
 		if sp.Load == loadH2 && (sp.OriginRequests < 300 || r.Requests != 300) {
 			t.Errorf("h2: %d requests sent, %d at the origins; want 300", r.Requests, sp.OriginRequests)
+		}
+	}
+}
+
+// mdHas checks that dir's peers.md holds every line of want.
+func mdHas(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
+	for _, w := range want {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("peers.md lacks %q:\n%s", w, md)
 		}
 	}
 }
