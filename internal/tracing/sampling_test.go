@@ -135,7 +135,7 @@ func (c countingTracer) Start(ctx context.Context, name string, opts ...trace.Sp
 
 // newTestTracer is a Tracer exporting to a real receiver on loopback (gRPC),
 // the spans it asks of the SDK counted in *starts.
-func newTestTracer(t *testing.T, ratio float64) (tr *Tracer, rc *receiver.Receiver, starts *atomic.Int64, dropped prometheus.Counter) {
+func newTestTracer(t testing.TB, ratio float64) (tr *Tracer, rc *receiver.Receiver, starts *atomic.Int64, dropped prometheus.Counter) {
 	t.Helper()
 	rc, err := receiver.Start()
 	if err != nil {
@@ -158,7 +158,7 @@ func newTestTracer(t *testing.T, ratio float64) (tr *Tracer, rc *receiver.Receiv
 }
 
 // head parses a fast path request head with the given extra field lines.
-func head(t *testing.T, fields string) *h1.Head {
+func head(t testing.TB, fields string) *h1.Head {
 	t.Helper()
 	h := new(h1.Head)
 	raw := []byte("GET /x HTTP/1.1\r\nHost: gw.test:8080\r\nUser-Agent: t\r\n" + fields + "\r\n")
@@ -346,6 +346,29 @@ func TestTrustedParentDecides(t *testing.T) {
 			}
 			if (state == "v=1") != c.trusted {
 				t.Errorf("tracestate upstream %q (trusted %v)", state, c.trusted)
+			}
+		})
+	}
+}
+
+// BenchmarkRequest is one request's tracing calls on the fast path (Begin,
+// two attempts with their trace context fields, End): unsampled (ratio 0,
+// the path of 99 % of requests at the default 0.01), shed (ratio 1, the
+// queue full: a blackholed receiver), and recorded (ratio 1, the queue's
+// count emptied every op; spans exported to a receiver in this process).
+func BenchmarkRequest(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		ratio float64
+		queue int64
+	}{{"unsampled", 0, 0}, {"shed", 1, QueueSize}, {"recorded", 1, 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			tr, _, _, _ := newTestTracer(b, c.ratio)
+			e := newExchange(tr, head(b, ""), false)
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.q.n.Store(c.queue)
+				e.run()
 			}
 		})
 	}
