@@ -317,7 +317,10 @@ func reportCPU(b *testing.B, since time.Duration) {
 }
 
 // BenchmarkParallel64 is 64 client connections (as wrk -c64) over two
-// loops and four origins: throughput under contention.
+// loops and four origins: throughput under contention. fast_tracing_1pct
+// samples 1 % against a real receiver; fast_tracing_100pct_blackholed
+// samples every request into a receiver that never answers (all shed once
+// the queue is full).
 func BenchmarkParallel64(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchParallel64(b, p.fast, "") })
@@ -325,6 +328,7 @@ func BenchmarkParallel64(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name+"_tracing_1pct", func(b *testing.B) { benchParallel64(b, p.fast, tracingBlock(b, 0.01)) })
 	}
+	b.Run("fast_tracing_100pct_blackholed", func(b *testing.B) { benchParallel64(b, true, blackholedBlock(b)) })
 }
 
 func benchParallel64(b *testing.B, fast bool, extra string) {
@@ -363,4 +367,16 @@ func tracingBlock(b *testing.B, ratio float64) string {
 	}
 	b.Cleanup(rc.Close)
 	return fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: %g}\n", rc.GRPCAddr(), ratio)
+}
+
+// blackholedBlock is a tracing block sampling every request and exporting
+// to a receiver that accepts and never answers: once the export queue is
+// full, every request is shed (not recorded, counted as dropped).
+func blackholedBlock(b *testing.B) string {
+	bh, err := receiver.StartBlackhole()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bh.Close() })
+	return fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: 1.0}\n", bh.Addr())
 }

@@ -33,15 +33,25 @@ const (
 // (the fast path one per connection, reused) and passes its address to
 // Begin and the origin's Forward, or nil with tracing off: every method of
 // a nil *Request does nothing.
+//
+// A request that is not recorded (unsampled, or sampled and shed because
+// the export queue is full) has no SDK span at all: its ids come from the
+// Request's own source and its traceparent is written into parent, so it
+// allocates nothing.
 type Request struct {
-	t      *Tracer
-	ctx    context.Context // the server span's
-	server trace.Span
-	client trace.Span // the current attempt's; nil between attempts
-	method string
-	path   string
-	picked time.Time // the current attempt's endpoint was picked
-	parent [55]byte  // the current attempt's traceparent
+	t       *Tracer         // nil before Begin and after End
+	ctx     context.Context // the server span's, when recorded
+	server  trace.Span      // nil: the request is not recorded
+	client  trace.Span      // the current attempt's, when recorded
+	tid     trace.TraceID
+	state   trace.TraceState // a trusted parent's tracestate
+	sampled bool             // the trace's sampled flag, sent upstream
+	open    bool             // an attempt is open: parent is its traceparent
+	method  string
+	path    string
+	picked  time.Time // the current attempt's endpoint was picked
+	parent  [55]byte  // the current attempt's traceparent
+	ids     ids       // kept across requests: the connection's id source
 }
 
 // Inbound is what a server span says of the request as received.
@@ -52,49 +62,35 @@ type Inbound struct {
 	Proto              string // "1.1" or "2"
 }
 
-// carrier reads a head's fields for the propagator.
-type carrier struct{ h forward.Prior }
-
-func (c carrier) Get(key string) string {
-	v, ok := c.h.Value(key, 0)
-	if !ok {
-		return ""
-	}
-	if key != "tracestate" {
-		return string(v)
-	}
-	// tracestate may be split over several field lines (W3C trace
-	// context §3.3.1.1): they are one list.
-	var b strings.Builder
-	b.Write(v)
-	for i := 1; ; i++ {
-		v, ok := c.h.Value(key, i)
-		if !ok {
-			return b.String()
-		}
-		b.WriteByte(',')
-		b.Write(v)
-	}
-}
-
-func (carrier) Set(string, string) {}
-func (carrier) Keys() []string     { return []string{"traceparent", "tracestate"} }
-
 // Begin starts r's server span for a request with head h (its fields by
 // lower-case name). trusted: the peer is a trusted proxy, whose
-// traceparent and tracestate are the span's parent; from anyone else the
-// request starts a new trace. in's strings may be views of a buffer: what
-// the span keeps is copied.
+// traceparent and tracestate are the span's parent, its sampled flag
+// deciding; from anyone else the request starts a new trace, sampled by
+// sample_ratio on its trace id. A sampled span is recorded only while the
+// export queue has room. in's strings may be views of a buffer: what the
+// span keeps is copied.
 func (t *Tracer) Begin(r *Request, h forward.Prior, trusted bool, in Inbound) {
-	ctx := context.Background()
+	*r = Request{t: t, ids: r.ids}
+	var psc trace.SpanContext
 	if trusted {
-		ctx = traceContext.Extract(ctx, carrier{h})
+		psc = remoteParent(h)
 	}
-	*r = Request{t: t}
-	r.ctx, r.server = t.tracer.Start(ctx, spanName(in.Method), trace.WithSpanKind(trace.SpanKindServer))
-	if !r.server.IsRecording() {
+	if psc.IsValid() {
+		r.tid, r.sampled, r.state = psc.TraceID(), psc.IsSampled(), psc.TraceState()
+	} else {
+		r.tid = r.ids.traceID()
+		r.sampled = t.ratio.sampled(r.tid)
+	}
+	if !r.sampled || !t.q.room() {
 		return
 	}
+	ctx := context.Background()
+	if psc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, psc)
+	} else {
+		ctx = context.WithValue(ctx, rootKey{}, r.tid)
+	}
+	r.ctx, r.server = t.tracer.Start(ctx, spanName(in.Method), trace.WithSpanKind(trace.SpanKindServer))
 	r.method, r.path = strings.Clone(in.Method), strings.Clone(in.Path)
 	scheme := "http"
 	if in.TLS {
@@ -132,19 +128,35 @@ func spanName(method string) string {
 var knownMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 
 // StartAttempt starts the client span of an attempt to endpoint (host:port)
-// of origin, through loop; attempt counts from 1.
+// of origin, through loop; attempt counts from 1. It is recorded only when
+// the server span is and the export queue has room; either way its
+// traceparent (sampled as the trace is) goes upstream, and a sampled span
+// not recorded is counted as dropped.
 func (r *Request) StartAttempt(origin string, loop, attempt int, endpoint string) {
 	if r == nil {
 		return
 	}
 	if r.client != nil {
 		r.client.End() // not reached: EndAttempt ends every attempt
+		r.client = nil
 	}
-	_, r.client = r.t.tracer.Start(r.ctx, spanName(r.method), trace.WithSpanKind(trace.SpanKindClient))
-	formatParent(&r.parent, r.client.SpanContext())
-	if !r.client.IsRecording() {
+	r.open = true
+	switch {
+	case r.server == nil:
+		if r.sampled {
+			r.t.q.drop() // shed at Begin: so is each of its spans
+		}
+	case r.t.q.room():
+		r.startClient(origin, loop, attempt, endpoint)
 		return
 	}
+	formatParent(&r.parent, r.tid, r.ids.spanID(), r.sampled)
+}
+
+// startClient starts the recorded client span of StartAttempt.
+func (r *Request) startClient(origin string, loop, attempt int, endpoint string) {
+	_, r.client = r.t.tracer.Start(r.ctx, spanName(r.method), trace.WithSpanKind(trace.SpanKindClient))
+	formatParent(&r.parent, r.tid, r.client.SpanContext().SpanID(), true)
 	r.picked = time.Now()
 	host, p := port(endpoint)
 	attrs := []attribute.KeyValue{
@@ -161,7 +173,7 @@ func (r *Request) StartAttempt(origin string, loop, attempt int, endpoint string
 // Acquired notes that the attempt holds a stream (or gave up waiting for
 // one): the wait since the pick is its queue wait.
 func (r *Request) Acquired() {
-	if r == nil || r.client == nil || !r.client.IsRecording() {
+	if r == nil || r.client == nil {
 		return
 	}
 	r.client.SetAttributes(AttrQueueWait.Float64(float64(time.Since(r.picked)) / float64(time.Millisecond)))
@@ -171,12 +183,12 @@ func (r *Request) Acquired() {
 // request: traceparent, and tracestate when the trace has one. Its caller
 // writes them in place of the client's own.
 func (r *Request) Fields(set func(name string, value []byte)) {
-	if r == nil || r.client == nil {
+	if r == nil || !r.open {
 		return
 	}
 	set("Traceparent", r.parent[:])
-	if ts := r.client.SpanContext().TraceState(); ts.Len() > 0 {
-		s := ts.String()
+	if r.state.Len() > 0 {
+		s := r.state.String()
 		set("Tracestate", unsafe.Slice(unsafe.StringData(s), len(s)))
 	}
 }
@@ -190,28 +202,29 @@ func IsTraceField(name []byte) bool {
 // EndAttempt ends the current attempt's client span with a's outcome: the
 // step it ended with, its response's status, and the reason of a failure.
 func (r *Request) EndAttempt(a *forward.Attempt, step forward.Step) {
-	if r == nil || r.client == nil {
+	if r == nil || !r.open {
 		return
 	}
 	sp := r.client
-	r.client = nil
-	if sp.IsRecording() {
-		status := a.Status()
-		if status > 0 {
-			sp.SetAttributes(semconv.HTTPResponseStatusCode(status))
-		}
-		sp.SetAttributes(AttrOutcome.String(step.String()))
-		switch {
-		case step == forward.Again || step == forward.Answer:
-			reason := a.Reason().String()
-			sp.SetAttributes(AttrReason.String(reason), semconv.ErrorTypeKey.String(reason))
-			sp.SetStatus(codes.Error, reason)
-		case step == forward.Gone:
-			sp.SetStatus(codes.Error, "the client left")
-		case status >= 400:
-			sp.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
-			sp.SetStatus(codes.Error, "")
-		}
+	r.open, r.client = false, nil
+	if sp == nil {
+		return
+	}
+	status := a.Status()
+	if status > 0 {
+		sp.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	sp.SetAttributes(AttrOutcome.String(step.String()))
+	switch {
+	case step == forward.Again || step == forward.Answer:
+		reason := a.Reason().String()
+		sp.SetAttributes(AttrReason.String(reason), semconv.ErrorTypeKey.String(reason))
+		sp.SetStatus(codes.Error, reason)
+	case step == forward.Gone:
+		sp.SetStatus(codes.Error, "the client left")
+	case status >= 400:
+		sp.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		sp.SetStatus(codes.Error, "")
 	}
 	sp.End()
 }
@@ -222,16 +235,14 @@ func (r *Request) EndAttempt(a *forward.Attempt, step forward.Step) {
 // nowhere). A client span still open (a response that broke mid-body) ends
 // first.
 func (r *Request) End(status int, reason forward.Reason, origin string, loop, attempts int) {
-	if r == nil || r.server == nil {
+	if r == nil || r.t == nil {
 		return
 	}
 	if r.client != nil {
 		r.client.SetStatus(codes.Error, "the response broke")
 		r.client.End()
-		r.client = nil
 	}
-	sp := r.server
-	if sp.IsRecording() {
+	if sp := r.server; sp != nil {
 		sp.SetAttributes(semconv.HTTPResponseStatusCode(status), AttrAttempts.Int(attempts))
 		if origin != "" {
 			sp.SetAttributes(AttrOrigin.String(origin), AttrLoop.Int(loop))
@@ -242,15 +253,15 @@ func (r *Request) End(status int, reason forward.Reason, origin string, loop, at
 		if status >= 500 {
 			sp.SetStatus(codes.Error, reason.String())
 		}
+		sp.End()
 	}
-	sp.End()
-	*r = Request{}
+	*r = Request{ids: r.ids}
 }
 
-// TraceID is the server span's trace id (zero before Begin and after End).
+// TraceID is the request's trace id (zero before Begin and after End).
 func (r *Request) TraceID() trace.TraceID {
-	if r == nil || r.server == nil {
+	if r == nil {
 		return trace.TraceID{}
 	}
-	return r.server.SpanContext().TraceID()
+	return r.tid
 }

@@ -15,14 +15,20 @@
 //   - A client's traceparent is a parent only when the peer is a trusted
 //     proxy (downstream.trusted_proxies, as for X-Forwarded-*); anyone
 //     else's request starts a new trace.
+//   - Sampling is decided before any SDK call (sampling.go): a trusted
+//     parent's sampled flag, else sample_ratio on the trace id (the SDK's
+//     TraceIDRatioBased rule), then room in the export queue. A request
+//     that will not be recorded never reaches the SDK: its span ids come
+//     from its Request's own source, its traceparent (flags 00 unsampled,
+//     01 sampled and shed) is written into the Request, and it allocates
+//     nothing.
 //   - Export never blocks a request: a span that starts or ends while the
 //     queue holds QueueSize sampled spans not yet handed to the exporter is
-//     dropped (one that starts so is not even recorded, and its
-//     traceparent goes upstream unsampled), and every sampled span that is
-//     never exported (dropped so, or in a batch whose export failed) is
-//     counted in corput_tracing_spans_dropped_total. An export is bounded by
-//     ExportTimeout, and Shutdown cuts the one in flight when its context
-//     ends.
+//     dropped (one that starts so is not even recorded), and every sampled
+//     span that is never exported (dropped so, or in a batch whose export
+//     failed) is counted in corput_tracing_spans_dropped_total. An export
+//     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
+//     its context ends.
 package tracing
 
 import (
@@ -41,7 +47,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -77,7 +82,9 @@ type Options struct {
 type Tracer struct {
 	tp     *sdktrace.TracerProvider
 	bsp    sdktrace.SpanProcessor // the SDK's batch processor
-	tracer trace.Tracer
+	tracer trace.Tracer           // starts only the spans corput decided to record
+	ratio  ratio                  // sample_ratio's rule for a new trace
+	q      *queue
 	cfg    config.Tracing
 	// stop ends every export in flight once Shutdown's context ends.
 	stop   context.Context
@@ -98,9 +105,9 @@ func New(c *config.Tracing, opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	quietGlobalHandler()
-	t := &Tracer{cfg: *c}
-	t.stop, t.cancel = context.WithCancel(context.Background())
 	q := &queue{limit: QueueSize, dropped: opts.Dropped, log: opts.Logger}
+	t := &Tracer{cfg: *c, ratio: newRatio(c.SampleRatio), q: q}
+	t.stop, t.cancel = context.WithCancel(context.Background())
 	t.bsp = sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, q: q, stop: t.stop},
 		sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(BatchSize),
 		sdktrace.WithBatchTimeout(BatchTimeout), sdktrace.WithExportTimeout(ExportTimeout))
@@ -110,7 +117,9 @@ func New(c *config.Tracing, opts Options) (*Tracer, error) {
 	}
 	res := resource.NewWithAttributes(semconv.SchemaURL, attrs...)
 	t.tp = sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(shedSampler{Sampler: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio)), q: q}),
+		// Begin and StartAttempt decided: the SDK sees only spans to record.
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithIDGenerator(rootIDs{}),
 		sdktrace.WithResource(res),
 		sdktrace.WithSpanProcessor(&boundedProcessor{SpanProcessor: t.bsp, q: q}),
 	)
@@ -202,25 +211,21 @@ type queue struct {
 	logged  atomic.Int64 // unix seconds of the last export failure logged
 }
 
-// shedSampler is the configured sampler, but while the queue is full a
-// span it would sample is not recorded (and counted as dropped): it would
-// be dropped when it ends anyway, and a span not recorded costs what an
-// unsampled one does, so a receiver that cannot keep up (or is gone)
-// costs requests no more than sampling nothing. Such a span's
-// traceparent goes upstream unsampled.
-type shedSampler struct {
-	sdktrace.Sampler
-	q *queue
+// room reports whether a sampled span starting now may be recorded: while
+// the queue is full it is not (and is counted as dropped at once). It
+// would be dropped when it ends anyway, and a span not recorded costs
+// nothing, so a receiver that cannot keep up (or is gone) costs requests
+// no more than sampling nothing.
+func (q *queue) room() bool {
+	if q.n.Load() >= q.limit {
+		q.drop()
+		return false
+	}
+	return true
 }
 
-func (s shedSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	r := s.Sampler.ShouldSample(p)
-	if r.Decision == sdktrace.RecordAndSample && s.q.n.Load() >= s.q.limit {
-		s.q.dropped.Inc()
-		r.Decision = sdktrace.Drop
-	}
-	return r
-}
+// drop counts one sampled span that will not be exported.
+func (q *queue) drop() { q.dropped.Inc() }
 
 // boundedProcessor admits a sampled span to the batch processor only
 // while the queue has room.
@@ -235,7 +240,7 @@ func (p *boundedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	if p.q.n.Add(1) > p.q.limit {
 		p.q.n.Add(-1)
-		p.q.dropped.Inc()
+		p.q.drop()
 		return
 	}
 	p.SpanProcessor.OnEnd(s)
@@ -262,28 +267,6 @@ func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 		}
 	}
 	return err
-}
-
-// traceContext is the W3C propagator: traceparent and tracestate.
-var traceContext propagation.TraceContext
-
-// formatParent writes sc's traceparent into b.
-func formatParent(b *[55]byte, sc trace.SpanContext) []byte {
-	const hexdig = "0123456789abcdef"
-	out := b[:0]
-	out = append(out, "00-"...)
-	tid, sid := sc.TraceID(), sc.SpanID()
-	for _, x := range tid {
-		out = append(out, hexdig[x>>4], hexdig[x&15])
-	}
-	out = append(out, '-')
-	for _, x := range sid {
-		out = append(out, hexdig[x>>4], hexdig[x&15])
-	}
-	out = append(out, '-')
-	f := sc.TraceFlags() & trace.FlagsSampled
-	out = append(out, hexdig[f>>4], hexdig[f&15])
-	return out
 }
 
 // port is the port of a host:port, -1 when there is none.
