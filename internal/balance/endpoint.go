@@ -193,7 +193,7 @@ func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 			e.rtt.observe(penalty, now, tn.prm.tauMs)
 			e.mean.raise(penalty)
 			if tn.leastWork {
-				e.speed.raise(max(10*tn.prm.rttNs, 2*e.slowness(now, tn.prm.tauMs)))
+				e.speed.raiseCounted(max(10*tn.prm.rttNs, 2*e.slowness(now, tn.prm.tauMs)), trustSamples)
 				e.seen.Store(now / 1e6)
 			}
 		}
