@@ -102,7 +102,7 @@ func (o *tinyOrigin) close() {
 	o.wg.Wait()
 }
 
-// startGateway runs a gateway with default settings (peak_ewma, pools,
+// startGateway runs a gateway with default settings (least_work, pools,
 // framing guard, metrics) in front of origins.
 func startGateway(tb testing.TB, loops int, origins ...*tinyOrigin) *gateway.Gateway {
 	return startGatewayPath(tb, true, loops, origins...)

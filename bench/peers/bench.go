@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -395,6 +397,13 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 		st, err := o5.stats()
 		if err != nil {
 			return err
+		}
+		// The cold origin's per-second history, for a look at when its
+		// peaks came (the run's figures keep only the peaks).
+		if js, err := json.MarshalIndent(st, "", " "); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, "cold-origin.json"), js, 0o644); err != nil {
+				return err
+			}
 		}
 		tEnd, err := takeTally(b.origins)
 		if err != nil {

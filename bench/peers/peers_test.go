@@ -96,8 +96,8 @@ func TestCorputConfigIsValid(t *testing.T) {
 				t.Fatalf("joining=%v tls=%v: %v\n%s", joining, cert != nil, err, text)
 			}
 			o := cfg.Origins[0]
-			if o.Balancer.Policy != "peak_ewma" || o.Pool.MaxPending != 50 || o.SlowStart.Window != 60*time.Second {
-				t.Errorf("joining=%v: policy %q, max_pending %d, slow start %v; want peak_ewma, 50, 60s", joining, o.Balancer.Policy, o.Pool.MaxPending, o.SlowStart.Window)
+			if o.Balancer.Policy != "least_work" || o.Pool.MaxPending != 50 || o.SlowStart.Window != 60*time.Second {
+				t.Errorf("joining=%v: policy %q, max_pending %d, slow start %v; want least_work (the default), 50, 60s", joining, o.Balancer.Policy, o.Pool.MaxPending, o.SlowStart.Window)
 			}
 			if joining != (o.Discovery.Type == config.DiscoveryFile) {
 				t.Errorf("joining=%v: discovery %q", joining, o.Discovery.Type)
@@ -902,7 +902,7 @@ func TestSpreadShape(t *testing.T) {
 	}
 	mdHas(t, dir,
 		"| load | proxy | req/s | p99 ms | mean ms | errors | endpoints reached | per endpoint max/mean | min/mean | cv | per loop max/mean | per loop min/mean |",
-		"| h1_many_conns | corput | 9000 | 40.0 | — | 0 | 800 of 800 | 1.90 | 0.30 | 0.25 | 1.02 | 0.98 | 0 | {policy: peak_ewma, choices: 2} |",
+		"| h1_many_conns | corput | 9000 | 40.0 | — | 0 | 800 of 800 | 1.90 | 0.30 | 0.25 | 1.02 | 0.98 | 0 | {policy: least_work, choices: 2} |",
 		"| h2_one_conn | nginx | 5600 | — | 17.1 | 0 | 799 of 800 | 1.10 | 0.00 | 0.00 | — | — | 0 | — |",
 	)
 }

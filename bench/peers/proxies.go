@@ -199,7 +199,7 @@ type corputProxy struct {
 const corputOrigin = "bench"
 
 // defaultBalancer is corput's default policy, written out.
-const defaultBalancer = "{policy: peak_ewma, choices: 2}"
+const defaultBalancer = "{policy: least_work, choices: 2}"
 
 func (corputProxy) name() string { return nameCorput }
 func (corputProxy) bin() string  { return "" }

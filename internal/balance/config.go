@@ -13,8 +13,10 @@ import (
 // Policy names a picking algorithm (config key balancer.policy).
 type Policy string
 
-// The policies. PeakEWMA is the default: the seed's "Weighted Least Request
-// with Peak EWMA" (LB-PAY-001, Option C).
+// The policies. LeastWork is the default (issue 19: it met every target
+// where PeakEWMA, the seed's "Weighted Least Request with Peak EWMA"
+// (LB-PAY-001, Option C), missed the tail under uneven work and cold
+// joins; docs/decisions.md).
 const (
 	RoundRobin   Policy = "round_robin"   // baseline: weighted rotation
 	Random       Policy = "random"        // baseline: weighted uniform draw
@@ -26,8 +28,8 @@ const (
 	RingHash     Policy = "ring_hash"     // a key's endpoint by a ketama ring, under bounded load
 )
 
-// Policies lists every policy that needs no key, the default first: the
-// fallbacks a sticky policy may take.
+// Policies lists every policy that needs no key, the fallback's default
+// first: the fallbacks a sticky policy may take.
 func Policies() []Policy { return []Policy{PeakEWMA, LeastWork, LeastRequest, P2C, RoundRobin, Random} }
 
 // StickyPolicies lists the policies that route a request by its key.

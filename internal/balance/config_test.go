@@ -13,7 +13,7 @@ func TestDefaultConfigIsTheSeeds(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Policy != PeakEWMA || c.MaxPending != 50 || c.SlowStart.Window.Seconds() != 60 || c.Outlier.Consecutive5xx != 3 ||
+	if c.Policy != LeastWork || c.MaxPending != 50 || c.SlowStart.Window.Seconds() != 60 || c.Outlier.Consecutive5xx != 3 ||
 		c.Outlier.MaxEjectionPercent != 20 || c.PanicThresholdPercent != 80 || c.Zone.LocalPercent != 85 {
 		t.Errorf("defaults drift from seed LB-PAY-001: %+v", c)
 	}

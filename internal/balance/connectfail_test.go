@@ -8,20 +8,33 @@ import (
 // A refused dial fails in microseconds. If Peak EWMA took that as a latency
 // the refusing endpoint would look like the fastest, and in panic routing —
 // one of four endpoints down is below the 80 % threshold — P2C would keep
-// choosing it. The penalty sample keeps its share small.
+// choosing it. The penalty sample keeps its share small, for least_work
+// too, whose tie rule would otherwise take an endpoint that never answered
+// for an unmeasured one and compare it by its load alone (50.8 % of the
+// picks).
 func TestConnectFailuresMakeAnEndpointExpensive(t *testing.T) {
+	for _, pol := range []Policy{PeakEWMA, LeastWork} {
+		t.Run(string(pol), func(t *testing.T) { testConnectFailuresMakeAnEndpointExpensive(t, pol) })
+	}
+}
+
+func testConnectFailuresMakeAnEndpointExpensive(t *testing.T, pol Policy) {
 	ms := members(4)
-	f := newFixture(t, DefaultConfig(), ms, 11)
+	f := newFixture(t, policyConfig(pol), ms, 11)
 	p := f.o.NewPicker(nil)
 	defer p.Close()
 	dead := ms[0].Address
 	// Its first three requests fail: ejected, and with one of four out the
 	// origin routes in panic over all endpoints, the dead one included.
+	only := f.o.NewPicker([]string{dead})
 	for i := 0; i < 3; i++ {
-		e := f.o.Endpoint(dead)
-		e.active.Add(1) // as Pick would
+		e, err := only.Pick()
+		if err != nil || e.Address() != dead {
+			t.Fatalf("the dead endpoint's own picker: %v, %v", e, err)
+		}
 		e.Done(50*time.Microsecond, ConnectFailure)
 	}
+	only.Close()
 	if !f.o.Panic() {
 		t.Fatal("one of four endpoints ejected should put the origin in panic routing (below 80 % healthy)")
 	}

@@ -227,6 +227,21 @@ func (o *Origin) seedLocked(e *Endpoint, now int64) {
 	e.speed.reset(speed)
 	e.seen.Store(now / 1e6)
 	e.limit.Store(math.Float64bits(limit))
+	e.rampLimit.Store(math.Float64bits(limit))
+}
+
+// rampCap is how many requests an endpoint in slow start may hold at
+// slow-start factor f: f × the concurrency limit it entered slow start
+// with, at least 1. The limit at entry, not the learned one: in slow start
+// the learned limit only falls, and on a busy machine each stall cut it
+// an eighth, until a newcomer held one request at a time for its whole
+// window (bench/peers at load 17: limit 10.1 at the join, 1.0 at 41 s).
+func (e *Endpoint) rampCap(f float64) float64 {
+	l := math.Float64frombits(e.rampLimit.Load())
+	if l == 0 {
+		l = e.limitNow()
+	}
+	return max(1, f*l)
 }
 
 // slowness is least_work's latency per unit of cost at instant now, ns:

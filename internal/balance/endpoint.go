@@ -69,13 +69,16 @@ type Endpoint struct {
 	// the requests picked and not yet done, in work units), the timed
 	// requests in flight with the sum of their pick instants (one word:
 	// see ageSum), the moving average of latency per unit of cost and the
-	// instant of its last sample (ms since the epoch), and the learned
-	// concurrency limit (float64 bits).
-	work  atomic.Int64
-	ages  ageSum
-	speed meanEstimate
-	seen  atomic.Int64
-	limit atomic.Uint64
+	// instant of its last sample (ms since the epoch), the learned
+	// concurrency limit, and the limit it entered slow start with, which
+	// bounds its requests in flight while it ramps (float64 bits; 0: its
+	// learned limit does).
+	work      atomic.Int64
+	ages      ageSum
+	speed     meanEstimate
+	seen      atomic.Int64
+	limit     atomic.Uint64
+	rampLimit atomic.Uint64
 
 	// The endpoint's own load report (zoneload.go): its last
 	// utilization (float64 bits), when it came (ns since the epoch), and
@@ -190,7 +193,7 @@ func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 			e.rtt.observe(penalty, now, tn.prm.tauMs)
 			e.mean.raise(penalty)
 			if tn.leastWork {
-				e.speed.raise(max(10*tn.prm.rttNs, 2*e.slowness(now, tn.prm.tauMs)))
+				e.speed.raiseCounted(max(10*tn.prm.rttNs, 2*e.slowness(now, tn.prm.tauMs)), trustSamples)
 				e.seen.Store(now / 1e6)
 			}
 		}

@@ -126,11 +126,17 @@ func (m *meanEstimate) samples() uint32 {
 
 // raise lifts the mean to v if it is lower (a connect failure's penalty:
 // the endpoint must look expensive however noisy the others are).
-func (m *meanEstimate) raise(v float64) {
+func (m *meanEstimate) raise(v float64) { m.raiseCounted(v, 0) }
+
+// raiseCounted is raise that also counts the mean as averaged over at
+// least n samples, so that a rule which trusts only a mean of n samples or
+// more (least_work's tie, trustSamples) reads the penalty instead of
+// taking the endpoint for an unmeasured one.
+func (m *meanEstimate) raiseCounted(v float64, n uint32) {
 	for {
 		old := m.word.Load()
-		est, n := unpackEWMA(old)
-		if est >= v || m.word.CompareAndSwap(old, packEWMA(v, n)) {
+		est, k := unpackEWMA(old)
+		if (est >= v && k >= n) || m.word.CompareAndSwap(old, packEWMA(max(est, v), max(k, n))) {
 			return
 		}
 	}

@@ -51,12 +51,12 @@ func Example() {
 	clk.Advance(30 * time.Second)
 	fmt.Println("after 30s:", loop.Candidates(), origin.Endpoint("10.0.0.2:80").Status().EffectiveWeight)
 	// Output:
-	// 10.0.0.2:80 503
-	// 10.0.0.2:80 503
+	// 10.0.0.1:80 200
 	// 10.0.0.2:80 503
 	// 10.0.0.1:80 200
+	// 10.0.0.2:80 503
 	// 10.0.0.1:80 200
-	// 10.0.0.1:80 200
+	// 10.0.0.2:80 503
 	// 10.0.0.1:80 200
 	// 10.0.0.1:80 200
 	// candidates: [10.0.0.1:80]

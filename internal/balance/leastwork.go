@@ -35,11 +35,19 @@ import (
 // misplacement costs c times more, and two candidates that are both slow
 // leave it no good choice.
 //
-// Slow start also bounds the work in flight: once this request would take
-// an endpoint in slow start above factor × its fair share (by weight) of
-// the work in flight at the loop's candidates, it is not a candidate: a
-// random other entry is drawn in its place (redraw), or it loses to any
-// candidate that is not bounded. It always may hold one request.
+// Slow start also bounds what an endpoint in slow start holds, by requests
+// and by work: once this request would take it above factor × the
+// concurrency limit it entered slow start with (its peers' median for a
+// newcomer; Endpoint.rampCap), or above factor × its fair share (by
+// weight) of the work in flight at the loop's candidates, it is not a
+// candidate: a random other entry is drawn in its place (redraw), or it
+// loses to any candidate that is not bounded. It always may hold one
+// request. The count is what a cold origin's workers bound: the work
+// bound alone let a newcomer take many light requests within a share that
+// its peers' heavy ones set, and reach its peers' limit, all its workers,
+// by 28 s of a 60 s window (bench/peers' cold join: 8 in service, 2 or 3
+// waiting); the count bound holds it to factor × 8, 4 at 30 s, as
+// HAProxy's slowstart ramps a server's maxconn.
 //
 // The tie rule of peak_ewma applies: two candidates whose mean latencies
 // per unit of cost are within tie_ratio of each other (an endpoint whose
@@ -165,7 +173,7 @@ func (w *workPick) view(e *entry) candidate {
 	if units > 0 {
 		c.queue = ep.queue(w.now, units)
 		if slow {
-			c.bounded = w.overShare(e, units, factor)
+			c.bounded = float64(ep.active.Load()+1) > ep.rampCap(factor) || w.overShare(e, units, factor)
 		}
 	}
 	return c

@@ -353,3 +353,73 @@ func TestPickCostDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowStartBoundsTheNewcomersRequests is bench/peers' cold join on
+// the injected clock: a fifth endpoint, 10× slow and warming over 40 s
+// (workload.Cold), joins four (one 5× slow) under 300 req/s of the 70/30
+// mix. In slow start it is given a request only while that keeps its
+// requests in flight within max(1, its slow-start factor × its learned
+// concurrency limit) — the limit its peers taught (8 here: the most they
+// hold at their usual speed) — so over its first 30 s it holds at most 4,
+// as HAProxy's slowstart held it, where the work bound alone let it reach
+// its peers' limit; and it still takes its fair fifth once warm.
+func TestSlowStartBoundsTheNewcomersRequests(t *testing.T) {
+	ms := members(4)
+	f := newFixture(t, policyConfig(LeastWork), ms, 31)
+	slow, cold := ms[0].Address, "10.0.0.9:80"
+	var joined time.Time
+	s := &sim{clk: f.clk, r: rng.New(32), p: f.o.NewPicker(nil), rate: 300, mix: workload.Default(), costed: true, workers: 8,
+		latency: func(ep *Endpoint, base time.Duration) time.Duration {
+			switch ep.Address() {
+			case slow:
+				return 5 * base
+			case cold:
+				return time.Duration(float64(base) * workload.Cold().At(f.clk.Now().Sub(joined)))
+			}
+			return base
+		}}
+	s.run(epoch.Add(20 * time.Second))
+	joined = f.clk.Now()
+	if err := f.o.Update(append(ms, Member{Address: cold, Weight: 1})); err != nil {
+		t.Fatal(err)
+	}
+	newcomer := f.o.Endpoint(cold)
+	seed := newcomer.limitNow()
+	var peak, over int64
+	s.placed = func(ep *Endpoint, _ Ticket) {
+		if ep != newcomer {
+			return
+		}
+		now := f.clk.Now()
+		n := ep.Active()
+		if now.Sub(joined) < 30*time.Second {
+			peak = max(peak, n)
+		}
+		factor := f.o.t().prm.effective(1, joined.Sub(epoch).Nanoseconds(), now.Sub(epoch).Nanoseconds())
+		if float64(n) > ep.rampCap(factor) {
+			over++
+		}
+	}
+	early := s.run(joined.Add(30 * time.Second))
+	s.run(joined.Add(60 * time.Second))
+	s.placed = nil
+	late := s.run(joined.Add(75 * time.Second))
+	share := 5 * float64(late[cold]) / float64(total(late))
+	t.Logf("newcomer: limit seeded at %.2f; %d of %d requests in its first 30 s, at most %d in flight; %d picks over its bound; from 60 s %.2f× a fair fifth",
+		seed, early[cold], total(early), peak, over, share)
+	if seed < 4 {
+		t.Errorf("the newcomer's limit was seeded at %.2f: the peers' learned limits should be near their 8", seed)
+	}
+	if over > 0 {
+		t.Errorf("%d picks took the newcomer above max(1, factor × limit) requests in flight", over)
+	}
+	if peak > 4 {
+		t.Errorf("the newcomer held %d requests in flight in its first 30 s, want ≤ 4", peak)
+	}
+	if early[cold] == 0 {
+		t.Error("the newcomer got nothing in its first 30 s")
+	}
+	if share < 0.8 {
+		t.Errorf("the newcomer's share from 60 to 75 s is %.2f× a fair fifth, want ≥ 0.8×", share)
+	}
+}

@@ -119,7 +119,7 @@ func TestStatusJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"policy":"peak_ewma"`, `"effective_weight":1`, `"ejected":true`, `"ejected_until":"2026-01-01T00:00:30Z"`, `"ewma_latency_ns":`} {
+	for _, want := range []string{`"policy":"least_work"`, `"effective_weight":1`, `"ejected":true`, `"ejected_until":"2026-01-01T00:00:30Z"`, `"ewma_latency_ns":`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("status JSON lacks %s: %s", want, b)
 		}

@@ -57,11 +57,16 @@ type Origin struct {
 	penalized string  // the zone PenalizeZone down-weights ("" none)
 	loadTimer clock.Timer
 	closed    bool
+	// populated: the origin has had members. Until then an Update is its
+	// initial membership (a discovered origin's first answer), whose
+	// endpoints are taken as warm as NewOrigin's are.
+	populated bool
 }
 
 // NewOrigin validates cfg and members and returns the origin. Endpoints
-// present at creation are taken as warm (no slow start); endpoints added
-// later by Update ramp up.
+// present at creation are taken as warm (no slow start), and so are those
+// of the first Update of an origin created empty (its discovered initial
+// membership); endpoints added later by Update ramp up.
 func NewOrigin(name string, cfg Config, members []Member, opt Options) (*Origin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("origin %s: %w", name, err)
@@ -164,9 +169,11 @@ func validateMembers(members []Member) error {
 
 // Update replaces the origin's membership. Survivors keep their shared state
 // (counters, EWMA, outlier state) and take the new zone and weight; new
-// endpoints enter slow start; removed endpoints leave every Picker at once
-// (requests in flight to them still end with Done). Invalid members change
-// nothing.
+// endpoints enter slow start — except in the origin's first membership, when
+// it was created empty (a discovered origin): those are taken as warm, as
+// HAProxy's slowstart never applies when it starts; removed endpoints leave
+// every Picker at once (requests in flight to them still end with Done).
+// Invalid members change nothing.
 func (o *Origin) Update(members []Member) error {
 	if err := validateMembers(members); err != nil {
 		return fmt.Errorf("origin %s: %w", o.name, err)
@@ -175,7 +182,7 @@ func (o *Origin) Update(members []Member) error {
 	defer o.mu.Unlock()
 	now := o.nowNs()
 	from := int64(warm)
-	if o.t().prm.window > 0 {
+	if o.t().prm.window > 0 && o.populated {
 		from = now
 	}
 	o.applyLocked(members, from)
@@ -220,6 +227,7 @@ func (o *Origin) applyLocked(members []Member, from int64) {
 		}
 	}
 	o.list, o.byAddr = list, byAddr
+	o.populated = o.populated || len(list) > 0
 	o.tableLocked()
 	o.refreshLocked()
 }
@@ -301,6 +309,7 @@ func (o *Origin) restore(e *Endpoint, gen uint64) {
 	e.back = now
 	if o.t().prm.window > 0 {
 		e.from = now
+		e.rampLimit.Store(e.limit.Load())
 	}
 	o.nEjected--
 	o.obs.EjectedCount(o.nEjected)

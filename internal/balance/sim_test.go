@@ -31,6 +31,47 @@ type sim struct {
 	heavy  map[string]int
 	// placed: after each costed pick, with its ticket
 	placed func(ep *Endpoint, t Ticket)
+	// workers: each endpoint serves at most this many requests at once,
+	// the rest wait in its FIFO queue (latency, drawn when a request
+	// starts, then counts from its pick); 0: no limit and no queueing.
+	workers int
+	queues  map[*Endpoint]*workerQueue
+}
+
+// workerQueue is one endpoint's workers in use and requests waiting.
+type workerQueue struct {
+	busy    int
+	waiting []func()
+}
+
+// serve runs start now if one of ep's workers is free, else once one is.
+func (s *sim) serve(ep *Endpoint, start func()) {
+	if s.queues == nil {
+		s.queues = map[*Endpoint]*workerQueue{}
+	}
+	q := s.queues[ep]
+	if q == nil {
+		q = &workerQueue{}
+		s.queues[ep] = q
+	}
+	if q.busy == s.workers {
+		q.waiting = append(q.waiting, start)
+		return
+	}
+	q.busy++
+	start()
+}
+
+// served frees a worker of ep for the next request waiting there.
+func (s *sim) served(ep *Endpoint) {
+	q := s.queues[ep]
+	if len(q.waiting) == 0 {
+		q.busy--
+		return
+	}
+	next := q.waiting[0]
+	q.waiting = q.waiting[1:]
+	next()
 }
 
 func (s *sim) arrive() {
@@ -57,7 +98,18 @@ func (s *sim) arrive() {
 		if s.placed != nil && s.costed {
 			s.placed(ep, t)
 		}
-		s.clk.AfterFunc(d, func() { ep.End(t, d, Success) })
+		if s.workers == 0 {
+			s.clk.AfterFunc(d, func() { ep.End(t, d, Success) })
+		} else {
+			picked := s.clk.Now()
+			s.serve(ep, func() {
+				// The service time as of its start (a warming endpoint's).
+				s.clk.AfterFunc(s.latency(ep, c.Latency), func() {
+					ep.End(t, s.clk.Now().Sub(picked), Success)
+					s.served(ep)
+				})
+			})
+		}
 	}
 	gap := -math.Log(1-s.r.Float64()) / s.rate
 	s.clk.AfterFunc(time.Duration(gap*float64(time.Second)), s.arrive)

@@ -76,3 +76,37 @@ func TestSlowStartOff(t *testing.T) {
 	got := shares(t, f.o.NewPicker(nil), 10_000, time.Millisecond)
 	within(t, fresh.Address, got[fresh.Address], 0.2, 0.001)
 }
+
+// TestFirstMembershipOfAnEmptyOriginIsWarm: an origin created empty (one
+// whose endpoints come from discovery) takes its first membership as warm,
+// as NewOrigin takes its members; an endpoint that joins later ramps up,
+// and so do endpoints that come after the origin was emptied.
+func TestFirstMembershipOfAnEmptyOriginIsWarm(t *testing.T) {
+	f := newFixture(t, DefaultConfig(), nil, 23)
+	f.clk.Advance(time.Second)
+	ms := members(4)
+	if err := f.o.Update(ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if w := f.o.Endpoint(m.Address).Status().EffectiveWeight; w != 1 {
+			t.Errorf("%s of the first membership: effective weight %v, want 1 (warm)", m.Address, w)
+		}
+	}
+	late := Member{Address: "10.0.0.9:80", Weight: 1}
+	if err := f.o.Update(append(ms, late)); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.o.Endpoint(late.Address).Status().EffectiveWeight; w != 0.1 {
+		t.Errorf("an endpoint joining later: effective weight %v, want 0.1 (slow start)", w)
+	}
+	if err := f.o.Update(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.o.Update(ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.o.Endpoint(ms[0].Address).Status().EffectiveWeight; w != 0.1 {
+		t.Errorf("an endpoint joining an emptied origin: effective weight %v, want 0.1 (slow start)", w)
+	}
+}

@@ -59,22 +59,29 @@ func checkRecovered(t *testing.T, s *sim, now time.Time, slow string) {
 // joins a loaded origin of 8 warm endpoints (2000 req/s, about 13 in flight
 // each) under the 70/30 mix. With the
 // 60 s slow start it must never see 20 concurrent requests in its first
-// 30 s; with slow start off it does.
+// 30 s, under the seed's peak_ewma and under least_work (the default,
+// placing each request at its class's cost as the gateway does); with slow
+// start off peak_ewma's does.
 func TestJITDrill(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		policy Policy
 		window time.Duration
 		below  bool
-	}{{"slow start 60s", 60 * time.Second, true}, {"slow start off", 0, false}} {
+	}{
+		{"peak_ewma, slow start 60s", PeakEWMA, 60 * time.Second, true},
+		{"peak_ewma, slow start off", PeakEWMA, 0, false},
+		{"least_work, slow start 60s", LeastWork, 60 * time.Second, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := policyConfig(tc.policy)
 			cfg.SlowStart.Window = tc.window
 			ms := members(8)
 			f := newFixture(t, cfg, ms, 3)
 			cold := "10.0.0.99:80"
 			var joined time.Time
 			peak := int64(0)
-			s := &sim{clk: f.clk, r: rng.New(4), p: f.o.NewPicker(nil), rate: 2000, mix: workload.Default(),
+			s := &sim{clk: f.clk, r: rng.New(4), p: f.o.NewPicker(nil), rate: 2000, mix: workload.Default(), costed: tc.policy == LeastWork,
 				latency: func(ep *Endpoint, base time.Duration) time.Duration {
 					if ep.Address() != cold {
 						return base

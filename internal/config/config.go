@@ -300,7 +300,7 @@ const (
 // Balancer picks an endpoint within the healthy subset.
 type Balancer struct {
 	Policy     Policy        `yaml:"policy"`
-	Choices    int           `yaml:"choices"`     // endpoints sampled per pick (p2c, least_request, peak_ewma)
+	Choices    int           `yaml:"choices"`     // endpoints sampled per pick (p2c, least_request, peak_ewma, least_work)
 	EWMADecay  time.Duration `yaml:"ewma_decay"`  // Peak EWMA time constant τ
 	DefaultRTT time.Duration `yaml:"default_rtt"` // Peak EWMA estimate of an endpoint not yet measured
 	// TieRatio: peak_ewma compares two candidates by latency only when
@@ -354,7 +354,7 @@ const (
 	PolicyP2C          Policy = "p2c"
 	PolicyLeastRequest Policy = "least_request"
 	PolicyPeakEWMA     Policy = "peak_ewma"
-	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive)
+	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive; the default since issue 19)
 	PolicyMaglev       Policy = "maglev"     // consistent hashing by lookup table, bounded load (additive)
 	PolicyRingHash     Policy = "ring_hash"  // consistent hashing by ring (ketama), bounded load (additive)
 )
@@ -513,7 +513,7 @@ func DefaultOrigin() Origin {
 		Debounce:  2 * time.Second,
 		Subset:    Subset{Algorithm: SubsetRingsteady, MinSize: 25, MaxSize: 50},
 		Balancer: Balancer{
-			Policy:     PolicyPeakEWMA,
+			Policy:     PolicyLeastWork,
 			Choices:    2,
 			EWMADecay:  10 * time.Second,
 			DefaultRTT: 30 * time.Millisecond,

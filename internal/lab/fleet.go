@@ -354,6 +354,19 @@ func restartPlan(seed uint64, gateways int, share float64, from, to time.Duratio
 	return plan
 }
 
+// fleetBalance is the fleet experiment's balancer: the defaults with
+// peak_ewma, whose rotation and tie rule place requests as evenly as the
+// subsets let them, so that requests per endpoint measure the placement.
+// least_work (the default) balances work, not requests: under the 70/30
+// mix its heavy requests' extra candidates are random, and requests per
+// endpoint spread 1.066–1.072× the mean with shared indices (inside the
+// even-load target of 0.85–1.15×, outside this check's 1.05; docs/lab.md).
+func fleetBalance() balance.Config {
+	c := balance.DefaultConfig()
+	c.Policy = balance.PeakEWMA
+	return c
+}
+
 // runFleetRings simulates one run: the fleet starts warm on generation 0,
 // the rolling deploy replaces every endpoint by a new (cold) one a batch
 // at a time, the planned gateways restart meanwhile, and the window at the
@@ -364,7 +377,7 @@ func runFleetRings(ctx context.Context, sc *Scenario, run fleetRingsRun, tick fu
 	e := newEngine(sc.Seed, sc.Mix, fleetOptions{
 		gateways: fr.Gateways, loops: fr.Loops, algorithm: subset.NameRingsteady, sizing: sizing,
 		scope: perLoop, pool: fleetPool(), conn: memconn.Config{Streams: f.Streams, DialLatency: f.DialLatency},
-		balance: balance.DefaultConfig(), workers: f.Workers, retries: 1,
+		balance: fleetBalance(), workers: f.Workers, retries: 1,
 	})
 	e.rec.from = fr.MeasureFrom
 	fail := func(err error) (FleetRingsResult, error) {
