@@ -87,16 +87,29 @@ func (o *Origin) upWeightLocked() int {
 // estimate peak_ewma's tie rule reads, which does not decay while the
 // endpoint is idle: a zone that gets only a few probes keeps its last
 // measured latency).
+//
+// Under least_work it is their latency per unit of cost instead (the
+// moving average least_work scores by, undecayed): a zone's mean over
+// mixed classes says as much about the mix it was sent as about its
+// speed, and least_work sends a slow zone the light requests, whose mix
+// averages low. In the SLO drill a zone 3× slow read 84 ms against the
+// others' 61, under ZoneRatio, so the guard lifted its down-weight and
+// the light p99 stayed over budget; per unit of cost it reads 60 against 20.
 func (o *Origin) ZoneLatencies() map[string]time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now, tau := o.nowNs(), o.t().prm.tauMs
+	t := o.t()
+	now, tau := o.nowNs(), t.prm.tauMs
 	sum, n := map[string]float64{}, map[string]int{}
 	for _, e := range o.list {
 		if e.state.Load() == ejected {
 			continue
 		}
-		sum[e.zone] += max(e.rtt.at(now, tau), e.mean.load())
+		if t.leastWork {
+			sum[e.zone] += e.speed.load()
+		} else {
+			sum[e.zone] += max(e.rtt.at(now, tau), e.mean.load())
+		}
 		n[e.zone]++
 	}
 	out := make(map[string]time.Duration, len(sum))

@@ -83,3 +83,37 @@ func TestZoneLatencies(t *testing.T) {
 		t.Fatalf("zone latencies %v, want a 40ms, b 90ms", lat)
 	}
 }
+
+// TestZoneLatenciesPerUnitOfCostUnderLeastWork: under least_work a zone
+// is compared by latency per unit of cost, not by the mean of the mix it
+// was sent. Zone b is 3× slow but answers mostly light requests (60 ms,
+// cost 1) and a few heavy ones (180 ms, cost 3); zone a answers mostly
+// heavy ones (60 ms) at the usual speed. Then both idle for a minute, as a
+// down-weighted zone does between its probes, and the Peak EWMA estimates
+// decay: by the mix's mean b reads 72 ms against a's 56 (1.3×, under the
+// SLO guard's 1.5 — the drill's zone c came out of its down-weight that
+// way); per unit of cost it reads 60 against 20.
+func TestZoneLatenciesPerUnitOfCostUnderLeastWork(t *testing.T) {
+	ms := members(2, "a", "b")
+	f := newFixture(t, policyConfig(LeastWork), ms, 47)
+	pa, pb := f.o.NewPicker([]string{ms[0].Address}), f.o.NewPicker([]string{ms[1].Address})
+	serve := func(p *Picker, cost float64, d time.Duration) {
+		ep, tk, _ := p.PickCost(cost)
+		f.clk.Advance(time.Millisecond)
+		ep.End(tk, d, Success)
+	}
+	for i := range 200 {
+		if i%10 == 0 {
+			serve(pa, 1, 20*time.Millisecond)
+			serve(pb, 3, 180*time.Millisecond)
+		} else {
+			serve(pa, 3, 60*time.Millisecond)
+			serve(pb, 1, 60*time.Millisecond)
+		}
+	}
+	f.clk.Advance(time.Minute)
+	lat := f.o.ZoneLatencies()
+	if r := float64(lat["b"]) / float64(lat["a"]); r < 2.5 || r > 3.5 {
+		t.Fatalf("zone latencies %v: b/a %.2f, want about 3 (latency per unit of cost)", lat, r)
+	}
+}
