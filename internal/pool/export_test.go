@@ -53,5 +53,18 @@ func (p *Pool) CheckInvariants() error {
 	case p.dialing < 0 || p.tempDialing < 0:
 		return fmt.Errorf("dialing %d, tempDialing %d", p.dialing, p.tempDialing)
 	}
+	// Every wait is bounded: a waiter without an acquire timer is one the
+	// dials in flight cover, counted from the head.
+	covered := p.dialing*p.learned + p.tempDialing
+	if p.learned == 0 && p.dialing > 0 {
+		covered = p.waiters.len()
+	}
+	i := 0
+	for w := p.waiters.front(); w != nil; w = w.ln.next {
+		if w.timer == nil && i >= covered {
+			return fmt.Errorf("waiter %d of %d has no acquire timer, but the dials in flight cover %d", i, p.waiters.len(), covered)
+		}
+		i++
+	}
 	return nil
 }

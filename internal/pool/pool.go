@@ -47,6 +47,8 @@ type Pool struct {
 	tempDialing int                   // temporary dials in flight
 	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
+	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
+	ahead       bool                  // a stream was taken on a multiplexed connection past half full since the last pumpLocked
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
 	retryAt     time.Time             // reconnect backoff: no dial before it
@@ -255,7 +257,16 @@ func (p *Pool) begin(cb func(Lease, error), trust bool) (Lease, *waiter, error) 
 		}
 		if pc := p.free.back(); pc != nil {
 			p.takeStreamLocked(pc)
-			p.mu.Unlock()
+			if p.ahead && p.dialing == 0 {
+				// A multiplexed connection is past half full: maybe
+				// dial the next one ahead of need (pumpLocked).
+				var fx effects
+				p.pumpLocked(p.clk.Now(), &fx)
+				p.mu.Unlock()
+				p.apply(&fx)
+			} else {
+				p.mu.Unlock()
+			}
 			if trust && trusted(pc.conn) || pc.conn.Usable() {
 				return Lease{pc}, nil, nil
 			}
@@ -295,9 +306,35 @@ func (p *Pool) enqueueLocked(cb func(Lease, error), now time.Time, fx *effects) 
 	if cb == nil {
 		w.ch = make(chan acquired, 1)
 	}
-	w.timer = p.clk.AfterFunc(p.cfg.AcquireTimeout, w.expire)
 	p.waiters.pushBack(w)
+	p.untimed = true // pumpLocked arms its timer unless a dial in flight covers it
 	return w, nil
+}
+
+// armWaitersLocked starts the AcquireTimeout of every queued waiter that
+// the dials in flight do not cover, counting from the head (FIFO: the
+// first connections serve the first waiters). A waiter they cover waits
+// for its connection, bounded by the Dialer's own timeout (the origin's
+// connect timeout), and its acquire deadline starts once no dial in
+// flight is left to serve it: acquire_timeout bounds the wait for a
+// stream, not a handshake that is already under way.
+func (p *Pool) armWaitersLocked() {
+	if !p.untimed || p.learned == 0 && p.dialing > 0 {
+		return // before the first connection, its one dial covers everyone
+	}
+	covered := p.dialing*p.learned + p.tempDialing
+	p.untimed = false
+	i := 0
+	for w := p.waiters.front(); w != nil; w = w.ln.next {
+		switch {
+		case w.timer != nil:
+		case i < covered:
+			p.untimed = true
+		default:
+			w.timer = p.clk.AfterFunc(p.cfg.AcquireTimeout, w.expire)
+		}
+		i++
+	}
 }
 
 // coveredLocked reports whether a new waiter would be served by the
@@ -310,22 +347,41 @@ func (p *Pool) coveredLocked() bool {
 	return p.waiters.len() < p.dialing*p.learned+p.tempDialing
 }
 
-// pumpLocked starts the dials the waiters and the Prewarm floor need, within
-// MaxConnections and outside the reconnect backoff; during the backoff it
-// arms the sweep for its end instead. It runs at the end of every operation.
+// pumpLocked starts the dials the waiters and the Prewarm floor need
+// (dialsLocked), then the acquire timers of the waiters those dials do not
+// cover (armWaitersLocked). It runs at the end of every operation.
 func (p *Pool) pumpLocked(now time.Time, fx *effects) {
+	p.dialsLocked(now, fx)
+	p.armWaitersLocked()
+}
+
+// dialsLocked starts the dials the waiters and the Prewarm floor need, within
+// MaxConnections and outside the reconnect backoff; during the backoff it
+// arms the sweep for its end instead.
+func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 	if p.state != stateOpen {
 		p.drainedLocked(fx)
 		return
 	}
 	want := p.cfg.floor() - p.healthy - p.dialing
-	if w := p.waiters.len() - p.tempDialing; w > 0 {
-		switch {
-		case p.learned > 0:
-			want = max(want, (w+p.learned-1)/p.learned-p.dialing)
-		case p.dialing == 0:
-			want = max(want, 1)
+	w := p.waiters.len() - p.tempDialing
+	ahead := p.ahead
+	p.ahead = false
+	switch {
+	case p.learned > 1 && (w > 0 || ahead):
+		// Multiplexed and in demand (waiters queue, or a stream was
+		// just taken on a connection past half full): dial for the
+		// waiters plus a headroom of half a connection's streams, so
+		// the next connection is dialled while the last one fills.
+		need := max(w, 0) + p.learned/2
+		if w <= 0 {
+			need -= p.freeStreamsLocked(p.learned / 2)
 		}
+		want = max(want, (need+p.learned-1)/p.learned-p.dialing)
+	case w > 0 && p.learned > 0:
+		want = max(want, (w+p.learned-1)/p.learned-p.dialing)
+	case w > 0 && p.dialing == 0: // capacity not learned yet: one dial
+		want = max(want, 1)
 	}
 	want = min(want, p.cfg.MaxConnections-len(p.conns)-p.dialing)
 	if want <= 0 {
@@ -338,6 +394,16 @@ func (p *Pool) pumpLocked(now time.Time, fx *effects) {
 	p.dialing += want
 	fx.dials += want
 	fx.dialer = p.dialer
+}
+
+// freeStreamsLocked counts the free streams of the connections on the free
+// list, most recently used first, and stops once it is past enough.
+func (p *Pool) freeStreamsLocked(enough int) int {
+	n := 0
+	for pc := p.free.back(); pc != nil && n <= enough; pc = pc.ln.prev {
+		n += pc.freeStreams()
+	}
+	return n
 }
 
 // dialed settles a finished dial: a new connection joins the pool (or goes
@@ -545,8 +611,12 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 
 func (p *Pool) takeStreamLocked(pc *pconn) {
 	pc.inUse++
-	if pc.freeStreams() <= 0 {
+	f := pc.freeStreams()
+	if f <= 0 {
 		p.free.remove(pc)
+	}
+	if f < pc.streams/2 { // only multiplexed connections: 1/2 is 0
+		p.ahead = true
 	}
 }
 
