@@ -332,9 +332,10 @@ func TestAcquireBlockingGetsAReleasedStream(t *testing.T) {
 
 // 64 concurrent requests over connections of N streams open ceil(64/N)
 // connections: HTTP/2 multiplexes, HTTP/1.1 (N = 1) needs one each. A
-// multiplexed pool also keeps half a connection's streams spare (one dial
-// ahead of need), so it opens ceil((64 + N/2) / N): one more where the
-// last connection is past half full (100 streams: 64 of them; 16: all).
+// multiplexed pool also keeps a headroom of streams spare, half a
+// connection's or an eighth of those in use (8), so it opens
+// ceil((64 + max(N/2, 8)) / N): one more where the last connection is past
+// the headroom (100 streams: 64 of them; 16: all; 10: 4 free of 70).
 func TestMultiplexedConnectionsFillBeforeDialling(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -342,7 +343,7 @@ func TestMultiplexedConnectionsFillBeforeDialling(t *testing.T) {
 		want              int64
 	}{
 		{"h1", 1, 0, 64},
-		{"h2-10", 10, 0, 7},
+		{"h2-10", 10, 0, 8},
 		{"h2-30", 30, 0, 3},
 		{"h2-100", 100, 0, 2},
 		{"h2-100-capped-16", 100, 16, 5},

@@ -42,10 +42,10 @@
 // time is in flight (an HTTP/2 origin must not get 64 handshakes for 64
 // requests); after that, ceil(waiters / capacity) dials, and for a
 // multiplexed connection (capacity above 1) a headroom: while streams are
-// taken, the pool dials so that half a connection's streams stay free or
-// on their way, so the next connection is dialled while the last fills
-// (ceil((in use + capacity/2) / capacity) connections under demand, never
-// more than one ahead; an idle pool dials nothing ahead).
+// taken, the pool dials so that max(capacity/2, in use/8) streams stay
+// free or on their way, so the next connections are dialled while the
+// last ones fill (ceil((in use + headroom) / capacity) connections under
+// demand; an idle pool dials nothing ahead).
 //
 // At the cap, Config.OverCap decides: Queue waits, Temporary also dials a
 // one-shot connection that is closed after its one request, Reject fails at

@@ -10,8 +10,9 @@ func (p *Pool) CheckInvariants() error {
 	if p.staleDials > p.dialing+p.tempDialing {
 		return fmt.Errorf("%d stale dials, but %d in flight", p.staleDials, p.dialing+p.tempDialing)
 	}
-	healthy, onFree := 0, 0
+	healthy, onFree, busy := 0, 0, 0
 	for i, pc := range p.conns {
+		busy += pc.inUse
 		switch {
 		case pc.idx != i:
 			return fmt.Errorf("conn %d: idx %d", i, pc.idx)
@@ -37,6 +38,9 @@ func (p *Pool) CheckInvariants() error {
 		}
 	}
 	switch {
+	case busy > p.busy:
+		// p.busy also counts leases on connections closed under them.
+		return fmt.Errorf("busy %d, but %d streams in use on pooled connections", p.busy, busy)
 	case healthy != p.healthy:
 		return fmt.Errorf("healthy %d, counted %d", p.healthy, healthy)
 	case onFree != p.free.len():

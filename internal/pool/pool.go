@@ -48,7 +48,8 @@ type Pool struct {
 	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
 	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
-	ahead       bool                  // a stream was taken on a multiplexed connection past half full since the last pumpLocked
+	ahead       bool                  // a stream was taken on a multiplexed connection past the headroom since the last pumpLocked
+	busy        int                   // streams handed out on pooled connections and not yet released
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
 	retryAt     time.Time             // reconnect backoff: no dial before it
@@ -370,12 +371,13 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 	switch {
 	case p.learned > 1 && (w > 0 || ahead):
 		// Multiplexed and in demand (waiters queue, or a stream was
-		// just taken on a connection past half full): dial for the
-		// waiters plus a headroom of half a connection's streams, so
-		// the next connection is dialled while the last one fills.
-		need := max(w, 0) + p.learned/2
+		// just taken past the headroom): dial for the waiters plus the
+		// headroom, so the next connections are dialled while the last
+		// ones fill.
+		h := p.headroomLocked(p.learned)
+		need := max(w, 0) + h
 		if w <= 0 {
-			need -= p.freeStreamsLocked(p.learned / 2)
+			need -= p.freeStreamsLocked(h)
 		}
 		want = max(want, (need+p.learned-1)/p.learned-p.dialing)
 	case w > 0 && p.learned > 0:
@@ -394,6 +396,14 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 	p.dialing += want
 	fx.dials += want
 	fx.dialer = p.dialer
+}
+
+// headroomLocked is how many streams a multiplexed pool in demand keeps
+// free or being dialled, for connections of streams each: half a
+// connection, or an eighth of the streams in use when that is more (a
+// pool that grew large grows fast: its dials must start further ahead).
+func (p *Pool) headroomLocked(streams int) int {
+	return max(streams/2, p.busy/8)
 }
 
 // freeStreamsLocked counts the free streams of the connections on the free
@@ -543,6 +553,9 @@ func (p *Pool) release(pc *pconn, broken bool) {
 		p.mu.Unlock()
 		panic(fmt.Sprintf("pool %s (loop %d): Lease released twice", p.addr, p.loop))
 	}
+	if !pc.temp {
+		p.busy--
+	}
 	reason := ReasonRemote
 	if broken {
 		reason = ReasonError
@@ -589,6 +602,7 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 	var fx effects
 	p.mu.Lock()
 	pc.inUse--
+	p.busy--
 	p.retireLocked(pc, ReasonRemote, &fx)
 	if w != nil {
 		switch {
@@ -611,11 +625,12 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 
 func (p *Pool) takeStreamLocked(pc *pconn) {
 	pc.inUse++
+	p.busy++
 	f := pc.freeStreams()
 	if f <= 0 {
 		p.free.remove(pc)
 	}
-	if f < pc.streams/2 { // only multiplexed connections: 1/2 is 0
+	if pc.streams > 1 && f < p.headroomLocked(pc.streams) {
 		p.ahead = true
 	}
 }
