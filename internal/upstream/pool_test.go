@@ -8,6 +8,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -241,19 +242,27 @@ func TestPoolH2Multiplexes(t *testing.T) {
 	p, _ := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.Prewarm = 1 }),
 		mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
 	poll.Until(t, "pool pre-warmed", p.Ready)
-	errs := hold(p, o, clients)
 	// All 56 are at the origin at once: they are multiplexed.
-	poll.Until(t, "56 requests in flight", func() bool {
+	holdAtOnce(t, g, p, o, clients, streams)
+}
+
+// holdAtOnce sends n requests through p that o's gate holds, waits until
+// all n are at the origin at once, opens the gate, and requires that all
+// succeeded over ceil(n/streams) connections.
+func holdAtOnce(t *testing.T, g *gate, p *pool.Pool, o *origin, n, streams int) {
+	t.Helper()
+	errs := hold(p, o, n)
+	poll.Until(t, fmt.Sprintf("%d requests in flight", n), func() bool {
 		select {
 		case err := <-errs:
 			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
 		default:
 		}
-		return g.arrived.Load() == clients
+		return g.arrived.Load() == int64(n)
 	})
-	release(t, g, errs, clients)
-	if want := int64((clients + streams - 1) / streams); o.accepted.Load() != want {
-		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), clients, streams, want)
+	release(t, g, errs, n)
+	if want := int64((n + streams - 1) / streams); o.accepted.Load() != want {
+		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), n, streams, want)
 	}
 }
 
@@ -271,19 +280,7 @@ func TestPoolH2SlowDialsShedNothing(t *testing.T) {
 	c := poolConfig(nil)
 	c.AcquireTimeout = pool.DefaultConfig().AcquireTimeout // 100 ms
 	p, _ := newPool(t, o.addr(), c, mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
-	errs := hold(p, o, clients)
-	poll.Until(t, "45 requests in flight", func() bool {
-		select {
-		case err := <-errs:
-			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
-		default:
-		}
-		return g.arrived.Load() == clients
-	})
-	release(t, g, errs, clients)
-	if want := int64((clients + streams - 1) / streams); o.accepted.Load() != want {
-		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), clients, streams, want)
-	}
+	holdAtOnce(t, g, p, o, clients, streams)
 }
 
 // 4. ALPN auto through the pool; 5. mTLS through the pool.
