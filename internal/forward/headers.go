@@ -168,20 +168,29 @@ func trimSpace(b []byte) []byte {
 // received from remoteAddr for host over TLS or not (net/http's path; the
 // fast path calls Write with the raw head).
 func (f Forwarding) Apply(h http.Header, remoteAddr, host string, tls bool) {
-	// Write reads a field's prior values before it sets the field, and sets
-	// the fields one after the other: each is stored once the next begins.
-	var last string
-	var vals []string
+	// Write reads a field's prior values before it sets the field, so the
+	// lines are collected (their bytes in one buffer) and stored after it:
+	// one string and one []string for all of them, not one each.
+	type line struct {
+		name     string
+		from, to int
+	}
+	var lineArr [6]line
+	var bufArr [256]byte
+	lines, buf := lineArr[:0], bufArr[:0]
 	f.Peer(remoteAddr, tls).Write(bytesOf(host), headerPrior(h), nil, func(name string, value []byte) {
-		if name != last {
-			if last != "" {
-				h[last] = vals
-			}
-			last, vals = name, nil
-		}
-		vals = append(vals, string(value))
+		lines = append(lines, line{name, len(buf), len(buf) + len(value)})
+		buf = append(buf, value...)
 	})
-	h[last] = vals
+	all, vals := string(buf), make([]string, len(lines))
+	for i := 0; i < len(lines); {
+		j := i
+		for ; j < len(lines) && lines[j].name == lines[i].name; j++ {
+			vals[j] = all[lines[j].from:lines[j].to]
+		}
+		h[lines[i].name] = vals[i:j:j]
+		i = j
+	}
 }
 
 // bytesOf views s as bytes, for reading only.

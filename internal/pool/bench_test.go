@@ -31,8 +31,10 @@ func warmPool(b *testing.B, loop, n int) *pool.Pool {
 }
 
 // The gateway's hot path: acquire a free stream, release it.
-func BenchmarkAcquireRelease(b *testing.B) {
-	p := warmPool(b, 0, 1)
+func BenchmarkAcquireRelease(b *testing.B) { acquireRelease(b, warmPool(b, 0, 1)) }
+
+// acquireRelease acquires and releases a stream of p until b is done.
+func acquireRelease(b *testing.B, p *pool.Pool) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -121,4 +123,29 @@ func BenchmarkColdAcquire(b *testing.B) {
 		l.Release()
 		p.Close()
 	}
+}
+
+// A busy HTTP/2 pool: 220 streams held on 100-stream connections (the
+// first full, 60 on the second, the third dialled ahead and 60 on it), so
+// every acquisition takes a stream on a connection past half full and
+// checks the headroom, which the second connection's 40 cover.
+func BenchmarkAcquireReleaseH2PastHalf(b *testing.B) {
+	c := pool.DefaultConfig()
+	c.Prewarm = 0
+	p, err := pool.New("10.0.0.9:443", 0, c, memconn.New(clock.Real(), memconn.Config{Streams: 100}),
+		clock.Real(), rng.New(9), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	ctx := context.Background()
+	for range 220 {
+		if _, err := p.Acquire(ctx); err != nil { // held until Close
+			b.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Open != 3 {
+		b.Fatalf("%d connections open, want 3", s.Open)
+	}
+	acquireRelease(b, p)
 }

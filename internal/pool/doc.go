@@ -31,12 +31,21 @@
 // used connection first (LIFO keeps the working set small and lets the rest
 // idle out). Only when none is free does it dial, and only while open plus
 // dialling connections are under MaxConnections. The caller then waits in a
-// FIFO queue of at most MaxPending waiters, for at most AcquireTimeout. A
-// dial is never tied to the request that caused it: a request that gives up
-// leaves the dial running, and the connection fills the pool. Until the first
-// connection has told the pool its stream capacity, one dial at a time is in
-// flight (an HTTP/2 origin must not get 64 handshakes for 64 requests); after
-// that, ceil(waiters / capacity) dials.
+// FIFO queue of at most MaxPending waiters. A waiter that the dials in
+// flight cover (counted from the head of the queue) waits for its
+// connection, bounded by the Dialer's own timeout; one they do not cover
+// (at the cap, in a backoff, or past their capacity) waits at most
+// AcquireTimeout from the moment no dial is left to serve it. A dial is
+// never tied to the request that caused it: a request that gives up
+// leaves the dial running, and the connection fills the pool. Until the
+// first connection has told the pool its stream capacity, one dial at a
+// time is in flight (an HTTP/2 origin must not get 64 handshakes for 64
+// requests); after that, ceil(waiters / capacity) dials, and for a
+// multiplexed connection (capacity above 1) a headroom: while streams are
+// taken, the pool dials so that max(capacity/2, in use/8) streams stay
+// free or on their way, so the next connections are dialled while the
+// last ones fill (ceil((in use + headroom) / capacity) connections under
+// demand; an idle pool dials nothing ahead).
 //
 // At the cap, Config.OverCap decides: Queue waits, Temporary also dials a
 // one-shot connection that is closed after its one request, Reject fails at

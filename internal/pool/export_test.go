@@ -10,8 +10,9 @@ func (p *Pool) CheckInvariants() error {
 	if p.staleDials > p.dialing+p.tempDialing {
 		return fmt.Errorf("%d stale dials, but %d in flight", p.staleDials, p.dialing+p.tempDialing)
 	}
-	healthy, onFree := 0, 0
+	healthy, onFree, busy := 0, 0, 0
 	for i, pc := range p.conns {
+		busy += pc.inUse
 		switch {
 		case pc.idx != i:
 			return fmt.Errorf("conn %d: idx %d", i, pc.idx)
@@ -37,6 +38,9 @@ func (p *Pool) CheckInvariants() error {
 		}
 	}
 	switch {
+	case busy > p.busy:
+		// p.busy also counts leases on connections closed under them.
+		return fmt.Errorf("busy %d, but %d streams in use on pooled connections", p.busy, busy)
 	case healthy != p.healthy:
 		return fmt.Errorf("healthy %d, counted %d", p.healthy, healthy)
 	case onFree != p.free.len():
@@ -52,6 +56,19 @@ func (p *Pool) CheckInvariants() error {
 		return fmt.Errorf("%d waiters > max %d", p.waiters.len(), p.cfg.MaxPending)
 	case p.dialing < 0 || p.tempDialing < 0:
 		return fmt.Errorf("dialing %d, tempDialing %d", p.dialing, p.tempDialing)
+	}
+	// Every wait is bounded: a waiter without an acquire timer is one the
+	// dials in flight cover, counted from the head.
+	covered := p.dialing*p.learned + p.tempDialing
+	if p.learned == 0 && p.dialing > 0 {
+		covered = p.waiters.len()
+	}
+	i := 0
+	for w := p.waiters.front(); w != nil; w = w.ln.next {
+		if w.timer == nil && i >= covered {
+			return fmt.Errorf("waiter %d of %d has no acquire timer, but the dials in flight cover %d", i, p.waiters.len(), covered)
+		}
+		i++
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ type Pool struct {
 	tempDialing int                   // temporary dials in flight
 	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
+	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
+	ahead       bool                  // a stream was taken on a multiplexed connection past the headroom since the last pumpLocked
+	busy        int                   // streams handed out on pooled connections and not yet released
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
 	retryAt     time.Time             // reconnect backoff: no dial before it
@@ -255,7 +258,16 @@ func (p *Pool) begin(cb func(Lease, error), trust bool) (Lease, *waiter, error) 
 		}
 		if pc := p.free.back(); pc != nil {
 			p.takeStreamLocked(pc)
-			p.mu.Unlock()
+			if p.ahead && p.dialing == 0 {
+				// A multiplexed connection is past half full: maybe
+				// dial the next one ahead of need (pumpLocked).
+				var fx effects
+				p.pumpLocked(p.clk.Now(), &fx)
+				p.mu.Unlock()
+				p.apply(&fx)
+			} else {
+				p.mu.Unlock()
+			}
 			if trust && trusted(pc.conn) || pc.conn.Usable() {
 				return Lease{pc}, nil, nil
 			}
@@ -295,9 +307,35 @@ func (p *Pool) enqueueLocked(cb func(Lease, error), now time.Time, fx *effects) 
 	if cb == nil {
 		w.ch = make(chan acquired, 1)
 	}
-	w.timer = p.clk.AfterFunc(p.cfg.AcquireTimeout, w.expire)
 	p.waiters.pushBack(w)
+	p.untimed = true // pumpLocked arms its timer unless a dial in flight covers it
 	return w, nil
+}
+
+// armWaitersLocked starts the AcquireTimeout of every queued waiter that
+// the dials in flight do not cover, counting from the head (FIFO: the
+// first connections serve the first waiters). A waiter they cover waits
+// for its connection, bounded by the Dialer's own timeout (the origin's
+// connect timeout), and its acquire deadline starts once no dial in
+// flight is left to serve it: acquire_timeout bounds the wait for a
+// stream, not a handshake that is already under way.
+func (p *Pool) armWaitersLocked() {
+	if !p.untimed || p.learned == 0 && p.dialing > 0 {
+		return // before the first connection, its one dial covers everyone
+	}
+	covered := p.dialing*p.learned + p.tempDialing
+	p.untimed = false
+	i := 0
+	for w := p.waiters.front(); w != nil; w = w.ln.next {
+		switch {
+		case w.timer != nil:
+		case i < covered:
+			p.untimed = true
+		default:
+			w.timer = p.clk.AfterFunc(p.cfg.AcquireTimeout, w.expire)
+		}
+		i++
+	}
 }
 
 // coveredLocked reports whether a new waiter would be served by the
@@ -310,22 +348,42 @@ func (p *Pool) coveredLocked() bool {
 	return p.waiters.len() < p.dialing*p.learned+p.tempDialing
 }
 
-// pumpLocked starts the dials the waiters and the Prewarm floor need, within
-// MaxConnections and outside the reconnect backoff; during the backoff it
-// arms the sweep for its end instead. It runs at the end of every operation.
+// pumpLocked starts the dials the waiters and the Prewarm floor need
+// (dialsLocked), then the acquire timers of the waiters those dials do not
+// cover (armWaitersLocked). It runs at the end of every operation.
 func (p *Pool) pumpLocked(now time.Time, fx *effects) {
+	p.dialsLocked(now, fx)
+	p.armWaitersLocked()
+}
+
+// dialsLocked starts the dials the waiters and the Prewarm floor need, within
+// MaxConnections and outside the reconnect backoff; during the backoff it
+// arms the sweep for its end instead.
+func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 	if p.state != stateOpen {
 		p.drainedLocked(fx)
 		return
 	}
 	want := p.cfg.floor() - p.healthy - p.dialing
-	if w := p.waiters.len() - p.tempDialing; w > 0 {
-		switch {
-		case p.learned > 0:
-			want = max(want, (w+p.learned-1)/p.learned-p.dialing)
-		case p.dialing == 0:
-			want = max(want, 1)
+	w := p.waiters.len() - p.tempDialing
+	ahead := p.ahead
+	p.ahead = false
+	switch {
+	case p.learned > 1 && (w > 0 || ahead):
+		// Multiplexed and in demand (waiters queue, or a stream was
+		// just taken past the headroom): dial for the waiters plus the
+		// headroom, so the next connections are dialled while the last
+		// ones fill.
+		h := p.headroomLocked(p.learned)
+		need := max(w, 0) + h
+		if w <= 0 {
+			need -= p.freeStreamsLocked(h)
 		}
+		want = max(want, (need+p.learned-1)/p.learned-p.dialing)
+	case w > 0 && p.learned > 0:
+		want = max(want, (w+p.learned-1)/p.learned-p.dialing)
+	case w > 0 && p.dialing == 0: // capacity not learned yet: one dial
+		want = max(want, 1)
 	}
 	want = min(want, p.cfg.MaxConnections-len(p.conns)-p.dialing)
 	if want <= 0 {
@@ -338,6 +396,24 @@ func (p *Pool) pumpLocked(now time.Time, fx *effects) {
 	p.dialing += want
 	fx.dials += want
 	fx.dialer = p.dialer
+}
+
+// headroomLocked is how many streams a multiplexed pool in demand keeps
+// free or being dialled, for connections of streams each: half a
+// connection, or an eighth of the streams in use when that is more (a
+// pool that grew large grows fast: its dials must start further ahead).
+func (p *Pool) headroomLocked(streams int) int {
+	return max(streams/2, p.busy/8)
+}
+
+// freeStreamsLocked counts the free streams of the connections on the free
+// list, most recently used first, and stops once it is past enough.
+func (p *Pool) freeStreamsLocked(enough int) int {
+	n := 0
+	for pc := p.free.back(); pc != nil && n <= enough; pc = pc.ln.prev {
+		n += pc.freeStreams()
+	}
+	return n
 }
 
 // dialed settles a finished dial: a new connection joins the pool (or goes
@@ -477,6 +553,9 @@ func (p *Pool) release(pc *pconn, broken bool) {
 		p.mu.Unlock()
 		panic(fmt.Sprintf("pool %s (loop %d): Lease released twice", p.addr, p.loop))
 	}
+	if !pc.temp {
+		p.busy--
+	}
 	reason := ReasonRemote
 	if broken {
 		reason = ReasonError
@@ -523,6 +602,7 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 	var fx effects
 	p.mu.Lock()
 	pc.inUse--
+	p.busy--
 	p.retireLocked(pc, ReasonRemote, &fx)
 	if w != nil {
 		switch {
@@ -545,8 +625,13 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 
 func (p *Pool) takeStreamLocked(pc *pconn) {
 	pc.inUse++
-	if pc.freeStreams() <= 0 {
+	p.busy++
+	f := pc.freeStreams()
+	if f <= 0 {
 		p.free.remove(pc)
+	}
+	if pc.streams > 1 && f < p.headroomLocked(pc.streams) {
+		p.ahead = true
 	}
 }
 

@@ -22,7 +22,9 @@ type waiter struct {
 	cb    func(Lease, error) // AcquireAsync's callback, or nil for Acquire
 	ch    chan acquired      // Acquire's hand-over, buffered
 	start time.Time
-	timer clock.Timer // AcquireTimeout
+
+	// guarded by p.mu until the waiter leaves the queue
+	timer clock.Timer // AcquireTimeout; nil while a dial in flight covers it (armWaitersLocked)
 
 	// guarded by p.mu
 	ln       links[waiter] // on p.waiters
@@ -67,13 +69,21 @@ func (w *waiter) cancel() bool {
 	p.waiters.remove(w)
 	w.state = waiterDone
 	p.mu.Unlock()
-	w.timer.Stop()
+	w.stop()
 	return true
+}
+
+// stop stops the acquire timer, if it was armed; the waiter is off the
+// queue, so its timer no longer changes.
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // finish reports the outcome to the caller, without the lock.
 func (w *waiter) finish(l Lease, err error) {
-	w.timer.Stop()
+	w.stop()
 	w.p.obs.AcquireWait(clock.Since(w.p.clk, w.start), err)
 	if w.cb != nil {
 		w.cb(l, err)

@@ -107,6 +107,24 @@ type originOpts struct {
 	h2         bool // offer h2 by ALPN (TLS) or accept h2c (cleartext)
 	maxStreams uint32
 	clientCert bool // require and verify a client certificate
+	// acceptDelay holds each accepted connection this long before the
+	// server sees it (one at a time, as its accept loop does): a slow
+	// handshake, from the client's side.
+	acceptDelay time.Duration
+}
+
+// slowListener delays each Accept.
+type slowListener struct {
+	net.Listener
+	delay time.Duration
+}
+
+func (l slowListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		time.Sleep(l.delay)
+	}
+	return c, err
 }
 
 func startOrigin(t testing.TB, o originOpts, h http.Handler) *origin {
@@ -125,6 +143,9 @@ func startOrigin(t testing.TB, o originOpts, h http.Handler) *origin {
 			srv.closed.Add(1)
 			srv.open--
 		}
+	}
+	if o.acceptDelay > 0 {
+		srv.Listener = slowListener{srv.Listener, o.acceptDelay}
 	}
 	if o.maxStreams > 0 {
 		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(o.maxStreams)}

@@ -8,6 +8,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -230,30 +231,56 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 	})
 }
 
-// 3. HTTP/2: 64 concurrent requests, 16 streams per connection → 4
-// connections.
+// 3. HTTP/2: 56 concurrent requests, 16 streams per connection → 4
+// connections (the last half full: the pool's headroom of half a
+// connection needs no fifth).
 func TestPoolH2Multiplexes(t *testing.T) {
 	noLeaks(t)
-	const streams, clients = 16, 64
+	const streams, clients = 16, 56
 	g := newGate(t)
 	o := startOrigin(t, originOpts{tls: true, h2: true, maxStreams: streams}, g.handler())
 	p, _ := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.Prewarm = 1 }),
 		mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
 	poll.Until(t, "pool pre-warmed", p.Ready)
-	errs := hold(p, o, clients)
-	// All 64 are at the origin at once: they are multiplexed.
-	poll.Until(t, "64 requests in flight", func() bool {
+	// All 56 are at the origin at once: they are multiplexed.
+	holdAtOnce(t, g, p, o, clients, streams)
+}
+
+// holdAtOnce sends n requests through p that o's gate holds, waits until
+// all n are at the origin at once, opens the gate, and requires that all
+// succeeded over ceil(n/streams) connections.
+func holdAtOnce(t *testing.T, g *gate, p *pool.Pool, o *origin, n, streams int) {
+	t.Helper()
+	errs := hold(p, o, n)
+	poll.Until(t, fmt.Sprintf("%d requests in flight", n), func() bool {
 		select {
 		case err := <-errs:
 			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
 		default:
 		}
-		return g.arrived.Load() == clients
+		return g.arrived.Load() == int64(n)
 	})
-	release(t, g, errs, clients)
-	if want := int64((clients + streams - 1) / streams); o.accepted.Load() != want {
-		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), clients, streams, want)
+	release(t, g, errs, n)
+	if want := int64((n + streams - 1) / streams); o.accepted.Load() != want {
+		t.Fatalf("origin accepted %d connections, want ceil(%d/%d) = %d", o.accepted.Load(), n, streams, want)
 	}
+}
+
+// HTTP/2 growth with slow handshakes: 45 long requests at once to an
+// origin of 10 streams per connection whose every accept takes 300 ms
+// (three times the default acquire_timeout, and serial: the fifth
+// connection is ready after 1.5 s). The requests waiting for a connection
+// being dialled are not shed: all 45 reach the origin together and
+// succeed, over ceil(45/10) = 5 connections, not more.
+func TestPoolH2SlowDialsShedNothing(t *testing.T) {
+	noLeaks(t)
+	const streams, clients = 10, 45
+	g := newGate(t)
+	o := startOrigin(t, originOpts{tls: true, h2: true, maxStreams: streams, acceptDelay: 300 * time.Millisecond}, g.handler())
+	c := poolConfig(nil)
+	c.AcquireTimeout = pool.DefaultConfig().AcquireTimeout // 100 ms
+	p, _ := newPool(t, o.addr(), c, mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
+	holdAtOnce(t, g, p, o, clients, streams)
 }
 
 // 4. ALPN auto through the pool; 5. mTLS through the pool.
