@@ -18,6 +18,7 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ type Origin struct {
 	bal   *balance.Origin
 	loops []*Loop
 	m     originMetrics
+	next  atomic.Uint64 // Place's rotation
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
@@ -93,6 +95,37 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
+
+// warm reports whether the loop's pool for e has a free stream now, so a
+// request sent there dials nothing (balance.Picker.SetWarm).
+func (ol *Loop) warm(e *balance.Endpoint) bool {
+	p := (*ol.pools.Load())[e.Address()]
+	return p != nil && p.Free() > 0
+}
+
+// Index is the loop's index.
+func (ol *Loop) Index() int { return ol.idx }
+
+// Place returns the loop for a new request: of the origin's next loop in
+// rotation and one other loop at random, the one with fewer of the
+// origin's requests in flight (Begin to Finish); a tie keeps the
+// rotation's. Where the loops are equally busy it is round robin, so
+// every loop takes an equal share; where a burst leaves one loop with
+// more requests in flight, the next ones go to the other, so no loop's
+// pools grow to the whole gateway's concurrency (docs/decisions.md, "A
+// loop per request"). Two atomic loads and an add; no lock.
+func (o *Origin) Place() *Loop {
+	n := uint64(len(o.loops))
+	i := (o.next.Add(1) - 1) % n
+	if n == 1 {
+		return o.loops[0]
+	}
+	j := (i + 1 + rand.Uint64N(n-1)) % n
+	if a, b := o.loops[i], o.loops[j]; b.inflight.Load() < a.inflight.Load() {
+		return b
+	}
+	return o.loops[i]
+}
 
 // MaxResponseHead is pool.max_response_header_bytes.
 func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHeaderBytes }
@@ -145,6 +178,12 @@ type Loop struct {
 	pools  atomic.Pointer[map[string]*pool.Pool]
 	subset []string // guarded by origin.mu
 	obs    *poolObserver
+	// inflight counts the origin's requests on this loop between Begin
+	// and Finish; Place reads it. Padded: every request of every loop
+	// writes one of these.
+	_        [64]byte
+	inflight atomic.Int64
+	_        [56]byte
 }
 
 // New builds the origin oc describes and starts pre-warming its pools.
@@ -190,6 +229,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
 		ol.subset = o.subsetOf(l)
 		ol.picker = o.bal.NewPicker(ol.subset)
+		ol.picker.SetWarm(ol.warm)
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
 			p, err := o.newPool(a, ol)

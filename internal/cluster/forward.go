@@ -9,10 +9,18 @@ import (
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
 // body, so it may be sent again; cost: its workload class's cost, 1 when it
-// has none).
+// has none). Finish ends it.
 func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64) {
 	o.m.requests[ol.idx].Inc()
+	ol.inflight.Add(1)
 	a.Start(o.policy.Load(), ol.picker, replayable, cost)
+}
+
+// Finish ends a's request on loop ol (forward.Attempt.Finish) and takes it
+// off the loop's requests in flight.
+func (o *Origin) Finish(a *forward.Attempt, ol *Loop) {
+	a.Finish()
+	ol.inflight.Add(-1)
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered

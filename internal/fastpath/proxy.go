@@ -54,8 +54,8 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		status = c.writeError(reason)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
-		loop = c.s.cfg.NextLoop()
-		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
+		ol := o.Place() // a loop per request: the connection's state stays its own
+		loop = ol.Index()
 		a := &c.attempt
 		o.Begin(a, ol, replayable, cost)
 		// A wait for a stream is bounded by pool.acquire_timeout. The first
@@ -66,7 +66,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		st, reason = o.Forward(context.Background(), a, ol, true, func(a *forward.Attempt) (int, forward.Step) {
 			return c.exchange(o, a, n)
 		})
-		a.Finish()
+		o.Finish(a, ol)
 		if reason == forward.None {
 			status = st
 		} else {

@@ -17,7 +17,6 @@ import (
 
 // ServeHTTP forwards one downstream request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	loop := g.nextLoopIndex()
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
 	}
@@ -27,7 +26,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	oc := outcome{loop: -1}
-	status := g.serve(w, r, loop, &oc)
+	status := g.serve(w, r, &oc)
 	g.served(status)
 	if logged {
 		g.logRequest(r, start, status, &oc)
@@ -59,7 +58,7 @@ func (g *Gateway) logRequest(r *http.Request, start time.Time, status int, oc *o
 	g.alog.Add(&rec)
 }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *outcome) int {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, oc *outcome) int {
 	if badRequest(r) != "" || !prefetchChunked(r) {
 		return refuse(w, r, oc)
 	}
@@ -72,8 +71,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, loop int, oc *ou
 	if !ok {
 		return writeError(w, r, forward.NoRoute, oc)
 	}
-	oc.origin, oc.loop = o, loop
-	return g.proxy(w, r, o, o.Loop(loop), cost, oc)
+	ol := o.Place() // a loop per request (docs/decisions.md)
+	oc.origin, oc.loop = o, ol.Index()
+	return g.proxy(w, r, o, ol, cost, oc)
 }
 
 // writeError writes the gateway's own answer for reason, notes it in oc
@@ -195,7 +195,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, o *cluster.Origi
 
 	var a forward.Attempt
 	o.Begin(&a, ol, replayable, cost)
-	defer a.Finish()
+	defer o.Finish(&a, ol)
 	status, reason := o.Forward(ctx, &a, ol, false, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
 	})

@@ -766,6 +766,12 @@ func (s Stats) Utilization() float64 {
 	return float64(s.Busy) / float64(s.Capacity)
 }
 
+// Free reports how many of the pool's connections have a free stream now:
+// an Acquire would take one without dialling or waiting. It takes no lock
+// (one atomic load), so a picker may ask it per request; the answer may be
+// stale by the time it is acted on.
+func (p *Pool) Free() int { return p.free.len() }
+
 // Stats returns a snapshot. It walks the connections (at most
 // MaxConnections), so call it for scrapes, not per request.
 func (p *Pool) Stats() Stats {
