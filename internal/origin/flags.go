@@ -16,7 +16,7 @@ import (
 type Flags struct {
 	fs                                      *flag.FlagSet
 	listen, profile, proto, mix, warmup, id string
-	cert, key, writeCA                      string
+	cert, key, writeCA, clientCA, minTLS    string
 	workers, bodyBytes, listeners           int
 	slowdown, errorRate                     float64
 	seed                                    uint64
@@ -35,6 +35,8 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.id, "id", "", "value of the "+IDHeader+" response header")
 	fs.StringVar(&f.cert, "cert", "", "TLS certificate `FILE` (default: generate a self-signed one)")
 	fs.StringVar(&f.key, "key", "", "TLS key `FILE`")
+	fs.StringVar(&f.clientCA, "client-ca", "", "with --proto tls, require client certificates signed by this PEM `FILE` (mTLS)")
+	fs.StringVar(&f.minTLS, "min-tls", "1.2", "with --proto tls, the lowest TLS `VERSION` served: 1.2 or 1.3")
 	fs.StringVar(&f.writeCA, "write-ca", "", "write the TLS certificate in PEM to `FILE` for clients to trust")
 	fs.IntVar(&f.workers, "workers", 8, "requests served at once; later ones wait (0 = unlimited)")
 	fs.IntVar(&f.bodyBytes, "body-bytes", 0, "response body size (0 sends \"ok\\n\")")
@@ -53,8 +55,10 @@ func (f *Flags) Options() (Options, error) {
 		return Options{}, err
 	}
 	o.Listen, o.Listeners, o.Proto, o.ID, o.Seed = f.listen, f.listeners, Proto(f.proto), f.id, f.seed
-	o.BodyBytes, o.IdleTimeout, o.CertFile, o.KeyFile = f.bodyBytes, f.idle, f.cert, f.key
+	o.BodyBytes, o.IdleTimeout, o.CertFile, o.KeyFile, o.ClientCAFile = f.bodyBytes, f.idle, f.cert, f.key, f.clientCA
 	var errs []error
+	o.MinTLS, err = parseMinTLS(f.minTLS)
+	errs = append(errs, err)
 	f.fs.Visit(func(fl *flag.Flag) {
 		var err error
 		switch fl.Name {

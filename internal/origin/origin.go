@@ -110,6 +110,12 @@ type Options struct {
 	// CertFile and KeyFile are the TLS certificate; when empty a
 	// self-signed one for 127.0.0.1, ::1 and localhost is generated.
 	CertFile, KeyFile string
+	// ClientCAFile, with Proto TLS, requires every client to present a
+	// certificate this PEM bundle signed (mTLS).
+	ClientCAFile string
+	// MinTLS is the lowest TLS version served (tls.VersionTLS13 for TLS
+	// 1.3 only); 0 is Go's default.
+	MinTLS uint16
 	// History is how many seconds of per-second counters are kept;
 	// default 3600.
 	History int
@@ -138,6 +144,7 @@ type Server struct {
 
 	counters
 	hist history
+	hs   handshakes // TLS handshakes (Proto TLS)
 
 	http    *http.Server
 	lns     []net.Listener // one per listener, in port order
@@ -200,7 +207,10 @@ func Start(opts Options) (*Server, error) {
 		s.certPEM = pem
 		s.ca = x509.NewCertPool()
 		s.ca.AppendCertsFromPEM(pem)
-		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
+		if s.http.TLSConfig, err = serverTLS(cert, opts.MinTLS, opts.ClientCAFile, &s.hs); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
 	var wg sync.WaitGroup
 	for _, ln := range lns {
@@ -338,6 +348,9 @@ func (o *Options) validate() error {
 	case H1, H2C, TLS:
 	default:
 		return fmt.Errorf("origin: proto %q: want h1, h2c or tls", o.Proto)
+	}
+	if (o.ClientCAFile != "" || o.MinTLS != 0) && o.Proto != TLS {
+		return fmt.Errorf("origin: a client CA and a minimum TLS version need proto tls, not %s", o.Proto)
 	}
 	if o.Listeners < 0 || o.Listeners > maxListeners {
 		return fmt.Errorf("origin: listeners %d: want 1–%d (0 is 1)", o.Listeners, maxListeners)

@@ -44,6 +44,8 @@ type Stats struct {
 	Seconds []Second `json:"seconds"`
 	// Listeners counts each listener (Options.Listeners), in port order.
 	Listeners []ListenerStats `json:"listeners"`
+	// TLS counts the TLS handshakes (Proto TLS only).
+	TLS *TLSStats `json:"tls,omitempty"`
 }
 
 // ListenerStats is one listener's ground truth: the connections it
@@ -145,6 +147,9 @@ func (s *Server) Stats() Stats {
 	st.Listeners = make([]ListenerStats, len(s.lcs))
 	for i, lc := range s.lcs {
 		st.Listeners[i] = ListenerStats{Address: lc.addr, Accepted: lc.accepted.Load(), Requests: lc.requests.Load()}
+	}
+	if s.opts.Proto == TLS {
+		st.TLS = s.hs.stats()
 	}
 	return st
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -75,6 +76,9 @@ type Dialer struct {
 	maxHead int // Options.MaxResponseHeaderBytes
 	net     net.Dialer
 	h2      *http2.Transport
+	// sessions holds each endpoint's TLS session cache, by address
+	// (sessionCache).
+	sessions sync.Map
 }
 
 var _ pool.Dialer = (*Dialer)(nil)
@@ -205,18 +209,43 @@ func (d *Dialer) noH2(addr string, why error) *DialError {
 }
 
 // tlsConfigFor returns the TLS config for one dial: the server name
-// defaults to the host being dialled.
+// defaults to the host being dialled, and the session cache is the
+// endpoint's own (sessionCache), unless the config brings one.
 func (d *Dialer) tlsConfigFor(addr string) *tls.Config {
-	if d.tls.ServerName != "" {
-		return d.tls
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
 	c := d.tls.Clone()
-	c.ServerName = host
+	if c.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		c.ServerName = host
+	}
+	if c.ClientSessionCache == nil {
+		c.ClientSessionCache = d.sessionCache(addr)
+	}
 	return c
+}
+
+// sessionsPerEndpoint is the capacity of each endpoint's session cache:
+// crypto/tls keeps one session per server name, and an endpoint has one.
+const sessionsPerEndpoint = 2
+
+// sessionCache is endpoint addr's TLS session cache. A new connection to
+// an endpoint resumes the session of an earlier one (TLS 1.3 tickets, TLS
+// 1.2 tickets), so a redial after a recycle or a lost connection costs an
+// abbreviated handshake, without the certificate signatures and their
+// verification, when the origin accepts it. The cache is per endpoint,
+// not per server name: crypto/tls keys sessions by server name, which
+// endpoints share (every IP endpoint of a host, or tls.server_name), and
+// one endpoint's ticket is worth nothing to another that has other
+// ticket keys. Endpoints that left keep their small cache until the
+// origin's dialer is replaced (a reload that changes the dialer).
+func (d *Dialer) sessionCache(addr string) tls.ClientSessionCache {
+	if c, ok := d.sessions.Load(addr); ok {
+		return c.(tls.ClientSessionCache)
+	}
+	c, _ := d.sessions.LoadOrStore(addr, tls.NewLRUClientSessionCache(sessionsPerEndpoint))
+	return c.(tls.ClientSessionCache)
 }
 
 // DialErrorKind classifies a dial failure.

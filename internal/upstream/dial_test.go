@@ -194,3 +194,27 @@ func TestTLSFilesConfig(t *testing.T) {
 		}
 	}
 }
+
+// A redial resumes the endpoint's TLS session: the second connection to
+// an endpoint skips the full handshake (its certificates), and an endpoint
+// never dialled before starts with a full one, not another's ticket.
+func TestRedialResumesTheEndpointsSession(t *testing.T) {
+	noLeaks(t)
+	p := getPKI(t)
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	a := startOrigin(t, originOpts{tls: true, clientCert: true}, hello)
+	b := startOrigin(t, originOpts{tls: true, clientCert: true}, hello)
+	d := mustDialer(t, Options{Protocol: H1, TLS: p.clientTLS(true)})
+	for i, tc := range []struct {
+		o       *origin
+		resumed bool
+	}{{a, false}, {a, true}, {b, false}, {a, true}} {
+		c := mustDial(t, d, tc.o.addr())
+		resp := get(t, c, tc.o.url("/")) // reads the origin's tickets too
+		readAll(t, resp)
+		if resp.TLS == nil || resp.TLS.DidResume != tc.resumed {
+			t.Fatalf("dial %d to %s: resumed %v, want %v", i+1, tc.o.addr(), resp.TLS != nil && resp.TLS.DidResume, tc.resumed)
+		}
+		c.Close()
+	}
+}
