@@ -184,6 +184,28 @@ func (p *Pool) AcquireTrusting(ctx context.Context) (Lease, error) {
 	return p.acquire(ctx, true)
 }
 
+// TryAcquire takes a free stream when one is ready and never waits or
+// dials: ok is false when the pool has none or is not open. trust is
+// AcquireTrusting's. It is how a loop borrows a stream of the endpoint's
+// home loop's pool (package cluster).
+func (p *Pool) TryAcquire(trust bool) (l Lease, ok bool) {
+	for {
+		p.mu.Lock()
+		pc := p.free.back()
+		if p.state != stateOpen || pc == nil {
+			p.mu.Unlock()
+			return Lease{}, false
+		}
+		p.takeStreamLocked(pc)
+		p.mu.Unlock()
+		if trust && trusted(pc.conn) || pc.conn.Usable() {
+			p.obs.AcquireWait(0, nil)
+			return Lease{pc}, true
+		}
+		p.putBackDead(pc, nil)
+	}
+}
+
 func (p *Pool) acquire(ctx context.Context, trust bool) (Lease, error) {
 	l, w, err := p.begin(nil, trust)
 	if w == nil {
@@ -439,13 +461,14 @@ func (p *Pool) dialFailedLocked(err error, now time.Time, fx *effects) {
 // connection fail.
 func (p *Pool) release(pc *pconn, broken bool) {
 	usable := !broken && pc.conn.Usable()
-	streams := 0
+	peer := 0
 	if usable && !pc.temp {
-		streams = p.cfg.streamsOf(pc.conn.Streams())
+		peer = pc.conn.Streams()
 	}
 	now := p.clk.Now()
 	var fx effects
 	p.mu.Lock()
+	streams := p.cfg.streamsOf(peer) // p.cfg under the lock: Reconfigure replaces it
 	if pc.inUse--; pc.inUse < 0 {
 		pc.inUse = 0
 		p.mu.Unlock()
