@@ -27,22 +27,3 @@ func TestWarmEndpointWinsATie(t *testing.T) {
 		t.Errorf("without a warm function one endpoint got %.1f%% of the picks, want about %.1f%%", 100*got, 100.0/endpoints)
 	}
 }
-
-// A ready connection never draws traffic to a slow endpoint: the warm
-// rule applies only between candidates whose latencies tie, so a 5×-slow
-// endpoint that is the only warm one keeps under half its fair share.
-func TestWarmRuleStillAvoidsASlowEndpoint(t *testing.T) {
-	const n, endpoints = 50_000, 8
-	cfg := DefaultConfig()
-	cfg.SlowStart.Window = 0
-	ms := members(endpoints)
-	f := newFixture(t, cfg, ms, 7)
-	p := f.o.NewPicker(nil)
-	defer p.Close()
-	slow := ms[0].Address
-	p.SetWarm(func(e *Endpoint) bool { return e.Address() == slow })
-	shares := noisyShares(t, f, p, n, 4, 15*time.Millisecond, 0.3, map[string]float64{slow: 5})
-	if fair, got := 1.0/endpoints, shares[slow]; got > fair/2 {
-		t.Fatalf("the 5×-slow endpoint, the only one with a ready connection, got %.1f%% of the picks, want under half its fair %.1f%%", 100*got, 100*fair)
-	}
-}
