@@ -51,11 +51,12 @@ const warmScan = 8
 
 // warmer returns c, or when c has no connection ready on the loop
 // (Picker.SetWarm) and so would dial or wait, the first of up to warmScan
-// other entries, from a random one on, that has one, ties with c on
-// latency and beats it by ewmaBetter (its load within warmSlack of c's).
+// other entries, from a random one on, that has one and beats c by
+// ewmaBetter (its mean latency near c's, its load within warmSlack of
+// c's when they tie).
 // It runs only on that cold path: a loop dials only when none of the
-// endpoints it looked at that are as fast as its choice could take the
-// request at once. With it a loop's HTTP/1.1 pools hold about the loop's
+// endpoints it looked at that are about as fast as its choice could take
+// the request at once. With it a loop's HTTP/1.1 pools hold about the loop's
 // peak concurrency, not the sum of every endpoint's own peak.
 func warmer(g *group, c *entry, now int64, r *rng.Source) *entry {
 	if g.warm == nil || g.warm(c.ep) {
@@ -65,7 +66,7 @@ func warmer(g *group, c *entry, now int64, r *rng.Source) *entry {
 	n := len(es)
 	k := r.IntN(n)
 	for range min(n, warmScan) {
-		if e := &es[k]; e != c && g.warm(e.ep) && tied(g, e, c) && ewmaBetter(g, e, c, now) {
+		if e := &es[k]; e != c && g.warm(e.ep) && ewmaBetter(g, e, c, now) {
 			return e
 		}
 		if k++; k == n {
@@ -76,38 +77,54 @@ func warmer(g *group, c *entry, now int64, r *rng.Source) *entry {
 }
 
 // ewmaBetter reports whether a is the better of candidates a and b: by
-// load when their mean latencies tie (tied), else by ewmaCost. Between
-// tied candidates of which one has a connection ready on the loop and the
-// other has not (Picker.SetWarm), the ready one wins unless its load is
-// more than warmSlack times the other's.
+// load when their mean latencies tie (tied), else by ewmaCost. A
+// candidate with a connection ready on the loop (Picker.SetWarm) beats one
+// without when their mean latencies are near (within warmNear) and, if
+// they tie, its load is at most warmSlack times the other's.
 func ewmaBetter(g *group, a, b *entry, now int64) bool {
+	var wa, wb bool
+	if g.warm != nil && near(a, b, warmNear) {
+		wa, wb = g.warm(a.ep), g.warm(b.ep)
+	}
 	if !tied(g, a, b) {
+		if wa != wb {
+			return wa
+		}
 		return ewmaCost(g, a, now) < ewmaCost(g, b, now)
 	}
 	ca, cb := loadCost(g, a, now), loadCost(g, b, now)
-	if g.warm != nil {
-		switch wa, wb := g.warm(a.ep), g.warm(b.ep); {
-		case wa && !wb:
-			return ca <= warmSlack*cb
-		case wb && !wa:
-			return ca*warmSlack < cb
-		}
+	switch {
+	case wa && !wb:
+		return ca <= warmSlack*cb
+	case wb && !wa:
+		return ca*warmSlack < cb
 	}
 	return ca < cb
 }
 
 // tied reports whether a's and b's mean latencies are within the tie
 // ratio of each other: the difference is noise, not a slower endpoint.
-func tied(g *group, a, b *entry) bool {
-	ma, mb, tie := a.ep.mean.load(), b.ep.mean.load(), g.prm.tie
-	return ma < tie*mb && mb < tie*ma
+func tied(g *group, a, b *entry) bool { return near(a, b, g.prm.tie) }
+
+// near reports whether a's and b's mean latencies are within ratio of
+// each other (false while either has none).
+func near(a, b *entry, ratio float64) bool {
+	ma, mb := a.ep.mean.load(), b.ep.mean.load()
+	return ma < ratio*mb && mb < ratio*ma
 }
 
+// warmNear is how far apart two candidates' mean latencies may be for a
+// connection ready on the loop to decide between them: wider than the
+// tie ratio (1.5), because a short request's mean moves with the
+// scheduler's noise (a 1 ms request measured at 2 ms), and far below a
+// degraded endpoint's 5×, which is still avoided
+// (TestTieRuleStillAvoidsASlowEndpoint).
+const warmNear = 2
+
 // warmSlack is how much more loaded ((active+1)/weight) a latency-tied
-// candidate with a connection ready on the loop (Picker.SetWarm) may be
-// and still win over one without: the request then reuses a connection
-// instead of dialling one. It never overrides a latency difference
-// beyond the tie ratio, so a slow endpoint is still avoided.
+// candidate with a connection ready on the loop may be and still win over
+// one without: the request then reuses a connection instead of dialling
+// one.
 const warmSlack = 2
 
 func ewmaCost(g *group, e *entry, now int64) float64 {
