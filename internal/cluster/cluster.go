@@ -99,6 +99,15 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
+// warmPick turns on the pickers' preference for an endpoint with a
+// connection ready on the loop (balance.Picker.SetWarm). Off: with it a
+// dead or black-holed endpoint, whose pools hold no free connection, is
+// no longer tried while others are ready, so outlier ejection never sees
+// it fail (internal/drill TestCrash, TestBlackhole), and the lab's
+// simulator, which has no such rule, decides otherwise
+// (TestLabAndGatewayDecideAlike). docs/decisions.md has what it saved.
+const warmPick = false
+
 // warm reports whether the loop's pool for e has a free stream now, so a
 // request sent there dials nothing (balance.Picker.SetWarm).
 // Its home loop's pool counts too: a request borrows from it.
@@ -238,7 +247,9 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}, o: o}
 		ol.subset = o.subsetOf(l)
 		ol.picker = o.bal.NewPicker(ol.subset)
-		ol.picker.SetWarm(ol.warm)
+		if warmPick {
+			ol.picker.SetWarm(ol.warm)
+		}
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
 			p, err := o.newPool(a, ol, homes)
