@@ -17,7 +17,8 @@ type Picker struct {
 	rand   *rng.Source
 	snap   atomic.Pointer[snapshot]
 
-	subset []string // guarded by origin.mu
+	subset []string               // guarded by origin.mu
+	warm   func(e *Endpoint) bool // guarded by origin.mu; see SetWarm
 }
 
 // snapshot is what one loop may pick from until the next change.
@@ -44,6 +45,7 @@ type group struct {
 	maxWeight float64 // the largest configured weight
 	sumWeight float64 // the configured weights' sum
 	next      atomic.Uint64
+	warm      func(e *Endpoint) bool // the picker's (SetWarm); nil: none
 }
 
 // entry is one candidate as of the snapshot.
@@ -82,6 +84,22 @@ func (p *Picker) SetSubset(subset []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p.subset = slices.Clone(subset)
+	if slices.Contains(o.pickers, p) {
+		p.snap.Store(o.buildLocked(p))
+	}
+}
+
+// SetWarm tells the picker which endpoints have a connection ready on its
+// loop (a free stream in the loop's pool: a request there dials nothing).
+// Peak EWMA then breaks a latency tie in favour of such an endpoint when
+// its load is within warmSlack of the other's (peakewma.go), so the loop
+// reuses the connections it has before it opens more. warm runs on the
+// request path: it must not block or allocate. nil turns it off.
+func (p *Picker) SetWarm(warm func(e *Endpoint) bool) {
+	o := p.origin
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p.warm = warm
 	if slices.Contains(o.pickers, p) {
 		p.snap.Store(o.buildLocked(p))
 	}
@@ -208,6 +226,7 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 	}
 	for i := range s.groups {
 		s.clock = s.clock || s.groups[i].slowUntil != warm
+		s.groups[i].warm = p.warm
 	}
 	if sticky && o.tab != nil {
 		s.keyed = o.keyedLocked(&s.groups[0])

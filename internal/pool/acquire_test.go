@@ -474,3 +474,24 @@ func TestZeroLeaseIsInert(t *testing.T) {
 	l.Release()
 	l.Discard()
 }
+
+// Free counts the connections with a free stream, without the lock: what
+// a picker asks to prefer an endpoint whose request dials nothing.
+func TestFreeCountsConnectionsReadyForAStream(t *testing.T) {
+	e := newEnv(t, cfg(), memconn.Config{})
+	if n := e.p.Free(); n != 0 {
+		t.Fatalf("empty pool: Free %d", n)
+	}
+	a, b := e.mustAcquire(), e.mustAcquire()
+	if n := e.p.Free(); n != 0 {
+		t.Fatalf("both connections busy: Free %d", n)
+	}
+	e.release(a)
+	if n := e.p.Free(); n != 1 {
+		t.Fatalf("one released: Free %d, want 1", n)
+	}
+	e.release(b)
+	if n := e.p.Free(); n != 2 {
+		t.Fatalf("both released: Free %d, want 2", n)
+	}
+}

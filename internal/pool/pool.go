@@ -190,6 +190,28 @@ func (p *Pool) AcquireTrusting(ctx context.Context) (Lease, error) {
 	return p.acquire(ctx, true)
 }
 
+// TryAcquire takes a free stream when one is ready and never waits or
+// dials: ok is false when the pool has none or is not open. trust is
+// AcquireTrusting's. It is how a loop borrows a stream of the endpoint's
+// home loop's pool (package cluster).
+func (p *Pool) TryAcquire(trust bool) (l Lease, ok bool) {
+	for {
+		p.mu.Lock()
+		pc := p.free.back()
+		if p.state != stateOpen || pc == nil {
+			p.mu.Unlock()
+			return Lease{}, false
+		}
+		p.takeStreamLocked(pc)
+		p.mu.Unlock()
+		if trust && trusted(pc.conn) || pc.conn.Usable() {
+			p.obs.AcquireWait(0, nil)
+			return Lease{pc}, true
+		}
+		p.putBackDead(pc, nil)
+	}
+}
+
 func (p *Pool) acquire(ctx context.Context, trust bool) (Lease, error) {
 	l, w, err := p.begin(nil, trust)
 	if w == nil {
@@ -817,6 +839,12 @@ func (s Stats) Utilization() float64 {
 	}
 	return float64(s.Busy) / float64(s.Capacity)
 }
+
+// Free reports how many of the pool's connections have a free stream now:
+// an Acquire would take one without dialling or waiting. It takes no lock
+// (one atomic load), so a picker may ask it per request; the answer may be
+// stale by the time it is acted on.
+func (p *Pool) Free() int { return p.free.len() }
 
 // Stats returns a snapshot. It walks the connections (at most
 // MaxConnections), so call it for scrapes, not per request.
