@@ -495,3 +495,36 @@ func TestFreeCountsConnectionsReadyForAStream(t *testing.T) {
 		t.Fatalf("both released: Free %d, want 2", n)
 	}
 }
+
+// A loop sees an endpoint through its own pool and its home loop's
+// (pool.Ready, pool.Borrow): nothing held, all busy, or a stream ready —
+// and only a ready stream of the home pool is borrowed.
+func TestReadyAndBorrowFromTheHomePool(t *testing.T) {
+	own, home := newEnv(t, cfg(), memconn.Config{}), newEnv(t, cfg(), memconn.Config{})
+	if ready, held := pool.Ready(own.p, home.p); ready || held || own.p.Held() != 0 {
+		t.Fatalf("nothing dialled: ready %v, held %v (Held %d)", ready, held, own.p.Held())
+	}
+	busy := home.mustAcquire()
+	if ready, held := pool.Ready(own.p, home.p); ready || !held || home.p.Held() != 1 {
+		t.Fatalf("the home pool's one connection busy: ready %v, held %v (Held %d), want busy", ready, held, home.p.Held())
+	}
+	if _, ok := pool.Borrow(own.p, home.p, false); ok {
+		t.Fatal("borrowed from a home pool with no free stream")
+	}
+	home.release(busy)
+	if ready, held := pool.Ready(own.p, home.p); !ready || !held {
+		t.Fatalf("a free stream at home: ready %v, held %v", ready, held)
+	}
+	if ready, held := pool.Ready(own.p, nil); ready || held {
+		t.Fatalf("own pool alone, empty: ready %v, held %v", ready, held)
+	}
+	l, ok := pool.Borrow(own.p, home.p, false)
+	if !ok || l.Conn() != busy.lease.Conn() {
+		t.Fatalf("Borrow = %v, %v; want the home pool's idle connection", l.Conn(), ok)
+	}
+	if _, ok := pool.Borrow(home.p, home.p, false); ok {
+		t.Fatal("a pool borrowed from itself")
+	}
+	l.Release()
+	home.check()
+}
