@@ -88,7 +88,7 @@ func TestNoiseDoesNotSteerPeakEWMA(t *testing.T) {
 
 // A truly slow endpoint (5×) still loses its share under the tie rule,
 // and under the warm rule when it is the only endpoint with a connection
-// ready (Picker.SetWarm): the warm rule applies only between candidates
+// ready (NewWarmPicker): the warm rule applies only between candidates
 // whose latencies tie.
 func TestTieRuleStillAvoidsASlowEndpoint(t *testing.T) {
 	const n, endpoints = 50_000, 8
@@ -97,11 +97,12 @@ func TestTieRuleStillAvoidsASlowEndpoint(t *testing.T) {
 		cfg.SlowStart.Window = 0
 		ms := members(endpoints)
 		f := newFixture(t, cfg, ms, 7)
-		p := f.o.NewPicker(nil)
 		slow := ms[0].Address
+		var w Warm
 		if warm {
-			p.SetWarm(func(e *Endpoint) bool { return e.Address() == slow })
+			w = func(e *Endpoint) (bool, bool) { return e.Address() == slow, true }
 		}
+		p := f.o.NewWarmPicker(nil, w)
 		shares := noisyShares(t, f, p, n, 4, 15*time.Millisecond, 0.3, map[string]float64{slow: 5})
 		p.Close()
 		if fair, got := 1.0/endpoints, shares[slow]; got > fair/2 {

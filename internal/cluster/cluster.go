@@ -114,23 +114,16 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
 // warmPick turns on the pickers' preference for an endpoint with a
-// connection ready on the loop (balance.Picker.SetWarm). Off: with it a
-// dead or black-holed endpoint, whose pools hold no free connection, is
-// no longer tried while others are ready, so outlier ejection never sees
-// it fail (internal/drill TestCrash, TestBlackhole), and the lab's
-// simulator, which has no such rule, decides otherwise
-// (TestLabAndGatewayDecideAlike). docs/decisions.md has what it saved.
-const warmPick = false
+// stream ready on the loop over one whose connections are all busy
+// (balance.Origin.NewWarmPicker); an endpoint holding no connection is
+// neutral, so a dead one is still tried and ejected. docs/decisions.md has
+// what it saves.
+const warmPick = true
 
-// warm reports whether the loop's pool for e has a free stream now, so a
-// request sent there dials nothing (balance.Picker.SetWarm).
-// Its home loop's pool counts too: a request borrows from it.
-func (ol *Loop) warm(e *balance.Endpoint) bool {
-	if p := (*ol.pools.Load())[e.Address()]; p != nil && p.Free() > 0 {
-		return true
-	}
-	h := ol.o.homePool(e.Address())
-	return h != nil && h.Free() > 0
+// warm reports what the loop's pool for e, and its home loop's, from
+// which a request borrows, hold now (balance.Warm).
+func (ol *Loop) warm(e *balance.Endpoint) (ready, held bool) {
+	return pool.Ready((*ol.pools.Load())[e.Address()], ol.o.homePool(e.Address()))
 }
 
 // Index is the loop's index.
@@ -261,9 +254,10 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	for l := 0; l < env.Loops; l++ {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}, o: o}
 		ol.subset = o.subsetOf(l)
-		ol.picker = o.bal.NewPicker(ol.subset)
 		if warmPick {
-			ol.picker.SetWarm(ol.warm)
+			ol.picker = o.bal.NewWarmPicker(ol.subset, ol.warm)
+		} else {
+			ol.picker = o.bal.NewPicker(ol.subset)
 		}
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
@@ -334,26 +328,16 @@ func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
 	return rng.New(o.env.Seed ^ rng.Mix64(rng.FNV(addr)+uint64(ol.idx)))
 }
 
-// homes maps every endpoint of the current placement to its home loop: of
-// the loops whose subset holds it, the one its address hashes to. When
-// the origin multiplexes, only the home loop's pool pre-warms the
-// endpoint (homeCfg); on every protocol a loop whose own pool has no free
-// stream takes one of the home pool before it dials (Origin.acquire). So
+// homes maps every endpoint of the current placement to its home loop
+// (subset.Snapshot.Homes). When the origin multiplexes, only the home
+// loop's pool pre-warms the endpoint (homeCfg); on every protocol a loop
+// whose own pool has no free stream takes one of the home pool before it
+// dials (Origin.acquire, pool.Borrow). So
 // an HTTP/2 endpoint has one connection per gateway, not one per loop
 // (docs/decisions.md, "Borrowing from the home loop"). It stores the map
 // for homePool. Called with o.mu held (or before the origin is shared).
 func (o *Origin) homes() map[string]int {
-	by := map[string][]int{}
-	snap := o.placement.Snapshot()
-	for l := 0; l < o.env.Loops; l++ {
-		for _, a := range snap.Members(o.env.Fleet.Instance, l) {
-			by[a] = append(by[a], l)
-		}
-	}
-	h := make(map[string]int, len(by))
-	for a, ls := range by {
-		h[a] = ls[rng.FNV(a)%uint64(len(ls))]
-	}
+	h := o.placement.Snapshot().Homes(o.env.Fleet.Instance)
 	o.home.Store(&h)
 	return h
 }

@@ -104,14 +104,10 @@ func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayT
 		tr.Acquired()
 		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
 	}
-	if p.Free() == 0 {
-		// Borrow a free stream of the endpoint's home loop before dialling
-		// (homes).
-		if h := o.homePool(ep.Address()); h != nil && h != p && h.Free() > 0 {
-			if lease, ok := h.TryAcquire(trust); ok {
-				return a.Acquired(lease, nil)
-			}
-		}
+	// A free stream of the endpoint's home loop before a dial (homes).
+	if lease, ok := pool.Borrow(p, o.homePool(ep.Address()), trust); ok {
+		tr.Acquired()
+		return a.Acquired(lease, nil)
 	}
 	var lease pool.Lease
 	if trust {
