@@ -113,13 +113,6 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
-// warmPick turns on the pickers' preference for an endpoint with a
-// stream ready on the loop over one whose connections are all busy
-// (balance.Origin.NewWarmPicker); an endpoint holding no connection is
-// neutral, so a dead one is still tried and ejected. docs/decisions.md has
-// what it saves.
-const warmPick = true
-
 // warm reports what the loop's pool for e, and its home loop's, from
 // which a request borrows, hold now (balance.Warm).
 func (ol *Loop) warm(e *balance.Endpoint) (ready, held bool) {
@@ -254,11 +247,9 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	for l := 0; l < env.Loops; l++ {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}, o: o}
 		ol.subset = o.subsetOf(l)
-		if warmPick {
-			ol.picker = o.bal.NewWarmPicker(ol.subset, ol.warm)
-		} else {
-			ol.picker = o.bal.NewPicker(ol.subset)
-		}
+		// The warm pick: between endpoints of near latency, one with a
+		// stream ready on the loop (docs/decisions.md).
+		ol.picker = o.bal.NewWarmPicker(ol.subset, ol.warm)
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
 			p, err := o.newPool(a, ol, homes)
