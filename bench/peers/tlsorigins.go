@@ -45,8 +45,8 @@ const (
 )
 
 // ownsOrigins reports whether scenario sc starts origins of its own
-// (spread, tls_origins, many_endpoints) rather than using the four
-// standard ones.
+// (spread, tls_origins, many_endpoints, h2_streams, h2_cpu) rather than
+// using the four standard ones.
 func ownsOrigins(sc string) bool {
 	return sc == scSpread || sc == scTLSOrigins || sc == scManyEndpoints || isH2Scenario(sc)
 }
