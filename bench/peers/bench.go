@@ -29,6 +29,8 @@ type bench struct {
 	conns map[string]map[string]int64
 	// tls is the run's throwaway certificate, made by the first raw_tls run
 	tls *tlsFiles
+	// up is the upstream TLS of tls_origins and many_endpoints (tlsorigins.go)
+	up *upTLS
 }
 
 // slowOrigin is the id of the 5×-slow origin.
@@ -65,8 +67,12 @@ func (b *bench) members() []string {
 func (b *bench) totalRuns() int {
 	n := 0
 	for _, s := range b.o.scenarios {
-		if s == scSpread {
+		switch s {
+		case scSpread:
 			n += b.spreadRuns()
+			continue
+		case scTLSOrigins, scManyEndpoints:
+			n += b.tlsRuns()
 			continue
 		}
 		if s == scTracing {
@@ -81,9 +87,18 @@ func (b *bench) totalRuns() int {
 		if hasDirect(s) {
 			per++
 		}
-		n += per * b.o.rounds
+		n += per * b.roundsOf(s)
 	}
 	return n
+}
+
+// roundsOf is how many rounds scenario sc runs: --raw-rounds for raw
+// (when set), --rounds for the others.
+func (b *bench) roundsOf(sc string) int {
+	if sc == scRaw && b.o.rawRounds > 0 {
+		return b.o.rawRounds
+	}
+	return b.o.rounds
 }
 
 // hasDirect reports whether scenario sc has a direct-to-origin row: raw
@@ -101,8 +116,14 @@ func (b *bench) order(round int) []proxy {
 func (b *bench) runAll(ctx context.Context) error {
 	b.conns = map[string]map[string]int64{}
 	for _, sc := range b.o.scenarios {
-		if sc == scSpread {
+		switch sc {
+		case scSpread:
 			if err := b.runSpread(ctx); err != nil {
+				return err
+			}
+			continue
+		case scTLSOrigins, scManyEndpoints:
+			if err := b.runUpstreamTLS(ctx, sc); err != nil {
 				return err
 			}
 			continue
@@ -121,7 +142,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		}
 		rounds := map[string][]Result{}
 		var names []string
-		for r := 0; r < b.o.rounds; r++ {
+		for r := 0; r < b.roundsOf(sc); r++ {
 			if hasDirect(sc) {
 				res, err := b.runOne(ctx, sc, nil, r, rounds)
 				if err != nil {

@@ -68,6 +68,7 @@ type options struct {
 	proxies    []string
 	scenarios  []string
 	rounds     int
+	rawRounds  int
 	install    bool
 	forwarded  bool
 	verbose    bool
@@ -92,7 +93,10 @@ type options struct {
 	spreadStreams    int
 	spreadH2Requests int
 
-	h2 h2Options // h2_streams, h2_cpu (h2streams.go)
+	h2                         h2Options // h2_streams, h2_cpu (h2streams.go)
+	tlsOrigins, tlsListeners   int
+	manyOrigins, manyListeners int
+	manyWarmup, manyWindow     time.Duration
 }
 
 func main() {
@@ -111,8 +115,15 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	// raw_tls costs what raw costs (a wrk run per proxy, no direct run):
 	// about 45 s a round of the default run's 7 minutes. spread is not in
 	// the default: it opens 800 listeners and runs three loads per proxy.
-	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread, tracing, h2_streams and h2_cpu run only when named")
+	scenarios := fs.String("scenarios", "raw,raw_tls,skewed,cold_join,overhead", "scenarios to run (connections are counted during raw, skewed and cold_join); spread, tracing, h2_streams, h2_cpu, tls_origins and many_endpoints run only when named")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs of each scenario per proxy; the median round is reported")
+	fs.IntVar(&o.rawRounds, "raw-rounds", 0, "runs of the raw scenario per proxy (0: --rounds); every round is reported, the median judged")
+	fs.IntVar(&o.tlsOrigins, "tls-origins", 4, "tls_origins: origin processes")
+	fs.IntVar(&o.tlsListeners, "tls-listeners", 4, "tls_origins: mTLS listeners (endpoints) per origin process")
+	fs.IntVar(&o.manyOrigins, "many-origins", 4, "many_endpoints: origin processes")
+	fs.IntVar(&o.manyListeners, "many-listeners", 16, "many_endpoints: mTLS listeners (endpoints) per origin process")
+	fs.DurationVar(&o.manyWarmup, "many-warmup", 20*time.Second, "many_endpoints: load before the counted window")
+	fs.DurationVar(&o.manyWindow, "many-window", 60*time.Second, "many_endpoints: the counted window (well inside corput's 10 min max_lifetime)")
 	fs.BoolVar(&o.forwarded, "forwarded-headers", true, "nginx and HAProxy add X-Forwarded-For, -Proto and -Host as corput and Caddy do (the same work at the origins); false runs their bare configs")
 	fs.IntVar(&o.originProcs, "origin-procs", 1, "GOMAXPROCS of each origin process (0: Go's default, one per CPU); the origins stand in for services on other machines, so each keeps to one processor and leaves the rest to the proxy under test")
 	fs.BoolVar(&o.install, "install", true, "apt-get install haproxy, nginx-light, caddy and wrk (and openssl for raw_tls, nghttp2-client's h2load for spread) when missing")
@@ -145,13 +156,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.scenarios = splitList(*scenarios)
 	for _, s := range o.scenarios {
 		switch s {
-		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread, scTracing, scH2Streams, scH2CPU:
+		case scRaw, scRawTLS, scSkewed, scCold, scOverhead, scSpread, scTracing, scH2Streams, scH2CPU, scTLSOrigins, scManyEndpoints:
 		default:
-			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead, spread, tracing, h2_streams or h2_cpu", s)
+			return o, fmt.Errorf("--scenarios: unknown scenario %q: want raw, raw_tls, skewed, cold_join, overhead, spread, tracing, h2_streams, h2_cpu, tls_origins or many_endpoints", s)
 		}
 	}
 	if o.rounds < 1 {
 		return o, fmt.Errorf("--rounds %d: want 1 or more", o.rounds)
+	}
+	if o.rawRounds < 0 {
+		return o, fmt.Errorf("--raw-rounds %d: want 0 (--rounds) or more, e.g. 5", o.rawRounds)
 	}
 	if o.rate <= 0 {
 		return o, fmt.Errorf("--rate %g: want a positive rate, e.g. 300", o.rate)
@@ -160,7 +174,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		name string
 		n    int
 	}{{"--spread-origins", o.spreadOrigins}, {"--spread-listeners", o.spreadListeners}, {"--spread-loops", o.spreadLoops},
-		{"--spread-conns", o.spreadConns}, {"--spread-few-conns", o.spreadFewConns}, {"--spread-streams", o.spreadStreams}, {"--spread-h2-requests", o.spreadH2Requests}} {
+		{"--spread-conns", o.spreadConns}, {"--spread-few-conns", o.spreadFewConns}, {"--spread-streams", o.spreadStreams}, {"--spread-h2-requests", o.spreadH2Requests},
+		{"--tls-origins", o.tlsOrigins}, {"--tls-listeners", o.tlsListeners}, {"--many-origins", o.manyOrigins}, {"--many-listeners", o.manyListeners}} {
 		if v.n < 1 {
 			return o, fmt.Errorf("%s %d: want 1 or more", v.name, v.n)
 		}

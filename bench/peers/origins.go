@@ -13,9 +13,10 @@ import (
 
 // originProc is a `corput origin` child.
 type originProc struct {
-	id   string
-	addr string
-	c    *child
+	id    string
+	addr  string
+	c     *child
+	https *http.Client // reads a TLS origin's stats (tlsorigins.go); nil: cleartext
 }
 
 // originListening is `corput origin`'s first line on stdout.
@@ -47,7 +48,11 @@ var statsClient = &http.Client{Timeout: 5 * time.Second}
 // stats reads the origin's ground truth.
 func (o *originProc) stats() (origin.Stats, error) {
 	var st origin.Stats
-	resp, err := statsClient.Get("http://" + o.addr + origin.StatsPath)
+	client, url := statsClient, "http://"+o.addr+origin.StatsPath
+	if o.https != nil {
+		client, url = o.https, "https://"+o.addr+origin.StatsPath
+	}
+	resp, err := client.Get(url)
 	if err != nil {
 		return st, fmt.Errorf("origin %s stats: %w", o.id, err)
 	}

@@ -113,6 +113,8 @@ type Result struct {
 	// *H2 is the h2 scenarios' figures (h2streams.go), in the result's
 	// own object.
 	*H2
+	// Upstream is tls_origins' and many_endpoints' figures.
+	Upstream *UpstreamTLS `json:"upstream_tls,omitempty"`
 
 	Rounds []Result `json:"rounds,omitempty"`
 }
@@ -267,6 +269,7 @@ func (r *Results) goals() []Goal {
 			gs = append(gs, tracingGoals(&r.Scenarios[i])...)
 		}
 	}
+	gs = append(gs, r.connectionGoals()...)
 	if c, ok := r.find(scOverhead, nameCorput); ok {
 		gs = append(gs, Goal{Name: "proxy-added p99 at half max throughput", Target: "≤ 1.5 ms", Value: round3(c.AddedP99MS), Met: c.AddedP99MS <= 1.5,
 			Note: fmt.Sprintf("corput p99 %.2f ms at %.0f req/s open loop, minus direct-to-origin p99 at the same rate", c.P99MS, c.RateRPS)})
@@ -312,12 +315,16 @@ func (r *Results) tables() []report.Table {
 			t.Header = []string{"proxy", "req/s", "p50 ms", "p99 ms", "errors", "corput/peer req/s", "corput/peer p99"}
 			if s.Name == scRawTLS {
 				t.Header = append(t.Header, "TLS negotiated")
+			} else {
+				t.Header = append(t.Header, "rounds req/s")
 			}
 			for _, x := range s.Results {
 				row := []string{x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P50MS), ms(x.P99MS), strconv.FormatInt(x.Errors, 10),
 					ratio(c.RPS, x.RPS, x.Proxy), ratio(c.P99MS, x.P99MS, x.Proxy)}
 				if s.Name == scRawTLS {
 					row = append(row, tlsCell(x.TLS))
+				} else {
+					row = append(row, roundsCell(x.Rounds))
 				}
 				t.Rows = append(t.Rows, row)
 			}
@@ -371,6 +378,8 @@ func (r *Results) tables() []report.Table {
 			t.Header, t.Rows = tracingTable(&s)
 		case scH2Streams, scH2CPU:
 			t.Header, t.Rows = h2Table(s, c)
+		case scTLSOrigins, scManyEndpoints:
+			t = upstreamTLSTable(s, c)
 		case scOverhead:
 			t.Header = []string{"proxy", "rate req/s", "p50 ms", "p99 ms", "max ms", "added p99 ms", "corput/peer added p99", "generator late p99 ms"}
 			for _, x := range s.Results {

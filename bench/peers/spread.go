@@ -449,8 +449,8 @@ func parseH2load(out string) (h2loadResult, error) {
 // proxies.
 var spreadNeeds = []string{"wrk", "h2load"}
 
-// usesStandardOrigins reports whether any scenario but spread and the h2
-// ones runs: they share the four standard origins.
+// usesStandardOrigins reports whether any scenario that shares the four
+// standard origins runs (ownsOrigins: the others start their own).
 func usesStandardOrigins(scenarios []string) bool {
-	return slices.ContainsFunc(scenarios, func(s string) bool { return s != scSpread && !isH2Scenario(s) })
+	return slices.ContainsFunc(scenarios, func(s string) bool { return !ownsOrigins(s) })
 }

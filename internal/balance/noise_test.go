@@ -94,18 +94,28 @@ func testNoiseDoesNotSteer(t *testing.T, pol Policy) {
 	t.Logf("%s, identical endpoints, 30%% noise: tie rule %.2f–%.2f×, tie_ratio 1 %.2f–%.2f×", pol, lo, hi, plainLo, plainHi)
 }
 
-// A truly slow endpoint (5×) still loses its share under the tie rule.
+// A truly slow endpoint (5×) still loses its share under the tie rule,
+// and under the warm rule when it is the only endpoint with a connection
+// ready (NewWarmPicker): the warm rule applies only between candidates
+// whose latencies tie.
 func TestTieRuleStillAvoidsASlowEndpoint(t *testing.T) {
 	const n, endpoints = 50_000, 8
-	cfg := DefaultConfig()
-	cfg.SlowStart.Window = 0
-	ms := members(endpoints)
-	f := newFixture(t, cfg, ms, 7)
-	p := f.o.NewPicker(nil)
-	defer p.Close()
-	shares := noisyShares(t, f, p, n, 4, 15*time.Millisecond, 0.3, map[string]float64{ms[0].Address: 5})
-	if fair, got := 1.0/endpoints, shares[ms[0].Address]; got > fair/2 {
-		t.Fatalf("the 5×-slow endpoint got %.1f%% of the picks, want under half its fair %.1f%%", 100*got, 100*fair)
+	for _, warm := range []bool{false, true} {
+		cfg := policyConfig(PeakEWMA) // the warm rule is peak_ewma's
+		cfg.SlowStart.Window = 0
+		ms := members(endpoints)
+		f := newFixture(t, cfg, ms, 7)
+		slow := ms[0].Address
+		var w Warm
+		if warm {
+			w = func(e *Endpoint) (bool, bool) { return e.Address() == slow, true }
+		}
+		p := f.o.NewWarmPicker(nil, w)
+		shares := noisyShares(t, f, p, n, 4, 15*time.Millisecond, 0.3, map[string]float64{slow: 5})
+		p.Close()
+		if fair, got := 1.0/endpoints, shares[slow]; got > fair/2 {
+			t.Fatalf("warm rule %v: the 5×-slow endpoint got %.1f%% of the picks, want under half its fair %.1f%%", warm, 100*got, 100*fair)
+		}
+		t.Logf("warm rule %v: 5x-slow endpoint share: %.2f%%", warm, 100*shares[slow])
 	}
-	t.Logf("5x-slow endpoint share: %.2f%%", 100*shares[ms[0].Address])
 }

@@ -18,6 +18,7 @@ type Picker struct {
 	snap   atomic.Pointer[snapshot]
 
 	subset []string // guarded by origin.mu
+	warm   Warm     // fixed at NewWarmPicker
 }
 
 // snapshot is what one loop may pick from until the next change.
@@ -44,6 +45,7 @@ type group struct {
 	maxWeight float64 // the largest configured weight
 	sumWeight float64 // the configured weights' sum
 	next      atomic.Uint64
+	warm      Warm // the picker's (NewWarmPicker); nil: none
 }
 
 // entry is one candidate as of the snapshot.
@@ -66,8 +68,24 @@ func (g *group) weight(e *entry, now int64) float64 { return g.prm.effective(e.w
 // addresses (the subset engine's choice for that loop). An empty subset means
 // every endpoint of the origin. Addresses that are not members are ignored
 // until they become members.
-func (o *Origin) NewPicker(subset []string) *Picker {
-	p := &Picker{origin: o, rand: rng.New(o.rand.Uint64())}
+func (o *Origin) NewPicker(subset []string) *Picker { return o.NewWarmPicker(subset, nil) }
+
+// Warm reports what a loop's pools hold for endpoint e now: ready, a free
+// stream (a request there dials nothing and waits for nothing); held, any
+// connection open or dialing. It runs on the request path: it must not
+// block or allocate.
+type Warm func(e *Endpoint) (ready, held bool)
+
+// NewWarmPicker is NewPicker for a loop whose pools warm describes (nil:
+// none). Peak EWMA then prefers, between candidates of near latency, an
+// endpoint with a stream ready over one whose connections are all busy, so
+// the loop reuses the connections it has before it opens more
+// (peakewma.go). An endpoint that holds no connection at all is neutral:
+// it is compared as without the rule, so a dead or black-holed endpoint,
+// whose connections are gone, is still tried and seen to fail (outlier
+// ejection).
+func (o *Origin) NewWarmPicker(subset []string, warm Warm) *Picker {
+	p := &Picker{origin: o, rand: rng.New(o.rand.Uint64()), warm: warm}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p.subset = slices.Clone(subset)
@@ -208,6 +226,7 @@ func (o *Origin) buildLocked(p *Picker) *snapshot {
 	}
 	for i := range s.groups {
 		s.clock = s.clock || s.groups[i].slowUntil != warm
+		s.groups[i].warm = p.warm
 	}
 	if sticky && o.tab != nil {
 		s.keyed = o.keyedLocked(&s.groups[0])

@@ -22,6 +22,7 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,10 @@ type Origin struct {
 	loops []*Loop
 	m     originMetrics
 	slo   atomic.Pointer[slo.Monitor] // nil until the configuration has a workload
+	next  atomic.Uint64               // Place's rotation
+	// home is each endpoint's home loop (homes), replaced whole when the
+	// placement changes.
+	home atomic.Pointer[map[string]int]
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
@@ -107,6 +112,36 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
+
+// warm reports what the loop's pool for e, and its home loop's, from
+// which a request borrows, hold now (balance.Warm).
+func (ol *Loop) warm(e *balance.Endpoint) (ready, held bool) {
+	return pool.Ready((*ol.pools.Load())[e.Address()], ol.o.homePool(e.Address()))
+}
+
+// Index is the loop's index.
+func (ol *Loop) Index() int { return ol.idx }
+
+// Place returns the loop for a new request: of the origin's next loop in
+// rotation and one other loop at random, the one with fewer of the
+// origin's requests in flight (Begin to Finish); a tie keeps the
+// rotation's. Where the loops are equally busy it is round robin, so
+// every loop takes an equal share; where a burst leaves one loop with
+// more requests in flight, the next ones go to the other, so no loop's
+// pools grow to the whole gateway's concurrency (docs/decisions.md, "A
+// loop per request"). Two atomic loads and an add; no lock.
+func (o *Origin) Place() *Loop {
+	n := uint64(len(o.loops))
+	i := (o.next.Add(1) - 1) % n
+	if n == 1 {
+		return o.loops[0]
+	}
+	j := (i + 1 + rand.Uint64N(n-1)) % n
+	if a, b := o.loops[i], o.loops[j]; b.inflight.Load() < a.inflight.Load() {
+		return b
+	}
+	return o.loops[i]
+}
 
 // MaxResponseHead is pool.max_response_header_bytes.
 func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHeaderBytes }
@@ -159,6 +194,13 @@ type Loop struct {
 	pools  atomic.Pointer[map[string]*pool.Pool]
 	subset []string // guarded by origin.mu
 	obs    *poolObserver
+	o      *Origin
+	// inflight counts the origin's requests on this loop between Begin
+	// and Finish; Place reads it. Padded: every request of every loop
+	// writes one of these.
+	_        [64]byte
+	inflight atomic.Int64
+	_        [56]byte
 }
 
 // New builds the origin oc describes and starts pre-warming its pools.
@@ -201,13 +243,16 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	o.members = members
 	o.mode = PlacementLocal
 	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
+	homes := o.homes()
 	for l := 0; l < env.Loops; l++ {
-		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}}
+		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}, o: o}
 		ol.subset = o.subsetOf(l)
-		ol.picker = o.bal.NewPicker(ol.subset)
+		// The warm pick: between endpoints of near latency, one with a
+		// stream ready on the loop (docs/decisions.md).
+		ol.picker = o.bal.NewWarmPicker(ol.subset, ol.warm)
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
-			p, err := o.newPool(a, ol)
+			p, err := o.newPool(a, ol, homes)
 			if err != nil {
 				return nil, err
 			}
@@ -274,8 +319,54 @@ func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
 	return rng.New(o.env.Seed ^ rng.Mix64(rng.FNV(addr)+uint64(ol.idx)))
 }
 
-func (o *Origin) newPool(addr string, ol *Loop) (*pool.Pool, error) {
-	p, err := pool.New(addr, ol.idx, o.poolCfg, o.dialer, o.env.Clock, o.poolRand(addr, ol), ol.obs)
+// homes maps every endpoint of the current placement to its home loop
+// (subset.Snapshot.Homes). When the origin multiplexes, only the home
+// loop's pool pre-warms the endpoint (homeCfg); on every protocol a loop
+// whose own pool has no free stream takes one of the home pool before it
+// dials (Origin.acquire, pool.Borrow). So
+// an HTTP/2 endpoint has one connection per gateway, not one per loop
+// (docs/decisions.md, "Borrowing from the home loop"). It stores the map
+// for homePool. Called with o.mu held (or before the origin is shared).
+func (o *Origin) homes() map[string]int {
+	h := o.placement.Snapshot().Homes(o.env.Fleet.Instance)
+	o.home.Store(&h)
+	return h
+}
+
+// homeCfg is the pool config of loop l's pool for addr: for an origin
+// that may speak HTTP/2 (multiplexes), pre-warmed only on addr's home
+// loop; otherwise, as configured, on every loop (an HTTP/1.1 connection
+// carries one request: each loop needs its own).
+func homeCfg(cfg pool.Config, oc *config.Origin, addr string, l int, homes map[string]int) pool.Config {
+	if h, ok := homes[addr]; multiplexes(oc) && (!ok || h != l) {
+		cfg.Prewarm = 0
+	}
+	return cfg
+}
+
+// multiplexes reports whether oc's connections may carry many streams:
+// protocol h2 or h2c, or auto over TLS (ALPN may pick h2).
+func multiplexes(oc *config.Origin) bool {
+	switch oc.Protocol {
+	case config.ProtocolH2, config.ProtocolH2C:
+		return true
+	case config.ProtocolAuto:
+		return oc.TLS != nil
+	}
+	return false
+}
+
+// homePool is the home loop's pool for addr, or nil.
+func (o *Origin) homePool(addr string) *pool.Pool {
+	h, ok := (*o.home.Load())[addr]
+	if !ok {
+		return nil
+	}
+	return (*o.loops[h].pools.Load())[addr]
+}
+
+func (o *Origin) newPool(addr string, ol *Loop, homes map[string]int) (*pool.Pool, error) {
+	p, err := pool.New(addr, ol.idx, homeCfg(o.poolCfg, o.conf.Load(), addr, ol.idx, homes), o.dialer, o.env.Clock, o.poolRand(addr, ol), ol.obs)
 	if err != nil {
 		return nil, fmt.Errorf("origin %s: pool %s: %w", o.name, addr, err)
 	}
@@ -458,6 +549,7 @@ func (o *Origin) noteModeLocked() {
 // finish) and close — and their pickers take the new subset.
 func (o *Origin) resubsetLocked() error {
 	addrs := addrsOf(o.members)
+	homes := o.homes()
 	for _, ol := range o.loops {
 		next := o.subsetOf(ol.idx)
 		gained, lost := diffSorted(sortedCopy(ol.subset), sortedCopy(next))
@@ -487,7 +579,7 @@ func (o *Origin) resubsetLocked() error {
 			if _, ok := pools[a]; ok {
 				continue
 			}
-			p, err := o.newPool(a, ol)
+			p, err := o.newPool(a, ol, homes)
 			if err != nil {
 				return err
 			}

@@ -12,9 +12,10 @@ import (
 
 // Begin starts a's request on loop ol (replayable: idempotent, without a
 // body, so it may be sent again; cost: its workload class's cost, 1 when it
-// has none; key: its key, Key's, for a sticky origin).
+// has none; key: its key, Key's, for a sticky origin). Finish ends it.
 func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64, key balance.Key) {
 	o.m.requests[ol.idx].Inc()
+	ol.inflight.Add(1)
 	a.Start(o.policy.Load(), ol.picker, replayable, cost, key)
 }
 
@@ -53,6 +54,13 @@ func keySource(oc *config.Origin) *forward.KeySource {
 	}
 	ks := forward.NewKeySource(h, oc.Balancer.Cookie)
 	return &ks
+}
+
+// Finish ends a's request on loop ol (forward.Attempt.Finish) and takes it
+// off the loop's requests in flight.
+func (o *Origin) Finish(a *forward.Attempt, ol *Loop) {
+	a.Finish()
+	ol.inflight.Add(-1)
 }
 
 // Forward runs a request's attempts through loop ol until one is delivered
@@ -95,6 +103,11 @@ func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayT
 	if err != nil {
 		tr.Acquired()
 		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
+	}
+	// A free stream of the endpoint's home loop before a dial (homes).
+	if lease, ok := pool.Borrow(p, o.homePool(ep.Address()), trust); ok {
+		tr.Acquired()
+		return a.Acquired(lease, nil)
 	}
 	var lease pool.Lease
 	if trust {

@@ -135,9 +135,10 @@ func (c *Change) Commit() error {
 				o.raw.Store(raw)
 			}
 		}
+		homes := *o.home.Load()
 		for _, ol := range o.loops {
 			for _, p := range *ol.pools.Load() {
-				cfg := c.pool
+				cfg := homeCfg(c.pool, c.oc, p.Addr(), ol.idx, homes)
 				if !slices.Contains(ol.subset, p.Addr()) {
 					cfg.Prewarm = 0 // an on-demand pool outside the subset stays unwarmed
 				}

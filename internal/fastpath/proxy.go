@@ -60,8 +60,8 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		c.tr.End(status, reason, "", -1, 0)
 	} else {
 		replayable := body == 0 && forward.Idempotent(bstr(h.Method))
-		loop = c.s.cfg.NextLoop()
-		ol := o.Loop(loop) // a loop per request: the connection's state stays its own
+		ol := o.Place() // a loop per request: the connection's state stays its own
+		loop = ol.Index()
 		a := &c.attempt
 		started := o.Started(k)
 		key := o.Key(h, c.fwd)
@@ -78,7 +78,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		st, reason = o.Forward(context.Background(), a, ol, true, c.tr, func(a *forward.Attempt) (int, forward.Step) {
 			return c.exchange(o, a, n)
 		})
-		a.Finish()
+		o.Finish(a, ol)
 		if reason == forward.None {
 			status = st
 			if st != 499 {

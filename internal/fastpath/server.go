@@ -21,7 +21,7 @@
 //   - A request's attempts are package forward's, through the origin's
 //     loop (cluster.Origin.Forward): the fast path does only the I/O of an
 //     exchange.
-//   - A request is placed on a loop of its own (Config.NextLoop) and
+//   - A request is placed on a loop of its own (cluster.Origin.Place) and
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
 //   - A proxied request allocates nothing (bench/hotpath), with the access
@@ -73,8 +73,6 @@ type Config struct {
 	// Forwarding is the X-Forwarded-* rules in force, asked once per
 	// connection.
 	Forwarding func() forward.Forwarding
-	// NextLoop is the loop of a request.
-	NextLoop func() int
 	// Guard wraps a connection handed to net/http (the framing guard).
 	Guard func(net.Conn) net.Conn
 	// Downstream is the downstream listener's settings

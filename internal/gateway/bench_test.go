@@ -11,6 +11,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/forward"
+
 	testorigin "github.com/corput/corput/internal/origin"
 )
 
@@ -78,16 +81,23 @@ func BenchmarkDirect(b *testing.B) {
 	benchGets(b, benchClient(b, dsH1), origins[0].URL()+"/")
 }
 
-// BenchmarkLoopChoice is the per-request loop choice (round robin over the
-// loops, one atomic add), from every P at once.
+// BenchmarkLoopChoice is the per-request loop choice (cluster.Origin.Place:
+// the less busy of the rotation's next loop and a random other, and the
+// in-flight count Begin and Finish keep), from every P at once.
 func BenchmarkLoopChoice(b *testing.B) {
-	g := &Gateway{loops: 16}
+	origins := startOrigins(b, 1, testorigin.Options{})
+	g := startGateway(b, cfgText(16, ""), origins, Options{})
+	o := g.st().list[0]
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		var a forward.Attempt
 		for pb.Next() {
-			if l := g.nextLoopIndex(); l < 0 || l >= 16 {
+			ol := o.Place()
+			if l := ol.Index(); l < 0 || l >= 16 {
 				b.Fatal(l)
 			}
+			o.Begin(&a, ol, true, 1, balance.Key{})
+			o.Finish(&a, ol)
 		}
 	})
 }

@@ -113,7 +113,6 @@ type Gateway struct {
 	// without one. Replaced by a reload that changes the address.
 	webhook atomic.Pointer[slo.Notifier]
 
-	nextLoop   atomic.Uint64
 	draining   atomic.Bool
 	deaf       atomic.Bool           // a listener stopped accepting before Shutdown
 	downstream [5]prometheus.Counter // by code class 1xx..5xx
@@ -400,17 +399,11 @@ func (g *Gateway) fastConfig() fastpath.Config {
 		Served:     g.served,
 		Tracer:     func() *tracing.Tracer { return g.st().tracer },
 		Forwarding: func() forward.Forwarding { return g.st().fwd },
-		NextLoop:   g.nextLoopIndex,
 		Guard:      func(c net.Conn) net.Conn { return guard(c) },
 		Downstream: g.st().cfg.Downstream,
 		AccessLog:  g.alog,
 	}
 }
-
-// nextLoopIndex is the loop of a request: round robin over the loops, so
-// that every loop takes an equal share of the traffic whatever the number
-// of downstream connections (docs/decisions.md, "A loop per request").
-func (g *Gateway) nextLoopIndex() int { return int((g.nextLoop.Add(1) - 1) % uint64(g.loops)) }
 
 // served counts a downstream request answered with status.
 func (g *Gateway) served(status int) { g.downstream[telemetry.ClassIndex(status)].Inc() }

@@ -293,6 +293,48 @@ func TestRequestsStayOnTheirLoopAndSpreadOverAll(t *testing.T) {
 	}
 }
 
+// TestABusyLoopTakesNoMoreRequestsUntilTheOtherCatchesUp: while one
+// request is in flight on a loop, every new one goes to the other loop
+// (the round robin alone would send it every second one): Place takes the
+// less busy of two loops, so no loop's pools grow to the whole gateway's
+// concurrency.
+func TestABusyLoopTakesNoMoreRequestsUntilTheOtherCatchesUp(t *testing.T) {
+	os := startOrigins(t, 1, testorigin.Options{Classes: []workload.Class{{Name: "slow", Percent: 100, Latency: 2 * time.Second}}})
+	g := startGateway(t, cfgText(2, "    pool: {prewarm: 0}\n"), os, Options{})
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + g.Addr() + "/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		slow <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); os[0].Stats().Concurrency.Current < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request never reached the origin")
+		}
+	}
+	c, closeIdle := client()
+	defer closeIdle()
+	const n = 20
+	for range n {
+		if resp, _ := get(t, c, "http://"+g.Addr()+"/"); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	fams := scrapeFamilies(t, g)
+	var placed [2]float64
+	for l := range 2 {
+		placed[l], _ = fams.value("corput_loop_requests_total", "origin", "app", "loop", fmt.Sprint(l))
+	}
+	if !(placed[0] == 1 && placed[1] == n || placed[0] == n && placed[1] == 1) {
+		t.Errorf("loops took %v requests: want 1 (the slow one) and all %d others on the other loop", placed, n)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMalformedRequestGets400AndGatewayKeepsServing(t *testing.T) {
 	os := startOrigins(t, 1, testorigin.Options{})
 	g := startGateway(t, cfgText(1, ""), os, Options{})

@@ -20,7 +20,6 @@ import (
 
 // ServeHTTP forwards one downstream request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	loop := g.nextLoopIndex()
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
 	}
@@ -37,11 +36,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := 0
 		oc.trace = beginTrace(st, t, r)
 		defer func() { oc.trace.End(status, oc.reason, oc.originName(), oc.loop, oc.attempts) }() // a response that broke mid-body panics
-		status = g.serve(w, r, st, loop, &oc)
+		status = g.serve(w, r, st, &oc)
 		g.finish(r, start, logged, status, &oc)
 		return
 	}
-	g.finish(r, start, logged, g.serve(w, r, st, loop, &oc), &oc)
+	g.finish(r, start, logged, g.serve(w, r, st, &oc), &oc)
 }
 
 // finish counts a request served with status and hands it to the access
@@ -102,7 +101,7 @@ func (g *Gateway) logRequest(r *http.Request, start time.Time, status int, oc *o
 	g.alog.Add(&rec)
 }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, st *state, loop int, oc *outcome) int {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, st *state, oc *outcome) int {
 	if badRequest(r) != "" || !prefetchChunked(r) {
 		return refuse(w, r, oc)
 	}
@@ -115,11 +114,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, st *state, loop 
 	if !ok {
 		return writeError(w, r, forward.NoRoute, oc)
 	}
-	oc.origin, oc.loop = o, loop
 	if reason := o.Admit(k); reason != forward.None {
+		oc.origin = o
 		return writeError(w, r, reason, oc)
 	}
-	return g.proxy(w, r, st, o, o.Loop(loop), k, oc)
+	ol := o.Place() // a loop per request (docs/decisions.md)
+	oc.origin, oc.loop = o, ol.Index()
+	return g.proxy(w, r, st, o, ol, k, oc)
 }
 
 // writeError writes the gateway's own answer for reason, notes it in oc
@@ -260,7 +261,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, st *state, o *cl
 	var a forward.Attempt
 	start := o.Started(k)
 	o.Begin(&a, ol, replayable, k.Cost, key)
-	defer a.Finish()
+	defer o.Finish(&a, ol)
 	status, reason := o.Forward(ctx, &a, ol, false, oc.trace, func(a *forward.Attempt) (int, forward.Step) {
 		return exchangeHTTP(w, r, out, a, up, oc)
 	})

@@ -216,7 +216,7 @@ func labDecisions(t *testing.T, addrs []string, roles []role, requests int) []tr
 		t.Fatal(err)
 	}
 	defer bal.Close()
-	gw.bal, gw.loops[0].picker = bal, bal.NewPicker(sorted)
+	gw.bal, gw.loops[0].picker = bal, bal.NewWarmPicker(sorted, gw.loops[0].warm)
 	tr := &tracer{}
 	gw.policy = forward.NewPolicy(oc.Retry, e.clk, nil)
 	gw.policy.Trace = tr.add

@@ -57,6 +57,11 @@ type fleetOptions struct {
 	// body): a connection that breaks under one, or fails to open for it,
 	// is answered 502 and not retried.
 	oneShot []bool
+	// baseline: gw-04's steps 0–5 (steps.go), the pools of the Zuul
+	// progression, without what issue 20 added on top (the warm pick and
+	// borrowing from the home loop); every other experiment decides as the
+	// gateway does.
+	baseline bool
 }
 
 // engine is one discrete-event simulation on virtual time. It runs on one
@@ -186,6 +191,7 @@ func (e *engine) setMembers(next []*instance) error {
 				drain(l.pools, e.byAddr[a].id)
 			}
 		}
+		g.placed(snap)
 		for _, a := range removed {
 			id := e.byAddr[a].id
 			drain(g.pools, id)

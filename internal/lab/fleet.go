@@ -232,6 +232,7 @@ func (rf *ringFleet) setMembers(next []*instance) error {
 			}
 			l.picker.SetSubset(snap.Members(g, ch.Loop))
 		}
+		gw.placed(snap)
 		for _, a := range removed {
 			id := e.byAddr[a].id
 			for _, l := range gw.loops {
@@ -267,9 +268,12 @@ func (rf *ringFleet) restart(g int) error {
 	if err != nil {
 		return err
 	}
-	gw.bal = fresh.bal
+	gw.bal, gw.homes = fresh.bal, fresh.homes
 	for l, fl := range fresh.loops {
-		gw.loops[l].picker, gw.loops[l].pools = fl.picker, nil
+		// The new process's loops: its own pools and in-flight count; the
+		// old loops' requests finish on the old pools.
+		fl.gw, fl.requests = gw, gw.loops[l].requests
+		gw.loops[l] = fl
 	}
 	rf.rings[g], rf.snaps[g] = ring, snap
 	rf.restarted++

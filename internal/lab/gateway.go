@@ -28,12 +28,15 @@ type gateway struct {
 	rate  float64                         // arrivals per second at full share
 	share func(now time.Duration) float64 // share of rate taken now; nil: all
 	next  clock.Timer                     // the next arrival, re-armed by each
-	turn  int                             // the loop of the next request: round robin, as the gateway places them
+	turn  int                             // the rotation's next loop (place)
+	homes map[string]int                  // each endpoint's home loop (subset.Snapshot.Homes), for the perLoop scope
 }
 
 type gwLoop struct {
+	gw       *gateway
 	idx      int
 	requests int64 // placed on it
+	inflight int   // its requests between Start and Finish (place)
 	picker   *balance.Picker
 	pools    []*pool.Pool // by instance id, for the perLoop scope
 }
@@ -54,10 +57,66 @@ func (e *engine) newGateway(g int, snap *subset.Snapshot) (*gateway, error) {
 	retry := config.DefaultOrigin().Retry
 	retry.Attempts = e.o.retries
 	gw := &gateway{e: e, idx: g, bal: bal, policy: forward.NewPolicy(retry, e.clk, nil)}
+	gw.placed(snap)
 	for l := range e.o.loops {
-		gw.loops = append(gw.loops, &gwLoop{idx: l, picker: bal.NewPicker(snap.Members(g, l))})
+		gl := &gwLoop{gw: gw, idx: l}
+		var warm balance.Warm
+		if !e.o.baseline {
+			warm = gl.warm
+		}
+		gl.picker = bal.NewWarmPicker(snap.Members(g, l), warm)
+		gw.loops = append(gw.loops, gl)
 	}
 	return gw, nil
+}
+
+// placed takes the home loops of a new placement snap.
+func (g *gateway) placed(snap *subset.Snapshot) { g.homes = snap.Homes(g.idx) }
+
+// place is the loop of a new request, by cluster.Origin.Place's rule: of
+// the rotation's next loop and one other drawn at random, the one with
+// fewer requests in flight; a tie keeps the rotation's.
+func (g *gateway) place() *gwLoop {
+	n := len(g.loops)
+	a := g.loops[g.turn]
+	g.turn = (g.turn + 1) % n
+	if n == 1 {
+		return a
+	}
+	if b := g.loops[(a.idx+1+g.e.rnd.IntN(n-1))%n]; b.inflight < a.inflight {
+		return b
+	}
+	return a
+}
+
+// warm is the loop's balance.Warm, as the gateway's (cluster.Loop.warm):
+// what its own pool and the home loop's hold for the endpoint.
+func (l *gwLoop) warm(ep *balance.Endpoint) (ready, held bool) {
+	in := l.gw.e.byAddr[ep.Address()]
+	return pool.Ready(l.gw.pool(l, in), l.gw.homePool(in))
+}
+
+// pool is the loop's pool for in, or nil before the first use.
+func (g *gateway) pool(l *gwLoop, in *instance) *pool.Pool {
+	pools := l.pools
+	if g.e.o.scope != perLoop {
+		pools = g.pools
+	}
+	if in.id < len(pools) {
+		return pools[in.id]
+	}
+	return nil
+}
+
+// homePool is the pool of in's home loop (nil when there is none yet, the
+// pools are not per loop, or in the baseline steps), from which a loop borrows a free stream
+// before it dials, as the gateway's loops do (cluster.Origin.acquire).
+func (g *gateway) homePool(in *instance) *pool.Pool {
+	h, ok := g.homes[in.addr]
+	if !ok || g.e.o.scope != perLoop || g.e.o.baseline {
+		return nil
+	}
+	return g.pool(g.loops[h], in)
 }
 
 // start begins the gateway's Poisson arrivals at rate per second.
@@ -74,9 +133,9 @@ func (g *gateway) arrival() {
 	}
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
-	r.gw, r.loop, r.class = g, g.loops[g.turn], class
+	r.gw, r.loop, r.class = g, g.place(), class
 	r.loop.requests++
-	g.turn = (g.turn + 1) % len(g.loops)
+	r.loop.inflight++
 	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
 	r.a.Start(&g.policy, r.loop.picker, class >= len(e.o.oneShot) || !e.o.oneShot[class], e.costs[class], balance.Key{})
 	e.rec.arrived(e)
@@ -167,7 +226,12 @@ func (r *request) attempt() {
 	}
 	r.in = r.e.byAddr[ep.Address()]
 	r.asked = r.e.clk.Now()
-	if p := r.gw.poolFor(r.loop, r.in); trust {
+	p := r.gw.poolFor(r.loop, r.in)
+	if l, ok := pool.Borrow(p, r.gw.homePool(r.in), trust); ok {
+		r.leased(l, nil)
+		return
+	}
+	if trust {
 		p.AcquireTrustingAsync(r.onLease) // as the fast path does
 	} else {
 		p.AcquireAsync(r.onLease)
@@ -181,7 +245,7 @@ func (r *request) next(s forward.Step) {
 		r.started, r.fail, r.closeAfter = false, false, false
 		r.attempt()
 	case forward.Delivered:
-		r.a.Finish()
+		r.finish()
 		r.e.rec.answered(r.e, r, r.e.clk.Now(), r.fail)
 		r.recycle()
 	default:
@@ -231,10 +295,17 @@ func (r *request) leased(l pool.Lease, err error) {
 	r.in.accept(r)
 }
 
+// finish ends the request's attempts (forward.Attempt.Finish) and takes it
+// off its loop's requests in flight, as cluster.Origin.Finish does.
+func (r *request) finish() {
+	r.a.Finish()
+	r.loop.inflight--
+}
+
 // answer ends a request the gateway answered itself: it never reached an
 // origin, or every attempt failed.
 func (r *request) answer() {
-	r.a.Finish()
+	r.finish()
 	r.e.rec.shed(r.e, r, r.a.Reason().String())
 	r.recycle()
 }
@@ -276,7 +347,7 @@ func (r *request) timeout() {
 		r.closeConn()
 	}
 	r.a.Failed(forward.Timeout)
-	r.a.Finish()
+	r.finish()
 	r.in.cancel(r)
 	e.rec.answered(e, r, e.clk.Now(), true)
 }

@@ -128,7 +128,7 @@ func runStep(ctx context.Context, sc *Scenario, st step, tick func()) (StepResul
 		pc.IdleTimeout = st.idle(sc)
 	}
 	e, err := fleetEngine(sc, sc.Seed, fleetOptions{
-		algorithm: st.algorithm, scope: st.scope, pool: pc, conn: connConfig(sc, st.h2),
+		algorithm: st.algorithm, scope: st.scope, pool: pc, conn: connConfig(sc, st.h2), baseline: true,
 	})
 	if err != nil {
 		return StepResult{}, fmt.Errorf("step %s: %w", st.name, err)

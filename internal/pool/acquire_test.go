@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/pool/memconn"
+	"github.com/corput/corput/internal/rng"
 )
 
 func TestReuseOneConnectionForSequentialRequests(t *testing.T) {
@@ -479,4 +482,144 @@ func TestZeroLeaseIsInert(t *testing.T) {
 	}
 	l.Release()
 	l.Discard()
+}
+
+// Free counts the connections with a free stream, without the lock: what
+// a picker asks to prefer an endpoint whose request dials nothing.
+func TestFreeCountsConnectionsReadyForAStream(t *testing.T) {
+	e := newEnv(t, cfg(), memconn.Config{})
+	if n := e.p.Free(); n != 0 {
+		t.Fatalf("empty pool: Free %d", n)
+	}
+	a, b := e.mustAcquire(), e.mustAcquire()
+	if n := e.p.Free(); n != 0 {
+		t.Fatalf("both connections busy: Free %d", n)
+	}
+	e.release(a)
+	if n := e.p.Free(); n != 1 {
+		t.Fatalf("one released: Free %d, want 1", n)
+	}
+	e.release(b)
+	if n := e.p.Free(); n != 2 {
+		t.Fatalf("both released: Free %d, want 2", n)
+	}
+}
+
+// A loop sees an endpoint through its own pool and its home loop's
+// (pool.Ready, pool.Borrow): nothing held, all busy, or a stream ready —
+// and only a ready stream of the home pool is borrowed.
+func TestReadyAndBorrowFromTheHomePool(t *testing.T) {
+	own, home := newEnv(t, cfg(), memconn.Config{}), newEnv(t, cfg(), memconn.Config{})
+	if ready, held := pool.Ready(own.p, home.p); ready || held || own.p.Held() != 0 {
+		t.Fatalf("nothing dialled: ready %v, held %v (Held %d)", ready, held, own.p.Held())
+	}
+	busy := home.mustAcquire()
+	if ready, held := pool.Ready(own.p, home.p); ready || !held || home.p.Held() != 1 {
+		t.Fatalf("the home pool's one connection busy: ready %v, held %v (Held %d), want busy", ready, held, home.p.Held())
+	}
+	if _, ok := pool.Borrow(own.p, home.p, false); ok {
+		t.Fatal("borrowed from a home pool with no free stream")
+	}
+	home.release(busy)
+	if ready, held := pool.Ready(own.p, home.p); !ready || !held {
+		t.Fatalf("a free stream at home: ready %v, held %v", ready, held)
+	}
+	if ready, held := pool.Ready(own.p, nil); ready || held {
+		t.Fatalf("own pool alone, empty: ready %v, held %v", ready, held)
+	}
+	l, ok := pool.Borrow(own.p, home.p, false)
+	if !ok || l.Conn() != busy.lease.Conn() {
+		t.Fatalf("Borrow = %v, %v; want the home pool's idle connection", l.Conn(), ok)
+	}
+	if _, ok := pool.Borrow(home.p, home.p, false); ok {
+		t.Fatal("a pool borrowed from itself")
+	}
+	l.Release()
+	home.check()
+}
+
+// slowClose is a memconn connection whose Close waits for release: the
+// pool has forgotten the connection, but the origin still has it open.
+type slowClose struct {
+	*memconn.Conn
+	closing chan struct{} // closed when Close starts
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *slowClose) Close() error {
+	close(c.closing)
+	<-c.release
+	return c.Conn.Close()
+}
+
+func (c *slowClose) let() { c.once.Do(func() { close(c.release) }) }
+
+type slowCloseDialer struct {
+	d     *memconn.Dialer
+	conns chan *slowClose
+}
+
+func (d *slowCloseDialer) Dial(addr string, done func(pool.Conn, error)) {
+	d.d.Dial(addr, func(c pool.Conn, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		sc := &slowClose{Conn: c.(*memconn.Conn), closing: make(chan struct{}), release: make(chan struct{})}
+		d.conns <- sc
+		done(sc, nil)
+	})
+}
+
+// A connection the pool closes keeps its place under MaxConnections until
+// its Close has run: a waiter meanwhile gets no new dial (the origin would
+// see one more than the cap open), and gets one as soon as the close is
+// done.
+func TestClosedConnectionHoldsItsSlotUntilItsCloseRan(t *testing.T) {
+	c := cfg()
+	c.MaxConnections = 1
+	d := &slowCloseDialer{d: memconn.New(clock.Real(), memconn.Config{}), conns: make(chan *slowClose, 4)}
+	p, err := pool.New(addr, 0, c, d, clock.Real(), rng.New(1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	first, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := <-d.conns
+	t.Cleanup(func() { // before p.Close: a failed check must not leave a Close waiting
+		sc.let()
+		for {
+			select {
+			case c := <-d.conns:
+				c.let()
+			default:
+				return
+			}
+		}
+	})
+	go first.Discard() // blocks in Close until released
+	<-sc.closing
+	got := make(chan error, 1)
+	p.AcquireAsync(func(l pool.Lease, err error) {
+		if err == nil {
+			l.Release()
+		}
+		got <- err
+	})
+	if n := d.d.Stats().Dials; n != 1 {
+		t.Fatalf("%d dials while the first connection's Close had not run, want 1 (cap 1)", n)
+	}
+	sc.let()
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter after the close: %v", err)
+	}
+	second := <-d.conns
+	second.let()
+	if s := d.d.Stats(); s.Dials != 2 || s.MaxOpen != 1 {
+		t.Fatalf("dials %d, most open at once %d; want 2 and 1", s.Dials, s.MaxOpen)
+	}
 }

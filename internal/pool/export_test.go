@@ -54,8 +54,10 @@ func (p *Pool) CheckInvariants() error {
 		return fmt.Errorf("%d open and not draining + %d dialling > max %d", p.healthy, p.dialing, p.cfg.MaxConnections)
 	case p.waiters.len() > p.cfg.MaxPending:
 		return fmt.Errorf("%d waiters > max %d", p.waiters.len(), p.cfg.MaxPending)
-	case p.dialing < 0 || p.tempDialing < 0:
-		return fmt.Errorf("dialing %d, tempDialing %d", p.dialing, p.tempDialing)
+	case p.dialing < 0 || p.tempDialing < 0 || p.closing < 0:
+		return fmt.Errorf("dialing %d, tempDialing %d, closing %d", p.dialing, p.tempDialing, p.closing)
+	case p.Held() != p.healthy+p.dialing:
+		return fmt.Errorf("Held %d, healthy %d + dialing %d", p.Held(), p.healthy, p.dialing)
 	}
 	// Every wait is bounded: a waiter without an acquire timer is one the
 	// dials in flight cover, counted from the head.

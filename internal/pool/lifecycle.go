@@ -152,6 +152,7 @@ type effects struct {
 type closing struct {
 	pc     *pconn
 	reason CloseReason
+	slot   bool // it held a MaxConnections slot (Pool.closing) until this Close
 }
 
 type delivery struct {
@@ -169,9 +170,24 @@ func (p *Pool) apply(fx *effects) {
 	if fx.dialErr != nil {
 		p.obs.DialFailed(fx.dialErr, fx.backoff)
 	}
+	pooled := 0
 	for _, c := range fx.closed {
 		c.pc.conn.Close()
 		p.obs.ConnClosed(c.pc.proto, c.reason, c.pc.temp)
+		if c.slot {
+			pooled++
+		}
+	}
+	if pooled > 0 {
+		// Only now are their slots free: a dial started before their
+		// Close would have the origin see more than MaxConnections open
+		// (TestConcurrentUseOnTheRealClock caught it).
+		var more effects
+		p.mu.Lock()
+		p.closing -= pooled
+		p.pumpLocked(p.clk.Now(), &more)
+		p.mu.Unlock()
+		p.apply(&more)
 	}
 	for _, d := range fx.deliver {
 		p.deliver(d)

@@ -1,5 +1,7 @@
 package pool
 
+import "sync/atomic"
+
 // links are the intrusive pointers that put a T on one list. Intrusive lists
 // cost no allocation per push, and remove from the middle in O(1): the pool
 // keeps its free connections and its waiters on them.
@@ -15,13 +17,14 @@ type linked[T any] interface {
 }
 
 // list is a doubly linked list of *T through their links. The zero value is
-// empty. All guarded by Pool.mu.
+// empty. All guarded by Pool.mu; n is written under it and may also be read
+// without it (Pool.Free).
 type list[T any, P linked[T]] struct {
 	head, tail *T
-	n          int
+	n          atomic.Int32
 }
 
-func (l *list[T, P]) len() int { return l.n }
+func (l *list[T, P]) len() int { return int(l.n.Load()) }
 
 func (l *list[T, P]) front() P { return l.head }
 
@@ -36,7 +39,7 @@ func (l *list[T, P]) pushBack(x P) {
 		l.head = x
 	}
 	l.tail = x
-	l.n++
+	l.n.Store(l.n.Load() + 1)
 }
 
 func (l *list[T, P]) pushFront(x P) {
@@ -48,7 +51,7 @@ func (l *list[T, P]) pushFront(x P) {
 		l.tail = x
 	}
 	l.head = x
-	l.n++
+	l.n.Store(l.n.Load() + 1)
 }
 
 // remove takes x off the list; a no-op when x is not on it.
@@ -68,7 +71,7 @@ func (l *list[T, P]) remove(x P) {
 		l.tail = lx.prev
 	}
 	*lx = links[T]{}
-	l.n--
+	l.n.Store(l.n.Load() - 1)
 }
 
 func (l *list[T, P]) popFront() P {

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corput/corput/internal/clock"
@@ -44,7 +45,9 @@ type Pool struct {
 	waiters     list[waiter, *waiter] // FIFO
 	healthy     int                   // pooled connections open and not draining
 	dialing     int                   // pooled dials in flight
+	held        atomic.Int32          // healthy + dialing, stored by noteHeldLocked; read without the lock (Held)
 	tempDialing int                   // temporary dials in flight
+	closing     int                   // pooled connections forgotten but not yet closed (apply): each keeps its MaxConnections slot until its Close
 	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
 	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
@@ -193,6 +196,28 @@ func (p *Pool) AcquireTrusting(ctx context.Context) (Lease, error) {
 	return p.acquire(ctx, true)
 }
 
+// TryAcquire takes a free stream when one is ready and never waits or
+// dials: ok is false when the pool has none or is not open. trust is
+// AcquireTrusting's. It is how a loop borrows a stream of the endpoint's
+// home loop's pool (package cluster).
+func (p *Pool) TryAcquire(trust bool) (l Lease, ok bool) {
+	for {
+		p.mu.Lock()
+		pc := p.free.back()
+		if p.state != stateOpen || pc == nil {
+			p.mu.Unlock()
+			return Lease{}, false
+		}
+		p.takeStreamLocked(pc)
+		p.mu.Unlock()
+		if trust && trusted(pc.conn) || pc.conn.Usable() {
+			p.obs.AcquireWait(0, nil)
+			return Lease{pc}, true
+		}
+		p.putBackDead(pc, nil)
+	}
+}
+
 func (p *Pool) acquire(ctx context.Context, trust bool) (Lease, error) {
 	l, w, err := p.begin(nil, trust)
 	if w == nil {
@@ -291,7 +316,7 @@ func (p *Pool) enqueueLocked(cb func(Lease, error), now time.Time, fx *effects) 
 	if backoff && p.healthy == 0 && p.dialing == 0 && p.tempDialing == 0 {
 		return nil, p.lastErr // nothing could serve it before the backoff ends: fail fast
 	}
-	overCap := !p.coveredLocked() && (backoff || len(p.conns)+p.dialing >= p.cfg.MaxConnections)
+	overCap := !p.coveredLocked() && (backoff || len(p.conns)+p.closing+p.dialing >= p.cfg.MaxConnections)
 	if overCap && p.cfg.OverCap == Reject {
 		return nil, ErrOverCap
 	}
@@ -385,7 +410,7 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 	case w > 0 && p.dialing == 0: // capacity not learned yet: one dial
 		want = max(want, 1)
 	}
-	want = min(want, p.cfg.MaxConnections-len(p.conns)-p.dialing)
+	want = min(want, p.cfg.MaxConnections-len(p.conns)-p.closing-p.dialing)
 	if want <= 0 {
 		return
 	}
@@ -394,6 +419,7 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 		return
 	}
 	p.dialing += want
+	p.noteHeldLocked()
 	fx.dials += want
 	fx.dialer = p.dialer
 }
@@ -435,6 +461,7 @@ func (p *Pool) dialed(c Conn, err error, temp bool) {
 		p.tempDialing--
 	} else {
 		p.dialing--
+		p.noteHeldLocked()
 	}
 	stale := p.staleDials > 0 // started before the last Renew
 	if stale {
@@ -492,6 +519,7 @@ func (p *Pool) addLocked(pc *pconn, now time.Time, fx *effects) {
 	pc.idx = len(p.conns)
 	p.conns = append(p.conns, pc)
 	p.healthy++
+	p.noteHeldLocked()
 	if pc.streams > 0 {
 		p.learned = pc.streams
 	}
@@ -696,6 +724,7 @@ func (p *Pool) retireLocked(pc *pconn, reason CloseReason, fx *effects) {
 	if !pc.draining {
 		pc.draining, pc.reason = true, reason
 		p.healthy--
+		p.noteHeldLocked()
 		p.free.remove(pc)
 	}
 	if pc.inUse == 0 && !pc.probing {
@@ -710,18 +739,22 @@ func (p *Pool) closeLocked(pc *pconn, reason CloseReason, fx *effects) {
 	}
 	pc.closed = true
 	p.free.remove(pc)
+	slot := false
 	if pc.idx >= 0 {
 		if pc.temp {
 			p.temps = removeAt(p.temps, pc.idx)
 		} else {
 			if !pc.draining {
 				p.healthy--
+				p.noteHeldLocked()
 			}
 			p.conns = removeAt(p.conns, pc.idx)
+			p.closing++
+			slot = true
 		}
 		pc.idx = -1
 	}
-	fx.closed = append(fx.closed, closing{pc, reason})
+	fx.closed = append(fx.closed, closing{pc, reason, slot})
 }
 
 func removeAt(s []*pconn, i int) []*pconn {
@@ -874,7 +907,7 @@ func (p *Pool) Close() {
 
 // drainedLocked queues Drain's callback once nothing is left.
 func (p *Pool) drainedLocked(fx *effects) {
-	if p.onDrained != nil && len(p.conns) == 0 && len(p.temps) == 0 && p.dialing == 0 && p.tempDialing == 0 {
+	if p.onDrained != nil && len(p.conns) == 0 && len(p.temps) == 0 && p.closing == 0 && p.dialing == 0 && p.tempDialing == 0 {
 		fx.drained, p.onDrained = p.onDrained, nil
 	}
 }
@@ -902,6 +935,19 @@ func (s Stats) Utilization() float64 {
 	}
 	return float64(s.Busy) / float64(s.Capacity)
 }
+
+// Held reports how many pooled connections the pool has open and not
+// draining, or dialing: 0 means a request would find nothing of the
+// endpoint's here. One atomic load, no lock, as Free.
+func (p *Pool) Held() int { return int(p.held.Load()) }
+
+func (p *Pool) noteHeldLocked() { p.held.Store(int32(p.healthy + p.dialing)) }
+
+// Free reports how many of the pool's connections have a free stream now:
+// an Acquire would take one without dialling or waiting. It takes no lock
+// (one atomic load), so a picker may ask it per request; the answer may be
+// stale by the time it is acted on.
+func (p *Pool) Free() int { return p.free.len() }
 
 // Stats returns a snapshot. It walks the connections (at most
 // MaxConnections), so call it for scrapes, not per request.

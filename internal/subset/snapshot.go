@@ -3,6 +3,8 @@ package subset
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/corput/corput/internal/rng"
 )
 
 // Snapshot is an immutable, fleet-wide assignment of an origin's endpoints
@@ -201,4 +203,23 @@ func minus(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// Homes maps every endpoint some loop of gateway holds to its home loop:
+// of the loops whose subsets hold it, the one its address hashes to
+// (rng.FNV). A loop without the endpoint's connection ready borrows the
+// home loop's (package pool's Borrow), so an endpoint needs one warm pool
+// per gateway, not one per loop. The gateway and the lab place by it.
+func (s *Snapshot) Homes(gateway int) map[string]int {
+	by := map[string][]int{}
+	for l := 0; l < s.fleet.Loops; l++ {
+		for _, a := range s.Members(gateway, l) {
+			by[a] = append(by[a], l)
+		}
+	}
+	h := make(map[string]int, len(by))
+	for a, ls := range by {
+		h[a] = ls[rng.FNV(a)%uint64(len(ls))]
+	}
+	return h
 }

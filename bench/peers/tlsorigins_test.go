@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Every proxy's TLS-upstream config presents the client certificate,
+// trusts the run's CA and asks for what the scenario says (HTTP/2 where
+// the proxy speaks it, TLS 1.3 and the one suite where it takes them).
+func TestTLSVariantConfigs(t *testing.T) {
+	u, err := writeUpTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := []string{"127.0.0.1:10001", "127.0.0.1:10002"}
+	for _, tc := range []struct {
+		p    proxy
+		file string
+		want []string
+	}{
+		{corputProxy{bin_: "corput"}, "corput.yaml", []string{"protocol: auto", "tls: {ca: " + `"` + u.ca, `cert: "` + u.clientCert, `key: "` + u.clientKey}},
+		{nginxProxy{}, "nginx.conf", []string{"proxy_pass https://origins;", "proxy_ssl_certificate " + u.clientCert, "proxy_ssl_trusted_certificate " + u.ca,
+			"proxy_ssl_verify on;", "proxy_ssl_protocols TLSv1.3;", "Ciphersuites TLS_AES_128_GCM_SHA256"}},
+		{haproxyProxy{}, "haproxy.cfg", []string{"default-server maxconn 50 slowstart 60s ssl verify required ca-file " + u.ca + " crt " + u.clientBoth,
+			"alpn h2,http/1.1", "ssl-min-ver TLSv1.3", "ciphersuites TLS_AES_128_GCM_SHA256"}},
+		{caddyProxy{}, "Caddyfile", []string{"transport http {\n\t\t\ttls\n", "tls_client_auth " + u.clientCert + " " + u.clientKey, "tls_trusted_ca_certs " + u.ca}},
+	} {
+		dir := t.TempDir()
+		argv, err := tlsVariant{proxy: tc.p, up: u}.files(dir, "127.0.0.1:8080", members, "", nil)
+		if err != nil || len(argv) == 0 {
+			t.Fatalf("%s: %v %v", tc.p.name(), argv, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s: config lacks %q:\n%s", tc.p.name(), w, b)
+			}
+		}
+	}
+}
+
+// The goals judge corput against nginx's connections, the best peer's
+// TLS figures and 0 handshakes in the many_endpoints window.
+func TestConnectionGoals(t *testing.T) {
+	r := &Results{Scenarios: []Scenario{
+		{Name: scConnections, Results: []Result{
+			{Proxy: nameCorput, Conns: map[string]int64{"total": 150}}, {Proxy: nameNginx, Conns: map[string]int64{"total": 180}}}},
+		{Name: scTLSOrigins, Results: []Result{
+			{Proxy: nameCorput, Upstream: &UpstreamTLS{HandshakesFull: 16, Connections: 16, P99MS: 100, CPUusPerRequest: 90}},
+			{Proxy: nameNginx, Upstream: &UpstreamTLS{HandshakesFull: 30, Connections: 90, P99MS: 200, CPUusPerRequest: 30}},
+			{Proxy: nameCaddy, Upstream: &UpstreamTLS{HandshakesFull: 16, Connections: 16, P99MS: 900, CPUusPerRequest: 140}},
+			{Proxy: nameHAProxy, Upstream: &UpstreamTLS{HandshakesFull: 30, Connections: 32, P99MS: 400, CPUusPerRequest: 50}}}},
+		{Name: scManyEndpoints, Results: []Result{{Proxy: nameCorput, Upstream: &UpstreamTLS{WindowHandshakes: 1, WindowS: 60, HandshakesPerS: 0.017}}}},
+	}}
+	met := map[string]bool{}
+	for _, g := range r.connectionGoals() {
+		met[g.Name] = g.Met
+	}
+	for name, want := range map[string]bool{
+		"upstream connections, raw + skewed + cold join (issue 20)": true,
+		"tls_origins: full handshakes (issue 20)":                   true,
+		"tls_origins: upstream connections (issue 20)":              true,
+		"tls_origins: skewed p99 (issue 20)":                        true,
+		"tls_origins: CPU µs per request on h2 origins (issue 20)":  false,
+		"many_endpoints: handshakes/s after warm-up (issue 20)":     false,
+	} {
+		if got, ok := met[name]; !ok || got != want {
+			t.Errorf("goal %q: met %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+}
+
+// groupCPU reads the runner's own process group: a busy loop shows.
+func TestGroupCPUCountsThisProcess(t *testing.T) {
+	pgid, err := syscall.Getpgid(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	before := groupCPU(pgid)
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	if after := groupCPU(pgid); after <= before {
+		t.Errorf("CPU of our process group went from %v to %v across 50 ms of spinning", before, after)
+	}
+}
