@@ -105,9 +105,13 @@ func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayT
 		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
 	}
 	// A free stream of the endpoint's home loop before a dial (homes).
-	if lease, ok := pool.Borrow(p, o.homePool(ep.Address()), trust); ok {
-		tr.Acquired()
-		return a.Acquired(lease, nil)
+	// Looked up only when the loop's own pool has none: most requests
+	// find one there, and homePool costs two map lookups.
+	if p.Free() == 0 {
+		if lease, ok := pool.Borrow(p, o.homePool(ep.Address()), trust); ok {
+			tr.Acquired()
+			return a.Acquired(lease, nil)
+		}
 	}
 	var lease pool.Lease
 	if trust {
