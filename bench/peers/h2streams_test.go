@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/config"
-	"github.com/corput/corput/internal/progress"
 	"github.com/corput/corput/internal/testbin"
 )
 
@@ -124,17 +122,7 @@ func TestH2Smoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	ps := newProcs(dir)
-	defer ps.stopAll()
-	b := &bench{o: o, ps: ps, bin: bin, dir: dir, log: io.Discard, res: &Results{},
-		proxies: []proxy{corputProxy{bin_: bin, balancer: o.balancer}, nginxProxy{}}}
-	b.bar = progress.New(io.Discard, "peers", b.totalRuns())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := b.runAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := runTestBench(t, o, bin, corputProxy{bin_: bin, balancer: o.balancer}, nginxProxy{})
 	if b.totalRuns() != 2 || len(b.res.Scenarios) != 2 {
 		t.Fatalf("%d runs, %d scenarios; want 2 and 2 (nginx left out)", b.totalRuns(), len(b.res.Scenarios))
 	}

@@ -952,17 +952,7 @@ func TestSpreadSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	ps := newProcs(dir)
-	defer ps.stopAll()
-	b := &bench{o: o, ps: ps, bin: bin, dir: dir, log: io.Discard, res: &Results{},
-		proxies: []proxy{corputProxy{bin_: bin, balancer: o.balancer}}}
-	b.bar = progress.New(io.Discard, "peers", b.totalRuns())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := b.runAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := runTestBench(t, o, bin, corputProxy{bin_: bin, balancer: o.balancer})
 	if b.totalRuns() != 3 || len(b.res.Scenarios) != 1 || len(b.res.Scenarios[0].Results) != 3 {
 		t.Fatalf("%d runs, results %+v; want 3 runs, one scenario with a result per load", b.totalRuns(), b.res.Scenarios)
 	}
@@ -990,4 +980,22 @@ func mdHas(t *testing.T, dir string, want ...string) {
 			t.Errorf("peers.md lacks %q:\n%s", w, md)
 		}
 	}
+}
+
+// runTestBench runs options o against proxies through a bench of its own
+// (a temporary directory, no output), within 2 minutes, and returns it
+// for its results; the processes it started are stopped when the test ends.
+func runTestBench(t *testing.T, o options, bin string, proxies ...proxy) *bench {
+	t.Helper()
+	dir := t.TempDir()
+	ps := newProcs(dir)
+	t.Cleanup(ps.stopAll)
+	b := &bench{o: o, ps: ps, bin: bin, dir: dir, log: io.Discard, res: &Results{}, proxies: proxies}
+	b.bar = progress.New(io.Discard, "peers", b.totalRuns())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.runAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
