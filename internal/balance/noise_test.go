@@ -100,8 +100,12 @@ func testNoiseDoesNotSteer(t *testing.T, pol Policy) {
 // whose latencies tie.
 func TestTieRuleStillAvoidsASlowEndpoint(t *testing.T) {
 	const n, endpoints = 50_000, 8
-	for _, warm := range []bool{false, true} {
-		cfg := policyConfig(PeakEWMA) // the warm rule is peak_ewma's
+	for _, c := range []struct {
+		pol  Policy
+		warm bool
+	}{{PeakEWMA, false}, {PeakEWMA, true}, {LeastWork, false}, {LeastWork, true}} {
+		pol, warm := c.pol, c.warm
+		cfg := policyConfig(pol)
 		cfg.SlowStart.Window = 0
 		ms := members(endpoints)
 		f := newFixture(t, cfg, ms, 7)
@@ -114,8 +118,8 @@ func TestTieRuleStillAvoidsASlowEndpoint(t *testing.T) {
 		shares := noisyShares(t, f, p, n, 4, 15*time.Millisecond, 0.3, map[string]float64{slow: 5})
 		p.Close()
 		if fair, got := 1.0/endpoints, shares[slow]; got > fair/2 {
-			t.Fatalf("warm rule %v: the 5×-slow endpoint got %.1f%% of the picks, want under half its fair %.1f%%", warm, 100*got, 100*fair)
+			t.Fatalf("%s, warm rule %v: the 5×-slow endpoint got %.1f%% of the picks, want under half its fair %.1f%%", pol, warm, 100*got, 100*fair)
 		}
-		t.Logf("warm rule %v: 5x-slow endpoint share: %.2f%%", warm, 100*shares[slow])
+		t.Logf("%s, warm rule %v: 5x-slow endpoint share: %.2f%%", pol, warm, 100*shares[slow])
 	}
 }

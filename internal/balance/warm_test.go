@@ -9,10 +9,17 @@ import (
 // ready on the loop (NewWarmPicker) takes the request over those whose
 // connections are all busy; endpoints that hold no connection at all are
 // neutral, so they keep their share (a dead endpoint is still tried, and
-// ejected); with no warm function the picks spread as before.
+// ejected); with no warm function the picks spread as before. Both
+// policies that compare latency have the rule.
 func TestWarmEndpointWinsATie(t *testing.T) {
+	for _, pol := range []Policy{PeakEWMA, LeastWork} {
+		t.Run(string(pol), func(t *testing.T) { testWarmEndpointWinsATie(t, pol) })
+	}
+}
+
+func testWarmEndpointWinsATie(t *testing.T, pol Policy) {
 	const n, endpoints = 4_000, 8
-	cfg := policyConfig(PeakEWMA) // the warm rule is peak_ewma's (least_work has none yet)
+	cfg := policyConfig(pol)
 	cfg.SlowStart.Window = 0
 	ms := members(endpoints)
 	f := newFixture(t, cfg, ms, 3)

@@ -60,8 +60,12 @@ func (p *Pool) CheckInvariants() error {
 		return fmt.Errorf("Held %d, healthy %d + dialing %d", p.Held(), p.healthy, p.dialing)
 	}
 	// Every wait is bounded: a waiter without an acquire timer is one the
-	// dials in flight cover, counted from the head.
-	covered := p.dialing*p.learned + p.tempDialing
+	// dials in flight cover, counted from the head, or one whose dial is
+	// deferred, for which the sweep is armed.
+	if p.deferred > 0 && p.sweepAt.IsZero() {
+		return fmt.Errorf("%d waiters' dials deferred, and no sweep armed to start them", p.deferred)
+	}
+	covered := p.dialing*p.learned + p.tempDialing + p.deferred
 	if p.learned == 0 && p.dialing > 0 {
 		covered = p.waiters.len()
 	}

@@ -53,6 +53,9 @@ type Pool struct {
 	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
 	ahead       bool                  // a stream was taken on a multiplexed connection past the headroom since the last pumpLocked
 	busy        int                   // streams handed out on pooled connections and not yet released
+	deferred    int                   // queued waiters whose dial is deferred (dialsLocked): a release may serve them first
+	dialStart   time.Time             // when the latest dials started
+	dialTime    time.Duration         // moving average of a dial's duration (successful ones)
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
 	retryAt     time.Time             // reconnect backoff: no dial before it
@@ -348,7 +351,7 @@ func (p *Pool) armWaitersLocked() {
 	if !p.untimed || p.learned == 0 && p.dialing > 0 {
 		return // before the first connection, its one dial covers everyone
 	}
-	covered := p.dialing*p.learned + p.tempDialing
+	covered := p.dialing*p.learned + p.tempDialing + p.deferred
 	p.untimed = false
 	i := 0
 	for w := p.waiters.front(); w != nil; w = w.ln.next {
@@ -385,6 +388,7 @@ func (p *Pool) pumpLocked(now time.Time, fx *effects) {
 // MaxConnections and outside the reconnect backoff; during the backoff it
 // arms the sweep for its end instead.
 func (p *Pool) dialsLocked(now time.Time, fx *effects) {
+	p.deferred = 0 // dueLocked counts them afresh
 	if p.state != stateOpen {
 		p.drainedLocked(fx)
 		return
@@ -406,7 +410,9 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 		}
 		want = max(want, (need+p.learned-1)/p.learned-p.dialing)
 	case w > 0 && p.learned > 0:
-		want = max(want, (w+p.learned-1)/p.learned-p.dialing)
+		if w = p.dueLocked(now, w); w > 0 {
+			want = max(want, w-p.dialing)
+		}
 	case w > 0 && p.dialing == 0: // capacity not learned yet: one dial
 		want = max(want, 1)
 	}
@@ -419,9 +425,52 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 		return
 	}
 	p.dialing += want
+	p.dialStart = now
 	p.noteHeldLocked()
 	fx.dials += want
 	fx.dialer = p.dialer
+}
+
+// dueLocked is how many of an HTTP/1.1 pool's w waiters (those without a
+// temporary dial) need a dial now: those that have waited the pool's
+// dial time. A waiter that found every connection busy waits that long
+// for one to be released before its dial starts (the deferral; the
+// sweep is armed for the next waiter's end of it), so a burst whose
+// requests are over before a dial would be is served by the connections
+// already open, not by new ones that then sit idle. The cost is bounded:
+// a request that no release serves waits at most one dial time more than
+// it would have. There is no deferral while the pool holds no healthy
+// connection (nothing to release), before a dial has been timed, or while
+// its dials fail (a deferred waiter counts as covered, and in a reconnect
+// backoff that would hold it, untimed, until the next attempt: internal/
+// drill TestCrash lost requests so); half the acquire timeout caps it. Deferred
+// waiters count as covered: their acquire timeout starts as a dialled
+// waiter's does, once no dial is left to serve them.
+func (p *Pool) dueLocked(now time.Time, w int) int {
+	d := min(p.dialTime, p.cfg.AcquireTimeout/2)
+	if p.healthy == 0 || d <= 0 || p.failures > 0 {
+		return w
+	}
+	waited := 0 // waiters, from the head, that have waited d
+	for q := p.waiters.front(); q != nil; q = q.ln.next {
+		if at := q.start.Add(d); now.Before(at) {
+			p.armLocked(at, now)
+			break
+		}
+		waited++
+	}
+	p.deferred = p.waiters.len() - waited
+	return max(waited-p.tempDialing, 0)
+}
+
+// noteDialLocked adds a successful dial's duration to the pool's moving
+// average (weight 1/8), which the deferral waits (dueLocked).
+func (p *Pool) noteDialLocked(d time.Duration) {
+	if p.dialTime == 0 {
+		p.dialTime = d
+		return
+	}
+	p.dialTime += (d - p.dialTime) / 8
 }
 
 // headroomLocked is how many streams a multiplexed pool in demand keeps
@@ -470,6 +519,9 @@ func (p *Pool) dialed(c Conn, err error, temp bool) {
 	if err != nil {
 		p.dialFailedLocked(err, now, &fx)
 	} else {
+		if !temp && !p.dialStart.IsZero() {
+			p.noteDialLocked(now.Sub(p.dialStart))
+		}
 		fx.created = pc
 		p.failures, p.retryAt = 0, time.Time{}
 		p.protocol = pc.proto
