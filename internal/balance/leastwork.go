@@ -2,7 +2,6 @@ package balance
 
 import (
 	"math/bits"
-	"os"
 
 	"github.com/corput/corput/internal/rng"
 )
@@ -132,7 +131,7 @@ func (w *workPick) warmer(c *candidate) *entry {
 		// turns of those looked at, 0.84–1.14×): the first that is
 		// ready stands in; it takes its own turn when it is the next.
 		if e := &es[(next+d)%n]; e != c.e {
-			if v := w.view(e); os.Getenv("NOTAKE") == "" && !v.bounded && v.warmth(w.g) == ready && w.better(&v, c) {
+			if v := w.view(e); !v.bounded && v.warmth(w.g) == ready && w.better(&v, c) {
 				if d == 0 {
 					w.g.next.CompareAndSwap(next, next+1)
 				}
