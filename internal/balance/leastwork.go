@@ -258,7 +258,7 @@ func (w *workPick) better(a, b *candidate) bool {
 	if a.bounded != b.bounded {
 		return b.bounded
 	}
-	wa, wb := w.warmPair(a, b)
+	wa, wb, near := w.warmPair(a, b)
 	ma, mb := a.mean, b.mean
 	if !a.measured {
 		ma = mb
@@ -269,14 +269,15 @@ func (w *workPick) better(a, b *candidate) bool {
 		// (work + cost) ÷ wcap, compared without dividing.
 		return warmLess((a.work+w.cost)*b.wcap, (b.work+w.cost)*a.wcap, wa, wb)
 	}
-	tie := w.g.prm.tie
-	switch {
-	case wa && !wb && a.queue <= tie*a.mean:
-		return true
-	case wb && !wa && b.queue <= tie*b.mean:
-		return false
+	if tie := w.g.prm.tie; near {
+		switch {
+		case wa && !wb && a.queue <= tie*a.mean:
+			return true
+		case wb && !wa && b.queue <= tie*b.mean:
+			return false
+		}
 	}
-	return w.score(a) < w.score(b)
+	return warmLess(w.score(a), w.score(b), wa, wb)
 }
 
 // warmLess compares a's figure xa with b's xb, lower better: a candidate
@@ -292,32 +293,46 @@ func warmLess(xa, xb float64, wa, wb bool) bool {
 	return xa < xb
 }
 
-// warmPair is the warm rule's reading of a tied pair (NewWarmPicker):
-// whether each has a stream ready on the loop, when the rule may decide
-// between them — each has answered, their latencies per unit of cost are
-// within warmNear, and each holds a connection. Otherwise both are false
-// and the pair is compared as without the rule: an empty endpoint, and one
-// that has never answered (a black hole that accepts and holds every
-// request), keep getting their share until their timeouts eject them
-// (internal/drill TestCrash, TestBlackhole).
+// warmPair is the warm rule's reading of a pair (NewWarmPicker): whether
+// each has a stream ready on the loop, when the rule may weigh it — each
+// has answered, their latencies per unit of cost are within warmFar, and
+// each holds a connection — and whether they are near (within warmNear).
+// Otherwise both are false and the pair is compared as without the rule:
+// an empty endpoint, and one that has never answered (a black hole that
+// accepts and holds every request), keep getting their share until their
+// timeouts eject them (internal/drill TestCrash, TestBlackhole).
 //
-// The rule acts only where latency ties and no queue signal rises: there
-// the endpoints show no sign of being past their limits, so up to
-// warmSlack × the other's load costs the request nothing, and reusing a
-// connection saves a dial. Between endpoints that do not tie the request
-// goes where it is expected to finish first: a heavy request misplaced
-// for the sake of a dial would lose far more than the dial costs.
-func (w *workPick) warmPair(a, b *candidate) (wa, wb bool) {
+// better weighs it so: where latency ties and no queue signal rises, the
+// ready one wins unless its load is over warmSlack × the other's (the
+// endpoints show no sign of being past their limits, so the extra load
+// costs the request nothing, and reusing a connection saves a dial);
+// where they are near but do not tie, the ready one wins outright unless
+// its own requests are queueing; where they are farther apart, it wins
+// while its completion score is within warmSlack of the other's. A heavy
+// request is not sent where it would finish far later for the sake of a
+// dial.
+func (w *workPick) warmPair(a, b *candidate) (wa, wb, near bool) {
 	if w.g.warm == nil || !a.answered || !b.answered ||
-		a.mean >= warmNear*b.mean || b.mean >= warmNear*a.mean {
-		return false, false
+		a.mean >= warmFar*b.mean || b.mean >= warmFar*a.mean {
+		return false, false, false
 	}
 	ta, tb := a.warmth(w.g), b.warmth(w.g)
 	if ta == empty || tb == empty {
-		return false, false
+		return false, false, false
 	}
-	return ta == ready, tb == ready
+	return ta == ready, tb == ready, a.mean < warmNear*b.mean && b.mean < warmNear*a.mean
 }
+
+// warmFar is how far apart least_work's two candidates' latencies per
+// unit of cost may be for the warm rule to weigh a ready connection at
+// all: beyond warmNear (2×) it only lets the ready one's completion score
+// be up to warmSlack × the other's. Identical endpoints' means sit 2–4×
+// apart on a loaded machine (a 1 ms request's mean includes its wait for
+// a stream), and within 2× alone the rule found no stand-in for most busy
+// choices (bench/peers raw: of 3 649 busy choices, 2 721 candidates
+// looked at were "far"); a degraded endpoint (5×) is past it
+// (TestTieRuleStillAvoidsASlowEndpoint).
+const warmFar = 4
 
 // score is the candidate's expected completion of this request, ns.
 func (w *workPick) score(c *candidate) float64 {

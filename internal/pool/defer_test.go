@@ -8,18 +8,18 @@ import (
 )
 
 // An HTTP/1.1 request that finds every connection busy waits one dial
-// time (the pool's moving average of its dials, at most half the acquire
-// timeout) for a release before its dial starts: a release within it
-// serves the request and no connection is opened; without one, the dial
-// starts at the end of the wait, and the request's acquire timeout does
-// not run meanwhile (it waits as a dialled waiter does: here the timeout
-// would have failed it at 15 ms, and it is served at 17.5 ms). A pool
-// that holds no connection dials at once.
+// time (the pool's moving average of its dials, at most a tenth of the
+// acquire timeout) for a release before its dial starts: a release within
+// it serves the request and no connection is opened; without one, the
+// dial starts at the end of the wait, and the request's acquire timeout
+// does not run meanwhile (it waits as a dialled waiter does: here the
+// timeout would have failed it at 100 ms, and it is served at 105 ms). A
+// pool that holds no connection dials at once.
 func TestHTTP1DialIsDeferredOneDialTime(t *testing.T) {
-	const dial = 10 * time.Millisecond
+	const dial = 95 * time.Millisecond
 	c := cfg()
-	c.AcquireTimeout = 15 * time.Millisecond // shorter than the wait plus the dial: it must not run
-	const wait = 7500 * time.Microsecond     // min(dial, acquire timeout / 2)
+	c.AcquireTimeout = 100 * time.Millisecond // shorter than the wait plus the dial: it must not run
+	const wait = 10 * time.Millisecond        // min(dial, acquire timeout / 10)
 	e := newEnv(t, c, memconn.Config{DialLatency: dial})
 
 	// Empty pool: the first request dials at once (nothing to release).

@@ -443,11 +443,11 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 // connection (nothing to release), before a dial has been timed, or while
 // its dials fail (a deferred waiter counts as covered, and in a reconnect
 // backoff that would hold it, untimed, until the next attempt: internal/
-// drill TestCrash lost requests so); half the acquire timeout caps it. Deferred
+// drill TestCrash lost requests so); deferShare caps it. Deferred
 // waiters count as covered: their acquire timeout starts as a dialled
 // waiter's does, once no dial is left to serve them.
 func (p *Pool) dueLocked(now time.Time, w int) int {
-	d := min(p.dialTime, p.cfg.AcquireTimeout/2)
+	d := min(p.dialTime, p.cfg.AcquireTimeout/deferShare)
 	if p.healthy == 0 || d <= 0 || p.failures > 0 {
 		return w
 	}
@@ -462,6 +462,13 @@ func (p *Pool) dueLocked(now time.Time, w int) int {
 	p.deferred = p.waiters.len() - waited
 	return max(waited-p.tempDialing, 0)
 }
+
+// deferShare caps a dial's deferral at this share of the acquire timeout
+// (10 ms by default): on a machine so loaded that its dials take tens of
+// milliseconds, a longer wait only adds to every burst's latency (the
+// internal/drill tests, run beside the rest of the suite under -race,
+// lost requests at a cap of half).
+const deferShare = 10
 
 // noteDialLocked adds a successful dial's duration to the pool's moving
 // average (weight 1/8), which the deferral waits (dueLocked).
