@@ -53,12 +53,16 @@ type Receiver struct {
 }
 
 // Start serves a Receiver on 127.0.0.1 ports.
-func Start() (*Receiver, error) {
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
+func Start() (*Receiver, error) { return Listen("127.0.0.1:0", "127.0.0.1:0") }
+
+// Listen serves a Receiver on the given addresses (gRPC, HTTP): one that
+// comes back on the address a Blackhole or a closed port had.
+func Listen(grpcAddr, httpAddr string) (*Receiver, error) {
+	gl, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return nil, err
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	hl, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		gl.Close()
 		return nil, err

@@ -1,0 +1,206 @@
+package tracing
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/tracing/receiver"
+)
+
+// testBounds are small export bounds: a batch of 4 spans, sent at once
+// when full, each export given 200 ms.
+var testBounds = bounds{queue: 16, batch: 4, batchTimeout: 10 * time.Millisecond, exportTimeout: 200 * time.Millisecond}
+
+// newBreakerTracer is a Tracer at ratio 1 exporting to endpoint with
+// testBounds, its probes on clk, the spans it asks of the SDK counted in
+// *starts.
+func newBreakerTracer(t *testing.T, endpoint string, p config.TracingProtocol, clk clock.Clock) (tr *Tracer, starts *atomic.Int64, dropped prometheus.Counter) {
+	t.Helper()
+	dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
+	tr, err := newTracer(&config.Tracing{Endpoint: endpoint, Protocol: p, SampleRatio: 1}, Options{Dropped: dropped, Clock: clk}, testBounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		tr.Shutdown(ctx)
+	})
+	starts = new(atomic.Int64)
+	tr.tracer = countingTracer{Tracer: tr.tracer, n: starts}
+	return tr, starts, dropped
+}
+
+// waitFor waits up to 5 s for cond, else fails with what.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after 5 s: %s", what)
+		}
+	}
+}
+
+// backoff is the breaker's wait before its next probe (0 while closed).
+func (b *breaker) backoffNow() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.backoff
+}
+
+// closedPort is a 127.0.0.1 address nothing listens on: a receiver that is
+// down.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestBreakerOpensWhileExportsFail: against a blackholed receiver (each
+// export waits out its timeout) and a refused one, over both protocols,
+// the first failed export opens the breaker; requests are then shed —
+// no SDK span, no allocation, every span counted as dropped — and no
+// export is sent.
+func TestBreakerOpensWhileExportsFail(t *testing.T) {
+	bh, err := receiver.StartBlackhole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bh.Close()
+	refused := closedPort(t)
+	for _, c := range []struct {
+		name     string
+		endpoint string
+		protocol config.TracingProtocol
+	}{
+		{"grpc blackholed", bh.Addr(), config.TracingGRPC},
+		{"http blackholed", bh.Addr(), config.TracingHTTP},
+		{"grpc refused", refused, config.TracingGRPC},
+		{"http refused", refused, config.TracingHTTP},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, starts, dropped := newBreakerTracer(t, c.endpoint, c.protocol, clock.NewFake(time.Unix(0, 0)))
+			e := newExchange(tr, head(t, ""), false)
+			e.run()
+			e.run() // 6 spans: a full batch, exported at once, and 2 more
+			waitFor(t, "the breaker did not open", tr.q.br.open.Load)
+			waitFor(t, "the queue did not drain", func() bool { return tr.q.n.Load() == 0 })
+			if d := testutil.ToFloat64(dropped); d != 6 {
+				t.Errorf("%v spans counted dropped after the failed export, want 6 (the batch sent and the 2 queued)", d)
+			}
+			if b := tr.q.br.backoffNow(); b != ProbeBackoff {
+				t.Errorf("the first probe in %v, want %v", b, ProbeBackoff)
+			}
+			before, accepted := starts.Load(), bh.Accepted()
+			const runs = 50
+			if allocs := testing.AllocsPerRun(runs, e.run); allocs != 0 {
+				t.Errorf("a request while the breaker is open: %v allocs, want 0", allocs)
+			}
+			if n := starts.Load() - before; n != 0 {
+				t.Errorf("requests while the breaker is open asked the SDK for %d spans, want 0", n)
+			}
+			if d, want := testutil.ToFloat64(dropped), float64(6+3*(runs+1)); d != want {
+				t.Errorf("%v spans counted dropped, want %v (3 a request while open)", d, want)
+			}
+			if sc := parsed(t, e.parents[1]); !sc.IsSampled() {
+				t.Errorf("a shed request's traceparent %s: want flags 01", e.parents[1][:])
+			}
+			time.Sleep(5 * testBounds.batchTimeout)
+			if c.endpoint == bh.Addr() && c.protocol == config.TracingHTTP && bh.Accepted() != accepted {
+				t.Errorf("the blackhole accepted %d connections while the breaker was open, want none", bh.Accepted()-accepted)
+			}
+		})
+	}
+}
+
+// TestBreakerProbesOncePerBackoffAndCloses: over HTTP (one connection
+// per export to a blackhole, so its accepted count is the exports sent),
+// the breaker lets one batch be recorded and sent per backoff — 1 s, then
+// 2 s, then 4 s on the injected clock — and nothing in between; when the
+// receiver comes back on the same address the next probe is received,
+// the breaker closes, and every span is recorded and exported again.
+func TestBreakerProbesOncePerBackoffAndCloses(t *testing.T) {
+	bh, err := receiver.StartBlackhole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bh.Close()
+	fake := clock.NewFake(time.Unix(0, 0))
+	tr, starts, _ := newBreakerTracer(t, bh.Addr(), config.TracingHTTP, fake)
+	br := tr.q.br
+	e := newExchange(tr, head(t, ""), false)
+	e.run()
+	e.run()
+	waitFor(t, "the breaker did not open", br.open.Load)
+	waitFor(t, "the queue did not drain", func() bool { return tr.q.n.Load() == 0 })
+	if n := bh.Accepted(); n != 1 {
+		t.Fatalf("%d exports sent before the breaker opened, want 1", n)
+	}
+
+	// recorded is the spans two requests ask of the SDK.
+	recorded := func() int64 {
+		before := starts.Load()
+		e.run()
+		e.run()
+		return starts.Load() - before
+	}
+	probe := func(sent int, backoff time.Duration) {
+		t.Helper()
+		fake.Advance(br.backoffNow() - time.Millisecond)
+		if n := recorded(); n != 0 {
+			t.Fatalf("before the backoff elapsed, %d spans recorded, want 0", n)
+		}
+		fake.Advance(time.Millisecond)
+		if n := recorded(); n != int64(testBounds.batch) {
+			t.Fatalf("once the backoff elapsed, %d spans recorded, want one batch (%d)", n, testBounds.batch)
+		}
+		if n := recorded(); n != 0 {
+			t.Fatalf("after the probe batch, %d spans recorded, want 0", n)
+		}
+		waitFor(t, "the probe was not sent", func() bool { return bh.Accepted() == sent })
+		waitFor(t, "the probe did not fail", func() bool { return br.backoffNow() == backoff })
+	}
+	probe(2, 2*time.Second)
+	probe(3, 4*time.Second)
+	if n := bh.Accepted(); n != 3 {
+		t.Fatalf("%d exports sent, want 3: one, then a probe per backoff", n)
+	}
+
+	// The receiver comes back where the blackhole was.
+	addr := bh.Addr()
+	bh.Close()
+	rc, err := receiver.Listen("127.0.0.1:0", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	fake.Advance(br.backoffNow())
+	if n := recorded(); n != int64(testBounds.batch) {
+		t.Fatalf("the probe recorded %d spans, want %d", n, testBounds.batch)
+	}
+	waitFor(t, "the breaker did not close on a received probe", func() bool { return !br.open.Load() })
+	if n := recorded(); n != 6 {
+		t.Errorf("after the breaker closed, two requests recorded %d spans, want 6", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rc.Spans()); n != testBounds.batch+6 {
+		t.Errorf("the receiver got %d spans, want %d (the probe's and the 6 after it)", n, testBounds.batch+6)
+	}
+}
