@@ -18,6 +18,8 @@ const (
 
 // breaker stops recording spans while exports fail (docs/tracing.md, "While
 // exports fail"):
+//   - it starts unproven, as if probing: one batch's worth of spans is
+//     recorded and exported, and the rest shed until an export succeeds;
 //   - closed (exports succeed): spans are recorded while the queue has room;
 //   - a failed export opens it: no span is recorded (each sampled one is
 //     shed, counted as dropped), and the batches still queued are dropped
@@ -48,6 +50,14 @@ type breaker struct {
 	stopped bool          // Shutdown: no more probes armed
 }
 
+// newBreaker is an unproven breaker: its first export is its first probe.
+func newBreaker(batch int, clk clock.Clock, log *slog.Logger) *breaker {
+	b := &breaker{batch: int64(batch), clk: clk, log: log, armed: true}
+	b.open.Store(true)
+	b.budget.Store(b.batch)
+	return b
+}
+
 // admit reports whether a sampled span starting now may be recorded.
 func (b *breaker) admit() bool {
 	return !b.open.Load() || (b.budget.Load() > 0 && b.budget.Add(-1) >= 0)
@@ -67,22 +77,24 @@ func (b *breaker) sending() bool {
 	return probe
 }
 
-// exported takes the outcome of an export of n spans: a success closes
-// the breaker, a failure opens it (or, for a probe, doubles its backoff)
+// exported takes the outcome of an export of n spans: a success (or a
+// partial one: the receiver answered) closes the breaker, a failure opens it (or, for a probe, doubles its backoff)
 // and arms the next probe. Each failure is logged: there is one per
 // backoff at most.
 func (b *breaker) exported(err error, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err == nil {
+	if answered(err) {
 		if b.open.Load() {
 			b.open.Store(false)
 			b.budget.Store(0)
-			b.backoff, b.armed = 0, false
 			if b.timer != nil {
 				b.timer.Stop()
 			}
-			b.log.Info("tracing: an export succeeded; spans are recorded again")
+			if b.backoff > 0 { // not the first export's success
+				b.log.Info("tracing: an export succeeded; spans are recorded again")
+			}
+			b.backoff, b.armed = 0, false
 		}
 		return
 	}

@@ -95,14 +95,14 @@ func TestBreakerOpensWhileExportsFail(t *testing.T) {
 			tr, starts, dropped := newBreakerTracer(t, c.endpoint, c.protocol, clock.NewFake(time.Unix(0, 0)))
 			e := newExchange(tr, head(t, ""), false)
 			e.run()
-			e.run() // 6 spans: a full batch, exported at once, and 2 more
-			waitFor(t, "the breaker did not open", tr.q.br.open.Load)
+			e.run() // the unproven breaker's one batch (4 spans), sent at once, and 2 shed
+			waitFor(t, "the first export did not fail", func() bool { return tr.q.br.backoffNow() == ProbeBackoff })
 			waitFor(t, "the queue did not drain", func() bool { return tr.q.n.Load() == 0 })
 			if d := testutil.ToFloat64(dropped); d != 6 {
-				t.Errorf("%v spans counted dropped after the failed export, want 6 (the batch sent and the 2 queued)", d)
+				t.Errorf("%v spans counted dropped after the failed export, want 6 (the batch sent and the 2 shed)", d)
 			}
-			if b := tr.q.br.backoffNow(); b != ProbeBackoff {
-				t.Errorf("the first probe in %v, want %v", b, ProbeBackoff)
+			if !tr.q.br.open.Load() {
+				t.Error("the breaker is closed after a failed export")
 			}
 			before, accepted := starts.Load(), bh.Accepted()
 			const runs = 50
@@ -144,7 +144,7 @@ func TestBreakerProbesOncePerBackoffAndCloses(t *testing.T) {
 	e := newExchange(tr, head(t, ""), false)
 	e.run()
 	e.run()
-	waitFor(t, "the breaker did not open", br.open.Load)
+	waitFor(t, "the first export did not fail", func() bool { return br.backoffNow() == ProbeBackoff })
 	waitFor(t, "the queue did not drain", func() bool { return tr.q.n.Load() == 0 })
 	if n := bh.Accepted(); n != 1 {
 		t.Fatalf("%d exports sent before the breaker opened, want 1", n)
@@ -202,5 +202,55 @@ func TestBreakerProbesOncePerBackoffAndCloses(t *testing.T) {
 	}
 	if n := len(rc.Spans()); n != testBounds.batch+6 {
 		t.Errorf("the receiver got %d spans, want %d (the probe's and the 6 after it)", n, testBounds.batch+6)
+	}
+}
+
+// TestBreakerStartsUnprovenAndClosesOnAnAnswer: a new Tracer records one
+// batch and sheds the rest until its first export is answered; an answer
+// that is a success or a partial success (spans rejected: the receiver is
+// there) closes the breaker, over both protocols, and every later span is
+// recorded and received.
+func TestBreakerStartsUnprovenAndClosesOnAnAnswer(t *testing.T) {
+	rc, err := receiver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	for _, c := range []struct {
+		name     string
+		endpoint string
+		protocol config.TracingProtocol
+		rejected int64
+	}{
+		{"grpc success", rc.GRPCAddr(), config.TracingGRPC, 0},
+		{"http success", rc.HTTPAddr(), config.TracingHTTP, 0},
+		{"grpc partial success", rc.GRPCAddr(), config.TracingGRPC, 1},
+		{"http partial success", rc.HTTPAddr(), config.TracingHTTP, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc.SetPartial(c.rejected)
+			tr, starts, dropped := newBreakerTracer(t, c.endpoint, c.protocol, clock.NewFake(time.Unix(0, 0)))
+			e := newExchange(tr, head(t, ""), false)
+			before := len(rc.Spans())
+			e.run()
+			e.run()
+			if n := starts.Load(); n != int64(testBounds.batch) {
+				t.Errorf("before the first export, %d spans recorded, want one batch (%d)", n, testBounds.batch)
+			}
+			if d := testutil.ToFloat64(dropped); d != 2 {
+				t.Errorf("before the first export, %v spans shed, want 2", d)
+			}
+			waitFor(t, "the first export was not answered", func() bool { return !tr.q.br.open.Load() })
+			if n := len(rc.Spans()) - before; n != testBounds.batch {
+				t.Errorf("the receiver got %d spans of the first batch, want %d", n, testBounds.batch)
+			}
+			n := starts.Load()
+			e.run()
+			e.run()
+			if got := starts.Load() - n; got != 6 {
+				t.Errorf("once an export was answered two requests recorded %d spans, want 6", got)
+			}
+			waitFor(t, "the later spans were not received", func() bool { return len(rc.Spans())-before == testBounds.batch+6 })
+		})
 	}
 }

@@ -29,8 +29,9 @@
 //     failed) is counted in corput_tracing_spans_dropped_total. An export
 //     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
 //     its context ends.
-//   - While exports fail nothing is recorded (breaker.go): the first failed
-//     export opens the breaker, every sampled span is then shed (counted)
+//   - While exports fail nothing is recorded (breaker.go): until the first
+//     export succeeds one batch's worth of spans is recorded, the first
+//     failed export opens the breaker, every sampled span is then shed (counted)
 //     and the batches still queued are dropped unsent; one batch's worth
 //     of spans is recorded and exported as a probe per backoff (1 s,
 //     doubling to 30 s), and the first export that succeeds closes it.
@@ -42,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,7 +131,7 @@ func newTracer(c *config.Tracing, opts Options, b bounds) (*Tracer, error) {
 	}
 	quietGlobalHandler()
 	q := &queue{limit: int64(b.queue), dropped: opts.Dropped,
-		br: &breaker{batch: int64(b.batch), clk: opts.Clock, log: opts.Logger}}
+		br: newBreaker(b.batch, opts.Clock, opts.Logger)}
 	t := &Tracer{cfg: *c, ratio: newRatio(c.SampleRatio), q: q}
 	t.stop, t.cancel = context.WithCancel(context.Background())
 	t.bsp = sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, q: q, stop: t.stop},
@@ -299,6 +301,15 @@ func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	}
 	e.q.br.exported(err, len(spans))
 	return err
+}
+
+// answered reports whether an export's error says only that the receiver
+// kept part of the batch (OTLP partial success, which both exporters
+// return only for an export that got its answer): the receiver is there,
+// so for the breaker that export succeeded. The exporters' error type is
+// internal to them; its text is what they expose.
+func answered(err error) bool {
+	return err == nil || strings.Contains(err.Error(), "OTLP partial success")
 }
 
 // port is the port of a host:port, -1 when there is none.

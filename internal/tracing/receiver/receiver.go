@@ -47,9 +47,10 @@ type Receiver struct {
 	hs             *http.Server
 	wg             sync.WaitGroup
 
-	mu      sync.Mutex // guards following
-	spans   []Span
-	headers []http.Header // one per export, names in lower case
+	mu       sync.Mutex // guards following
+	spans    []Span
+	headers  []http.Header // one per export, names in lower case
+	rejected int64         // SetPartial's: each answer says so many spans were rejected
 }
 
 // Start serves a Receiver on 127.0.0.1 ports.
@@ -89,6 +90,25 @@ func (r *Receiver) Close() {
 	r.gs.Stop()
 	r.hs.Close()
 	r.wg.Wait()
+}
+
+// SetPartial makes every later answer a partial success that rejected n
+// spans (0: a plain success again); the spans are kept all the same.
+func (r *Receiver) SetPartial(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejected = n
+}
+
+// answer is the response to an export.
+func (r *Receiver) answer() *collectorpb.ExportTraceServiceResponse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == 0 {
+		return &collectorpb.ExportTraceServiceResponse{}
+	}
+	return &collectorpb.ExportTraceServiceResponse{PartialSuccess: &collectorpb.ExportTracePartialSuccess{
+		RejectedSpans: r.rejected, ErrorMessage: "rejected by the test"}}
 }
 
 // Spans is every span received so far.
@@ -166,7 +186,7 @@ func (s traceService) Export(ctx context.Context, req *collectorpb.ExportTraceSe
 		h[strings.ToLower(k)] = vv
 	}
 	s.r.add(req, h, "grpc")
-	return &collectorpb.ExportTraceServiceResponse{}, nil
+	return s.r.answer(), nil
 }
 
 func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
@@ -189,7 +209,7 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		h[strings.ToLower(k)] = vv
 	}
 	r.add(&msg, h, "http")
-	out, _ := proto.Marshal(&collectorpb.ExportTraceServiceResponse{})
+	out, _ := proto.Marshal(r.answer())
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Write(out)
 }
