@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,9 +22,14 @@ var testBounds = bounds{queue: 16, batch: 4, batchTimeout: 10 * time.Millisecond
 // testBounds, its probes on clk, the spans it asks of the SDK counted in
 // *starts.
 func newBreakerTracer(t *testing.T, endpoint string, p config.TracingProtocol, clk clock.Clock) (tr *Tracer, starts *atomic.Int64, dropped prometheus.Counter) {
+	return newFailingTracer(t, endpoint, p, clk, testBounds)
+}
+
+// newFailingTracer is newBreakerTracer with bounds b.
+func newFailingTracer(t testing.TB, endpoint string, p config.TracingProtocol, clk clock.Clock, b bounds) (tr *Tracer, starts *atomic.Int64, dropped prometheus.Counter) {
 	t.Helper()
 	dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
-	tr, err := newTracer(&config.Tracing{Endpoint: endpoint, Protocol: p, SampleRatio: 1}, Options{Dropped: dropped, Clock: clk}, testBounds)
+	tr, err := newTracer(&config.Tracing{Endpoint: endpoint, Protocol: p, SampleRatio: 1}, Options{Dropped: dropped, Clock: clk}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,16 +60,13 @@ func (b *breaker) backoffNow() time.Duration {
 	return b.backoff
 }
 
-// closedPort is a 127.0.0.1 address nothing listens on: a receiver that is
-// down.
-func closedPort(t *testing.T) string {
+// closedPort is the address of a receiver that is down.
+func closedPort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := receiver.Down()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	return addr
 }
 
@@ -251,6 +252,25 @@ func TestBreakerStartsUnprovenAndClosesOnAnAnswer(t *testing.T) {
 				t.Errorf("once an export was answered two requests recorded %d spans, want 6", got)
 			}
 			waitFor(t, "the later spans were not received", func() bool { return len(rc.Spans())-before == testBounds.batch+6 })
+		})
+	}
+}
+
+// BenchmarkRequestFailingReceiver is BenchmarkRequest's request at ratio
+// 1 against a receiver that is down (its port refuses connections), over
+// each protocol, with the real bounds and clock: the breaker sheds all but
+// a probe batch per backoff, so a request costs what a shed one does.
+// spans-recorded/op is the share of spans the SDK was asked for.
+func BenchmarkRequestFailingReceiver(b *testing.B) {
+	for _, p := range []config.TracingProtocol{config.TracingGRPC, config.TracingHTTP} {
+		b.Run("refused_"+string(p), func(b *testing.B) {
+			tr, starts, _ := newFailingTracer(b, closedPort(b), p, clock.Real(), defaultBounds)
+			e := newExchange(tr, head(b, ""), false)
+			b.ReportAllocs()
+			for b.Loop() {
+				e.run()
+			}
+			b.ReportMetric(float64(starts.Load())/float64(b.N), "spans-recorded/op")
 		})
 	}
 }

@@ -4,7 +4,7 @@
 // HTTP (POST /v1/traces, protobuf), built on go.opentelemetry.io/proto/otlp.
 // It keeps every span it is sent, and the headers each export came with.
 // Blackhole is the other kind of receiver: one that accepts connections
-// and never reads from them.
+// and never reads from them; Down is the address of one that is down.
 //
 // Invariants: Close stops both servers and waits for their goroutines;
 // Spans returns copies, in arrival order.
@@ -212,6 +212,17 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	out, _ := proto.Marshal(r.answer())
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Write(out)
+}
+
+// Down is a 127.0.0.1 address nothing listens on: a receiver that is down,
+// each connection to it refused.
+func Down() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // Blackhole is a receiver that accepts TCP connections and never reads
