@@ -29,12 +29,12 @@
 //     failed) is counted in corput_tracing_spans_dropped_total. An export
 //     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
 //     its context ends.
-//   - While exports fail nothing is recorded (breaker.go): until the first
-//     export succeeds one batch's worth of spans is recorded, the first
-//     failed export opens the breaker, every sampled span is then shed (counted)
-//     and the batches still queued are dropped unsent; one batch's worth
-//     of spans is recorded and exported as a probe per backoff (1 s,
-//     doubling to 30 s), and the first export that succeeds closes it.
+//   - While exports fail nothing is recorded (breaker.go). Until its first
+//     export is answered a Tracer records one batch; a failed export opens
+//     the breaker: every sampled span is then shed (counted) and the
+//     batches still queued are dropped unsent, except one batch recorded
+//     and exported as a probe per backoff (1 s, doubling to 30 s); the
+//     first export answered closes it.
 package tracing
 
 import (
@@ -219,8 +219,9 @@ func newExporter(c *config.Tracing, timeout time.Duration) (sdktrace.SpanExporte
 }
 
 // quietGlobalHandler sends the SDK's own error reports (a failed export,
-// which the breaker already logs and countingExporter counts) to the debug log once
-// per process: the SDK's default prints each one to stderr.
+// which the breaker already logs and countingExporter counts) to the
+// debug log once per process: the SDK's default prints each one to
+// stderr.
 var quietOnce sync.Once
 
 func quietGlobalHandler() {
