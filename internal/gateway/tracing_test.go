@@ -299,6 +299,23 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 	}
 }
 
+// exported waits until request id's server span has reached rc. A
+// request's server span ends after its response reached the client, and
+// a Tracer retired before that never exports it: a test that retires the
+// Tracer of a request it just made waits for the batch timer to send it.
+func exported(t *testing.T, rc *receiver.Receiver, origin *seen, id string) {
+	t.Helper()
+	parent, _ := origin.get(id)
+	poll.Until(t, "request "+id+"'s server span to reach the receiver", func() bool {
+		for _, s := range rc.Spans() {
+			if s.Kind == tracepb.Span_SPAN_KIND_SERVER && strings.Contains(parent, s.TraceID) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // TestReloadSwapsTheTracer: a reload that changes the tracing block sends
 // new requests' spans to the new receiver (another protocol here), and one
 // that removes it lets traceparent through unchanged again; a reload that
@@ -332,8 +349,10 @@ func TestReloadSwapsTheTracer(t *testing.T) {
 	if g.st().tracer != first {
 		t.Errorf("a reload with the same tracing block replaced the Tracer")
 	}
+	exported(t, rc, origin, "a")
 	reload(fmt.Sprintf("tracing: {endpoint: %q, protocol: http, sample_ratio: 1.0}\n", rc.HTTPAddr()))
 	tracedGet(t, c, g.Addr(), "b", nil)
+	exported(t, rc, origin, "b")
 	reload("")
 	tracedGet(t, c, g.Addr(), "c", map[string]string{"Traceparent": clientParent})
 	flush(t, g)

@@ -29,6 +29,12 @@
 //     failed) is counted in corput_tracing_spans_dropped_total. An export
 //     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
 //     its context ends.
+//   - While exports fail nothing is recorded (breaker.go). Until its first
+//     export is answered a Tracer records one batch; a failed export opens
+//     the breaker: every sampled span is then shed (counted) and the
+//     batches still queued are dropped unsent, except one batch recorded
+//     and exported as a probe per backoff (1 s, doubling to 30 s); the
+//     first export answered closes it.
 package tracing
 
 import (
@@ -37,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +60,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/upstream"
 )
@@ -74,7 +82,17 @@ type Options struct {
 	Dropped  prometheus.Counter // corput_tracing_spans_dropped_total; nil counts nowhere
 	Logger   *slog.Logger       // nil: slog.Default()
 	Instance string             // service.instance.id ("" for none)
+	Clock    clock.Clock        // the breaker's probe timer; nil: the wall clock
 }
+
+// bounds are the export's bounds a Tracer is built with: the constants
+// above, smaller in tests.
+type bounds struct {
+	queue, batch                int
+	batchTimeout, exportTimeout time.Duration
+}
+
+var defaultBounds = bounds{queue: QueueSize, batch: BatchSize, batchTimeout: BatchTimeout, exportTimeout: ExportTimeout}
 
 // Tracer is the tracing block in force: its provider, exporter and queue.
 // A reload that changes the block builds a new Tracer and shuts the old
@@ -94,23 +112,31 @@ type Tracer struct {
 // New builds the Tracer of c. It opens no connection: the exporter
 // connects on its first export.
 func New(c *config.Tracing, opts Options) (*Tracer, error) {
+	return newTracer(c, opts, defaultBounds)
+}
+
+func newTracer(c *config.Tracing, opts Options, b bounds) (*Tracer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.Dropped == nil {
 		opts.Dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
 	}
-	exp, err := newExporter(c)
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	exp, err := newExporter(c, b.exportTimeout)
 	if err != nil {
 		return nil, err
 	}
 	quietGlobalHandler()
-	q := &queue{limit: QueueSize, dropped: opts.Dropped, log: opts.Logger}
+	q := &queue{limit: int64(b.queue), dropped: opts.Dropped,
+		br: newBreaker(b.batch, opts.Clock, opts.Logger)}
 	t := &Tracer{cfg: *c, ratio: newRatio(c.SampleRatio), q: q}
 	t.stop, t.cancel = context.WithCancel(context.Background())
 	t.bsp = sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, q: q, stop: t.stop},
-		sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(BatchSize),
-		sdktrace.WithBatchTimeout(BatchTimeout), sdktrace.WithExportTimeout(ExportTimeout))
+		sdktrace.WithMaxQueueSize(b.queue), sdktrace.WithMaxExportBatchSize(b.batch),
+		sdktrace.WithBatchTimeout(b.batchTimeout), sdktrace.WithExportTimeout(b.exportTimeout))
 	attrs := []attribute.KeyValue{semconv.ServiceName("corput")}
 	if opts.Instance != "" {
 		attrs = append(attrs, semconv.ServiceInstanceID(opts.Instance))
@@ -143,6 +169,7 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
+	t.q.br.stop()
 	stop := context.AfterFunc(ctx, t.cancel)
 	defer stop()
 	err := t.tp.Shutdown(ctx)
@@ -154,7 +181,10 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func newExporter(c *config.Tracing) (sdktrace.SpanExporter, error) {
+// newExporter is c's OTLP exporter, each export bounded by timeout and
+// tried once: the exporters' retries are off (a failed batch is dropped,
+// and the breaker decides when to send again).
+func newExporter(c *config.Tracing, timeout time.Duration) (sdktrace.SpanExporter, error) {
 	var tc *tls.Config
 	if c.TLS != nil {
 		var err error
@@ -167,7 +197,7 @@ func newExporter(c *config.Tracing) (sdktrace.SpanExporter, error) {
 	var client otlptrace.Client
 	switch c.Protocol {
 	case config.TracingHTTP:
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(c.Endpoint), otlptracehttp.WithTimeout(ExportTimeout),
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(c.Endpoint), otlptracehttp.WithTimeout(timeout),
 			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}), otlptracehttp.WithHeaders(c.Headers)}
 		if tc != nil {
 			opts = append(opts, otlptracehttp.WithTLSClientConfig(tc))
@@ -176,7 +206,7 @@ func newExporter(c *config.Tracing) (sdktrace.SpanExporter, error) {
 		}
 		client = otlptracehttp.NewClient(opts...)
 	default:
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithTimeout(ExportTimeout),
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithTimeout(timeout),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}), otlptracegrpc.WithHeaders(c.Headers)}
 		if tc != nil {
 			opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc)))
@@ -189,8 +219,9 @@ func newExporter(c *config.Tracing) (sdktrace.SpanExporter, error) {
 }
 
 // quietGlobalHandler sends the SDK's own error reports (a failed export,
-// which countingExporter already logs and counts) to the debug log once
-// per process: the SDK's default prints each one to stderr.
+// which the breaker already logs and countingExporter counts) to the
+// debug log once per process: the SDK's default prints each one to
+// stderr.
 var quietOnce sync.Once
 
 func quietGlobalHandler() {
@@ -207,17 +238,16 @@ type queue struct {
 	n       atomic.Int64
 	limit   int64
 	dropped prometheus.Counter
-	log     *slog.Logger
-	logged  atomic.Int64 // unix seconds of the last export failure logged
+	br      *breaker // open while exports fail: nothing is recorded
 }
 
 // room reports whether a sampled span starting now may be recorded: while
-// the queue is full it is not (and is counted as dropped at once). It
-// would be dropped when it ends anyway, and a span not recorded costs
-// nothing, so a receiver that cannot keep up (or is gone) costs requests
-// no more than sampling nothing.
+// the queue is full or the breaker open it is not (and is counted as
+// dropped at once). It would be dropped when it ends anyway, and a span
+// not recorded costs nothing, so a receiver that cannot keep up (or is
+// gone) costs requests no more than sampling nothing.
 func (q *queue) room() bool {
-	if q.n.Load() >= q.limit {
+	if q.n.Load() >= q.limit || !q.br.admit() {
 		q.drop()
 		return false
 	}
@@ -247,7 +277,9 @@ func (p *boundedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 }
 
 // countingExporter takes a batch out of the queue's count as its export
-// starts, and counts a failed batch as dropped.
+// starts, sends it only when the breaker lets it (else it is dropped
+// unsent), counts a batch not exported as dropped, and tells the breaker
+// how each export sent went.
 type countingExporter struct {
 	sdktrace.SpanExporter
 	q    *queue
@@ -255,6 +287,11 @@ type countingExporter struct {
 }
 
 func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if !e.q.br.sending() {
+		e.q.dropped.Add(float64(len(spans)))
+		e.q.n.Add(-int64(len(spans)))
+		return nil // not an export failure: the breaker already knows
+	}
 	e.q.n.Add(-int64(len(spans)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(e.stop, cancel)()
@@ -262,11 +299,18 @@ func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	err := e.SpanExporter.ExportSpans(ctx, spans)
 	if err != nil {
 		e.q.dropped.Add(float64(len(spans)))
-		if now := time.Now().Unix(); e.q.logged.Swap(now) != now { // at most once a second
-			e.q.log.Warn("tracing: export failed; the batch is dropped", "spans", len(spans), "err", err)
-		}
 	}
+	e.q.br.exported(err, len(spans))
 	return err
+}
+
+// answered reports whether an export's error says only that the receiver
+// kept part of the batch (OTLP partial success, which both exporters
+// return only for an export that got its answer): the receiver is there,
+// so for the breaker that export succeeded. The exporters' error type is
+// internal to them; its text is what they expose.
+func answered(err error) bool {
+	return err == nil || strings.Contains(err.Error(), "OTLP partial success")
 }
 
 // port is the port of a host:port, -1 when there is none.

@@ -4,7 +4,7 @@
 // HTTP (POST /v1/traces, protobuf), built on go.opentelemetry.io/proto/otlp.
 // It keeps every span it is sent, and the headers each export came with.
 // Blackhole is the other kind of receiver: one that accepts connections
-// and never reads from them.
+// and never reads from them; Down is the address of one that is down.
 //
 // Invariants: Close stops both servers and waits for their goroutines;
 // Spans returns copies, in arrival order.
@@ -47,18 +47,23 @@ type Receiver struct {
 	hs             *http.Server
 	wg             sync.WaitGroup
 
-	mu      sync.Mutex // guards following
-	spans   []Span
-	headers []http.Header // one per export, names in lower case
+	mu       sync.Mutex // guards following
+	spans    []Span
+	headers  []http.Header // one per export, names in lower case
+	rejected int64         // SetPartial's: each answer says so many spans were rejected
 }
 
 // Start serves a Receiver on 127.0.0.1 ports.
-func Start() (*Receiver, error) {
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
+func Start() (*Receiver, error) { return Listen("127.0.0.1:0", "127.0.0.1:0") }
+
+// Listen serves a Receiver on the given addresses (gRPC, HTTP): one that
+// comes back on the address a Blackhole or a closed port had.
+func Listen(grpcAddr, httpAddr string) (*Receiver, error) {
+	gl, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return nil, err
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	hl, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		gl.Close()
 		return nil, err
@@ -85,6 +90,25 @@ func (r *Receiver) Close() {
 	r.gs.Stop()
 	r.hs.Close()
 	r.wg.Wait()
+}
+
+// SetPartial makes every later answer a partial success that rejected n
+// spans (0: a plain success again); the spans are kept all the same.
+func (r *Receiver) SetPartial(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejected = n
+}
+
+// answer is the response to an export.
+func (r *Receiver) answer() *collectorpb.ExportTraceServiceResponse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == 0 {
+		return &collectorpb.ExportTraceServiceResponse{}
+	}
+	return &collectorpb.ExportTraceServiceResponse{PartialSuccess: &collectorpb.ExportTracePartialSuccess{
+		RejectedSpans: r.rejected, ErrorMessage: "rejected by the test"}}
 }
 
 // Spans is every span received so far.
@@ -162,7 +186,7 @@ func (s traceService) Export(ctx context.Context, req *collectorpb.ExportTraceSe
 		h[strings.ToLower(k)] = vv
 	}
 	s.r.add(req, h, "grpc")
-	return &collectorpb.ExportTraceServiceResponse{}, nil
+	return s.r.answer(), nil
 }
 
 func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
@@ -185,9 +209,20 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		h[strings.ToLower(k)] = vv
 	}
 	r.add(&msg, h, "http")
-	out, _ := proto.Marshal(&collectorpb.ExportTraceServiceResponse{})
+	out, _ := proto.Marshal(r.answer())
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Write(out)
+}
+
+// Down is a 127.0.0.1 address nothing listens on: a receiver that is down,
+// each connection to it refused.
+func Down() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // Blackhole is a receiver that accepts TCP connections and never reads
