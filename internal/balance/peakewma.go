@@ -105,14 +105,7 @@ func ewmaBetter(g *group, a, b *entry, now int64) bool {
 		}
 		return ewmaCost(g, a, now) < ewmaCost(g, b, now)
 	}
-	ca, cb := loadCost(g, a, now), loadCost(g, b, now)
-	switch {
-	case wa && !wb:
-		return ca <= warmSlack*cb
-	case wb && !wa:
-		return ca*warmSlack < cb
-	}
-	return ca < cb
+	return warmLess(loadCost(g, a, now), loadCost(g, b, now), wa, wb)
 }
 
 // tied reports whether a's and b's mean latencies are within the tie
