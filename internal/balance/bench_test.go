@@ -103,3 +103,33 @@ func BenchmarkTryAdmit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPickWarm is Pick on a loop's warm picker (NewWarmPicker) over
+// 50 endpoints that have all answered, so that the warm rule reads each
+// candidate's pools: all ready (the common case: one reading per
+// candidate) and all busy (the worst: the scan reads up to 8 more). The
+// Warm function here costs nothing; the gateway's reads two pools.
+func BenchmarkPickWarm(b *testing.B) {
+	for _, pol := range []Policy{LeastWork, PeakEWMA} {
+		for _, ready := range []bool{true, false} {
+			name := fmt.Sprintf("%s/ready=%v", pol, ready)
+			b.Run(name, func(b *testing.B) {
+				o, err := NewOrigin("bench", policyConfig(pol), members(50), Options{Clock: clock.Real(), Rand: rng.New(1)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(o.Close)
+				p := o.NewWarmPicker(nil, func(*Endpoint) (bool, bool) { return ready, true })
+				for range 50 * trustSamples {
+					ep, _ := p.Pick()
+					ep.Done(time.Millisecond, Success)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					ep, _ := p.Pick()
+					ep.Done(0, Shed)
+				}
+			})
+		}
+	}
+}

@@ -113,10 +113,10 @@ func (leastWork) choose(g *group, now int64, r *rng.Source, units int64) *entry 
 // warmer is least_work's warm pick (issue 20), as peak_ewma's warmer:
 // c's entry, or when c's connections on the loop are all busy
 // (NewWarmPicker), so that a request there would dial or wait, the first
-// of up to warmScan other entries, from a random one on, that has a
-// stream ready and beats c by better (warm against busy). It runs only on
-// that busy path, so a loop dials only when none of the endpoints it
-// looked at that tie with its choice could take the request at once.
+// of the rotation's next warmScan entries that has a stream ready and
+// beats c by better (warm against busy). It runs only on that busy path,
+// so a loop dials only when none of the endpoints it looked at that are
+// about as good as its choice could take the request at once.
 func (w *workPick) warmer(c *candidate) *entry {
 	if w.g.warm == nil || c.warmth(w.g) != busy {
 		return c.e
@@ -259,17 +259,18 @@ func (w *workPick) better(a, b *candidate) bool {
 		return b.bounded
 	}
 	wa, wb, near := w.warmPair(a, b)
+	tie := w.g.prm.tie
 	ma, mb := a.mean, b.mean
 	if !a.measured {
 		ma = mb
 	} else if !b.measured {
 		mb = ma
 	}
-	if tie := w.g.prm.tie; ma < tie*mb && mb < tie*ma && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
+	if ma < tie*mb && mb < tie*ma && a.queue <= tie*a.mean && b.queue <= tie*b.mean {
 		// (work + cost) ÷ wcap, compared without dividing.
 		return warmLess((a.work+w.cost)*b.wcap, (b.work+w.cost)*a.wcap, wa, wb)
 	}
-	if tie := w.g.prm.tie; near {
+	if near {
 		switch {
 		case wa && !wb && a.queue <= tie*a.mean:
 			return true

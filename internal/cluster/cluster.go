@@ -114,9 +114,16 @@ func (o *Origin) Config() *config.Origin { return o.conf.Load() }
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
 // warm reports what the loop's pool for e, and its home loop's, from
-// which a request borrows, hold now (balance.Warm).
+// which a request borrows, hold now (balance.Warm). The home pool is
+// looked up (two map lookups) only when the loop's own pool has no free
+// stream, as Origin.acquire does: the picker asks this of every
+// candidate, and most have one.
 func (ol *Loop) warm(e *balance.Endpoint) (ready, held bool) {
-	return pool.Ready((*ol.pools.Load())[e.Address()], ol.o.homePool(e.Address()))
+	own := (*ol.pools.Load())[e.Address()]
+	if own != nil && own.Free() > 0 {
+		return true, true
+	}
+	return pool.Ready(own, ol.o.homePool(e.Address()))
 }
 
 // Index is the loop's index.

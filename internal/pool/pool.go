@@ -439,13 +439,13 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 // requests are over before a dial would be is served by the connections
 // already open, not by new ones that then sit idle. The cost is bounded:
 // a request that no release serves waits at most one dial time more than
-// it would have. There is no deferral while the pool holds no healthy
-// connection (nothing to release), before a dial has been timed, or while
-// its dials fail (a deferred waiter counts as covered, and in a reconnect
-// backoff that would hold it, untimed, until the next attempt: internal/
-// drill TestCrash lost requests so); deferShare caps it. Deferred
-// waiters count as covered: their acquire timeout starts as a dialled
-// waiter's does, once no dial is left to serve them.
+// it would have. Deferred waiters count as covered: their acquire timeout
+// starts as a dialled waiter's does, once no dial is left to serve them.
+// There is no deferral while the pool holds no healthy connection
+// (nothing to release), before a dial has been timed, or while its dials
+// fail (in a reconnect backoff a covered waiter would wait, untimed, for
+// the next attempt: internal/drill TestCrash lost requests so);
+// deferShare caps it.
 func (p *Pool) dueLocked(now time.Time, w int) int {
 	d := min(p.dialTime, p.cfg.AcquireTimeout/deferShare)
 	if p.healthy == 0 || d <= 0 || p.failures > 0 {

@@ -287,12 +287,11 @@ type countingExporter struct {
 }
 
 func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.q.n.Add(-int64(len(spans)))
 	if !e.q.br.sending() {
 		e.q.dropped.Add(float64(len(spans)))
-		e.q.n.Add(-int64(len(spans)))
 		return nil // not an export failure: the breaker already knows
 	}
-	e.q.n.Add(-int64(len(spans)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(e.stop, cancel)()
 	defer cancel()
