@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -529,4 +530,75 @@ func TestRoundTripForNetHTTP(t *testing.T) {
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// countingConn counts the writes to a connection.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestConcurrentRequestsShareWrites: the HEADERS of requests opened while
+// the writer is busy leave in far fewer writes than requests, and every
+// one of them is answered.
+func TestConcurrentRequestsShareWrites(t *testing.T) {
+	noLeaks(t)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	defer s.Close()
+	nc, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingConn{Conn: nc}
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	c, err := Handshake(ctx, cc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 40
+	c.lockWrite() // busy: every Open below waits for the writer
+	before := cc.writes.Load()
+	var wg sync.WaitGroup
+	var opened atomic.Int32
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			var f Fields
+			f.Pseudo("GET", "http", "x", "/")
+			opened.Add(1)
+			st, err := c.Open(&f, true)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer st.Release()
+			if code, err := st.Head(Wait{}); err != nil || code != 200 {
+				errs <- fmt.Errorf("head %d %v", code, err)
+			}
+		})
+	}
+	for opened.Load() < n || c.waiting.Load() < n/2 {
+		time.Sleep(time.Millisecond)
+	}
+	c.unlockWrite()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The reads' SETTINGS ACKs and WINDOW_UPDATEs write too; the requests
+	// alone would be n writes if each flushed.
+	if w := cc.writes.Load() - before; w > n/4 {
+		t.Fatalf("%d requests took %d writes, want at most %d", n, w, n/4)
+	}
 }

@@ -89,7 +89,7 @@ func (c *Conn) Open(f *Fields, end bool) (*Stream, error) {
 	c.streams[id] = s
 	c.mu.Unlock()
 	c.writeHeaders(id, f.b, end, frame)
-	c.unlockWrite()
+	c.unlockWriteLater()
 	return s, nil
 }
 
