@@ -36,6 +36,12 @@ func (c *fastConn) exchangeH2(o *cluster.Origin, a *forward.Attempt, mux upstrea
 		if err == nil {
 			err = s.CloseWrite(nil)
 		}
+		if errors.Is(err, h2.ErrBodyNotWanted) {
+			// The origin answered (or reset) before the whole body: its
+			// answer is read below; the body's rest may still be in the
+			// client's socket, so the connection ends after it.
+			c.broken, err = true, nil
+		}
 		if err != nil {
 			s.Release()
 			if errors.Is(err, errClientBody) {

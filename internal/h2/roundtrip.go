@@ -165,7 +165,7 @@ func sendBody(s *Stream, req *http.Request, w Wait) {
 		n, rerr := req.Body.Read(*bp)
 		if n > 0 {
 			if _, err := s.Write((*bp)[:n], w); err != nil {
-				if !errors.Is(err, errStreamDone) {
+				if !errors.Is(err, ErrBodyNotWanted) {
 					s.Cancel(err)
 				}
 				s.unhold()

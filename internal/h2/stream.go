@@ -199,8 +199,9 @@ func (s *Stream) Read(p []byte, w Wait) (int, error) {
 	}
 }
 
-// errStreamDone fails a body write on a stream the origin already ended.
-var errStreamDone = errors.New("the origin ended the stream; the rest of the request body is not wanted")
+// ErrBodyNotWanted fails a body write on a stream the origin already
+// ended or reset: its response (if it sent one) is still to be read.
+var ErrBodyNotWanted = errors.New("the origin ended the stream; the rest of the request body is not wanted")
 
 // Write sends p as DATA within the flow-control windows. w ends a wait
 // for a window with ErrDone.
@@ -218,7 +219,7 @@ func (s *Stream) Write(p []byte, w Wait) (int, error) {
 				return sent, err
 			case s.resetRecv || s.localDone:
 				c.mu.Unlock()
-				return sent, errStreamDone
+				return sent, ErrBodyNotWanted
 			}
 			k = int(min(int64(len(p)), s.sendWin, c.sendWin, int64(c.peerFrame)))
 			if k > 0 {
