@@ -110,12 +110,8 @@ func (s *Stream) Head(w Wait) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		select {
-		case <-s.wake:
-		case <-w.Done:
-			return 0, ErrDone
-		case <-w.Expire:
-			return 0, ErrDone
+		if err := s.await(w); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -189,14 +185,22 @@ func (s *Stream) Read(p []byte, w Wait) (int, error) {
 		case err != nil:
 			return 0, err
 		}
-		select {
-		case <-s.wake:
-		case <-w.Done:
-			return 0, ErrDone
-		case <-w.Expire:
-			return 0, ErrDone
+		if err := s.await(w); err != nil {
+			return 0, err
 		}
 	}
+}
+
+// await waits for the stream's state to change: nil, or ErrDone when w
+// fired first.
+func (s *Stream) await(w Wait) error {
+	select {
+	case <-s.wake:
+		return nil
+	case <-w.Done:
+	case <-w.Expire:
+	}
+	return ErrDone
 }
 
 // ErrBodyNotWanted fails a body write on a stream the origin already
