@@ -21,8 +21,8 @@ import (
 // from the stream's fields and DATA. No goroutine, no http.Request and no
 // header map on the way (package h2).
 func (c *fastConn) exchangeH2(o *cluster.Origin, a *forward.Attempt, mux upstream.Mux) (int, forward.Step) {
-	done, stop := c.deadline(o)
-	defer stop()
+	done := c.deadline(o)
+	defer c.stopDeadline(done)
 	f := &c.h2f
 	c.requestFields(f, o)
 	s, err := mux.H2().Open(f, c.bodyLen == 0)
@@ -97,23 +97,27 @@ func streamFailure(err error) forward.Failure {
 	return forward.Broken
 }
 
-// deadline returns a channel that fires at the origin's request timeout
-// (nil without one) and the function that stops it. The timer is the
-// connection's own, reused.
-func (c *fastConn) deadline(o *cluster.Origin) (h2.Wait, func()) {
+// deadline returns the wait that fires at the origin's request timeout
+// (none without one), on the connection's own timer, reused.
+func (c *fastConn) deadline(o *cluster.Origin) h2.Wait {
 	t := o.RequestTimeout()
 	if t <= 0 {
-		return h2.Wait{}, func() {}
+		return h2.Wait{}
 	}
 	if c.h2t == nil {
 		c.h2t = time.NewTimer(t)
 	} else {
 		c.h2t.Reset(t)
 	}
-	return h2.Wait{Expire: c.h2t.C}, c.stopTimer
+	return h2.Wait{Expire: c.h2t.C}
 }
 
-func (c *fastConn) stopTimer() { c.h2t.Stop() }
+// stopDeadline stops the timer deadline started.
+func (c *fastConn) stopDeadline(w h2.Wait) {
+	if w.Expire != nil {
+		c.h2t.Stop()
+	}
+}
 
 // requestFields encodes the request head, rewritten for the origin as
 // writeRequest does for HTTP/1.1: the same fields, forwarding and trace
@@ -209,7 +213,8 @@ func (c *fastConn) relayH2(s *h2.Stream, status int, done h2.Wait) {
 	}
 	bp := forward.Buffer()
 	defer forward.PutBuffer(bp)
-	cw := chunkWriter{w: w}
+	cw := &c.cw
+	cw.w = w
 	for {
 		if !s.Buffered() && w.Flush() != nil { // a stream is never held back
 			c.broken = true

@@ -293,6 +293,7 @@ type fastConn struct {
 	client  string           // the peer's address, for the access log
 	h2f     h2.Fields        // an HTTP/2 request's header block (reused)
 	sw      streamWriter     // an HTTP/2 request body's writer (reused)
+	cw      chunkWriter      // an HTTP/2 response body's chunked writer (reused)
 	h2t     *time.Timer      // an HTTP/2 exchange's request timeout, made on first use
 
 	// the current request
