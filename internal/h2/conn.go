@@ -118,7 +118,6 @@ type Conn struct {
 	maxStreams atomic.Uint32
 	broken     atomic.Bool // failed or closed
 	goneAway   atomic.Bool
-	flushCh    chan struct{} // cap 1: a flush is due (unlockWriteLater)
 	ready      chan struct{} // closed once the origin's first SETTINGS arrived
 	readDone   chan struct{} // closed when the read loop ended
 
@@ -152,7 +151,6 @@ func Handshake(ctx context.Context, nc net.Conn, o Options) (*Conn, error) {
 		recvWin:  int64(o.ConnWindow),
 		pings:    make(map[uint64]chan struct{}),
 		ready:    make(chan struct{}),
-		flushCh:  make(chan struct{}, 1),
 		readDone: make(chan struct{}),
 		rbuf:     make([]byte, maxFrame),
 	}
@@ -188,7 +186,6 @@ func Handshake(ctx context.Context, nc net.Conn, o Options) (*Conn, error) {
 		return nil, fmt.Errorf("send the HTTP/2 preface: %w", err)
 	}
 	go c.readLoop()
-	go c.flusher()
 	select {
 	case <-c.ready:
 		if err := nc.SetDeadline(time.Time{}); err != nil {
@@ -273,32 +270,19 @@ func (c *Conn) lockWrite() {
 	c.waiting.Add(-1)
 }
 
-// unlockWriteLater releases the writer and leaves the flush to the
-// connection's flusher, which runs after the goroutines ready to run now:
-// the requests they start join the same write (and TLS record). Under load
-// that is many requests per write; idle, it costs one goroutine switch.
+// unlockWriteLater releases the writer and flushes after the goroutines
+// ready to run now had their turn (runtime.Gosched): the requests they
+// start join the same write (and TLS record), and one of them, or this
+// one, flushes them all. Under load that is many requests per write;
+// idle, nothing else is ready and the yield returns at once, with no
+// goroutine woken for it.
 func (c *Conn) unlockWriteLater() {
 	due := c.waiting.Load() == 0 && c.bw.Buffered() > 0
 	c.wmu.Unlock()
 	if due {
-		select {
-		case c.flushCh <- struct{}{}:
-		default: // a flush is already due
-		}
-	}
-}
-
-// flusher flushes what unlockWriteLater left, until the read loop ends.
-func (c *Conn) flusher() {
-	for {
-		select {
-		case <-c.flushCh:
-		case <-c.readDone:
-			return
-		}
-		runtime.Gosched() // the writers ready now write first
+		runtime.Gosched()
 		c.lockWrite()
-		c.unlockWrite()
+		c.unlockWrite() // a no-op when another writer flushed meanwhile
 	}
 }
 
