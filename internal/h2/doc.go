@@ -14,8 +14,10 @@
 //     read loop wakes it once for all the frames it read in one go (a small
 //     response's HEADERS and DATA are one wake-up).
 //   - Writers share one buffered writer under a mutex. A writer that sees
-//     another waiting for the mutex leaves the flush to it, so the HEADERS
-//     of concurrent requests leave in one write (one TLS record).
+//     another waiting for the mutex leaves the flush to it, and a request's
+//     HEADERS are flushed after a yield to the goroutines ready to run, so
+//     the HEADERS of concurrent requests leave in one write (one TLS
+//     record).
 //   - Request header blocks are encoded without HPACK's dynamic table and
 //     without Huffman coding: names from the static table where they are
 //     in it, everything else literal, no allocation and nothing kept (the
