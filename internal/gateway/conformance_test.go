@@ -770,27 +770,41 @@ func TestClientCancellationReachesOrigin(t *testing.T) {
 }
 
 // TestRequestTimeoutAnswers504 holds the origin past timeouts.request: the
-// client gets 504 upstream_timeout and the origin's request is cancelled.
+// client gets 504 upstream_timeout and the origin's request is cancelled,
+// to an HTTP/1.1 origin and to an h2c one (the fast path's own stream: the
+// stream is reset), and the gateway answers the next request.
 func TestRequestTimeoutAnswers504(t *testing.T) {
-	ended := make(chan error, 1)
-	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			ended <- r.Context().Err()
-		case <-time.After(10 * time.Second):
-			ended <- fmt.Errorf("origin request not cancelled by the gateway's timeout")
-		}
-	}))
-	g := gatewayFor(t, testorigin.H1, b, "    timeouts: {connect: 100ms, request: 300ms}\n")
-	resp, body := get(t, downstream(t, dsH1, nil), "http://"+g.Addr()+"/hold")
-	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("X-Corput-Error") != forward.UpstreamTimeout.String() {
-		t.Fatalf("status %d, X-Corput-Error %q; want 504 %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"), forward.UpstreamTimeout.String())
-	}
-	if strings.Contains(body, "context") || strings.Contains(body, "127.0.0.1") {
-		t.Fatalf("error body leaks internals: %q", body)
-	}
-	if err := <-ended; err != context.Canceled {
-		t.Fatalf("origin: %v, want its request cancelled", err)
+	for _, up := range []testorigin.Proto{testorigin.H1, testorigin.H2C} {
+		t.Run(string(up), func(t *testing.T) {
+			ended := make(chan error, 1)
+			b := startBackend(t, up, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/hold" {
+					io.WriteString(w, "ok")
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					ended <- r.Context().Err()
+				case <-time.After(10 * time.Second):
+					ended <- fmt.Errorf("origin request not cancelled by the gateway's timeout")
+				}
+			}))
+			g := gatewayFor(t, up, b, "    timeouts: {connect: 100ms, request: 300ms}\n")
+			c := downstream(t, dsH1, nil)
+			resp, body := get(t, c, "http://"+g.Addr()+"/hold")
+			if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("X-Corput-Error") != forward.UpstreamTimeout.String() {
+				t.Fatalf("status %d, X-Corput-Error %q; want 504 %s", resp.StatusCode, resp.Header.Get("X-Corput-Error"), forward.UpstreamTimeout.String())
+			}
+			if strings.Contains(body, "context") || strings.Contains(body, "127.0.0.1") {
+				t.Fatalf("error body leaks internals: %q", body)
+			}
+			if err := <-ended; err != context.Canceled {
+				t.Fatalf("origin: %v, want its request cancelled", err)
+			}
+			if resp, body := get(t, c, "http://"+g.Addr()+"/next"); resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("the next request: %d %q", resp.StatusCode, body)
+			}
+		})
 	}
 }
 
