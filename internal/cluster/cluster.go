@@ -86,7 +86,7 @@ type Origin struct {
 	conf       atomic.Pointer[config.Origin]
 	policy     atomic.Pointer[forward.Policy]    // retries, the budget, the metrics of every request's attempts
 	reqTimeout atomic.Int64                      // timeouts.request, ns
-	raw        atomic.Bool                       // its connections are upstream.Raw: the fast path can serve it
+	fast       atomic.Bool                       // its connections are upstream.Raw or upstream.Mux: the fast path can serve it
 	keys       atomic.Pointer[forward.KeySource] // a sticky policy's key source; nil otherwise
 
 	mu        sync.Mutex // guards following: membership and configuration changes are serialised
@@ -109,6 +109,9 @@ func (o *Origin) Name() string { return o.name }
 
 // Config is the origin's configuration.
 func (o *Origin) Config() *config.Origin { return o.conf.Load() }
+
+// TLS reports whether the origin's connections are TLS.
+func (o *Origin) TLS() bool { return o.Config().TLS != nil }
 
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
@@ -156,9 +159,10 @@ func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHe
 // RequestTimeout is timeouts.request (0: none).
 func (o *Origin) RequestTimeout() time.Duration { return time.Duration(o.reqTimeout.Load()) }
 
-// Raw reports whether the fast path serves the origin: the fast path is on
-// and every connection its dialer opens is an upstream.Raw (HTTP/1.1).
-func (o *Origin) Raw() bool { return o.raw.Load() }
+// Fast reports whether the fast path serves the origin: the fast path is
+// on and every connection its dialer opens is an upstream.Raw (HTTP/1.1)
+// or an upstream.Mux (HTTP/2).
+func (o *Origin) Fast() bool { return o.fast.Load() }
 
 // Snapshot is the origin's current subset placement.
 func (o *Origin) Snapshot() *subset.Snapshot {
@@ -229,7 +233,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 			return nil, err
 		}
 	}
-	o.raw.Store(env.FastPath && upstream.DialsRaw(o.dialer))
+	o.fast.Store(env.FastPath && upstream.DialsFast(o.dialer))
 	if oc.TLS != nil && oc.TLS.InsecureSkipVerify {
 		env.Log.Warn("origin TLS certificate NOT verified (tls.insecure_skip_verify: true): anyone on the path can impersonate it; set tls.ca instead",
 			"origin", oc.Name)

@@ -123,16 +123,17 @@ func (c *Change) Commit() error {
 	if c.pool != o.poolCfg || c.dialer != nil {
 		o.poolCfg = c.pool
 		// Open connections carry on with a new dialer until max_lifetime,
-		// but the fast path relays only HTTP/1.1 ones: a change that turns
-		// it on for this origin (h2 to h1) renews every pool first, while
-		// the origin still goes through net/http, which takes either.
+		// but the fast path relays only upstream's own connections (HTTP/1.1
+		// and HTTP/2): a change that turns it on for this origin renews every
+		// pool first, while the origin still goes through net/http, which
+		// takes any.
 		renew := false
 		if c.dialer != nil {
 			o.dialer = c.dialer
-			raw := o.env.FastPath && upstream.DialsRaw(c.dialer)
-			renew = raw && !o.raw.Load()
+			fast := o.env.FastPath && upstream.DialsFast(c.dialer)
+			renew = fast && !o.fast.Load()
 			if !renew {
-				o.raw.Store(raw)
+				o.fast.Store(fast)
 			}
 		}
 		homes := *o.home.Load()
@@ -151,7 +152,7 @@ func (c *Change) Commit() error {
 			}
 		}
 		if renew {
-			o.raw.Store(true)
+			o.fast.Store(true)
 		}
 	}
 	o.conf.Store(c.oc)

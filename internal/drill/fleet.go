@@ -270,7 +270,7 @@ func (f *fleet) view() cluster.OriginView {
 
 // dialLog is the gateway's dialer for the drill: it times every
 // connection the pools open, and hands them on as they are, so the path
-// that serves them is the one production takes (DialsRaw passes the
+// that serves them is the one production takes (DialsFast passes the
 // upstream dialer's answer on: the fast path serves an HTTP/1.1 origin).
 type dialLog struct {
 	next pool.Dialer
@@ -285,8 +285,8 @@ type dialEvent struct {
 	addr string
 }
 
-// DialsRaw implements upstream.RawDialer.
-func (d *dialLog) DialsRaw() bool { return upstream.DialsRaw(d.next) }
+// DialsFast implements upstream.FastDialer.
+func (d *dialLog) DialsFast() bool { return upstream.DialsFast(d.next) }
 
 func (d *dialLog) Dial(addr string, done func(pool.Conn, error)) {
 	d.next.Dial(addr, func(c pool.Conn, err error) {

@@ -30,7 +30,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	}
 	o, k, routed := c.s.cfg.Route(bstr(h.Method), bstr(h.Host), bstr(h.Path))
 	if routed {
-		if !o.Raw() {
+		if !o.Fast() {
 			return false, true
 		}
 	} else if body > 0 {
@@ -172,8 +172,11 @@ var errClientBody = errors.New("client request body")
 // relayed byte for byte.
 func (c *fastConn) exchange(o *cluster.Origin, a *forward.Attempt, n int) (int, forward.Step) {
 	raw, ok := a.Conn().(upstream.Raw)
-	if !ok { // o.Raw() promises HTTP/1.1 connections
-		return 0, a.Failed(forward.Refused)
+	if !ok {
+		if mux, ok := a.Conn().(upstream.Mux); ok {
+			return c.exchangeH2(o, a, mux)
+		}
+		return 0, a.Failed(forward.Refused) // o.Fast() promises one of the two
 	}
 	now := time.Now()
 	var deadline time.Time
@@ -291,7 +294,7 @@ func wantsLength(method []byte) bool {
 }
 
 // copyBody copies the rest of the request body from the client socket.
-func (c *fastConn) copyBody(w *bufio.Writer, left int64, deadline time.Time) error {
+func (c *fastConn) copyBody(w io.Writer, left int64, deadline time.Time) error {
 	if left == 0 {
 		return nil
 	}

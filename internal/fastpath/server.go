@@ -45,6 +45,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/sockio"
 	"github.com/corput/corput/internal/tracing"
 )
@@ -290,6 +291,10 @@ type fastConn struct {
 	tr      *tracing.Request // &trace while the current request is traced, else nil
 	num     [24]byte         // scratch for numbers
 	client  string           // the peer's address, for the access log
+	h2f     h2.Fields        // an HTTP/2 request's header block (reused)
+	sw      streamWriter     // an HTTP/2 request body's writer (reused)
+	cw      chunkWriter      // an HTTP/2 response body's chunked writer (reused)
+	h2t     *time.Timer      // an HTTP/2 exchange's request timeout, made on first use
 
 	// the current request
 	bodyAt     int   // offset of its body in buf

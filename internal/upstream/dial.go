@@ -13,8 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http2"
-
+	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/pool"
 )
 
@@ -55,7 +54,7 @@ type Options struct {
 	// next idle probe fail.
 	KeepAlive net.KeepAliveConfig
 	// H2WriteTimeout fails an HTTP/2 connection whose writes make no
-	// progress for this long (x/net/http2 WriteByteTimeout); 0 = none.
+	// progress for this long; 0 = none.
 	H2WriteTimeout time.Duration
 	// MaxResponseHeaderBytes bounds a response head: an HTTP/1.1 one
 	// larger fails its exchange with ErrHeadTooLarge (and the connection
@@ -75,7 +74,7 @@ type Dialer struct {
 	timeout time.Duration
 	maxHead int // Options.MaxResponseHeaderBytes
 	net     net.Dialer
-	h2      *http2.Transport
+	h2      h2.Options
 	// sessions holds each endpoint's TLS session cache, by address
 	// (sessionCache).
 	sessions sync.Map
@@ -119,32 +118,31 @@ func NewDialer(o Options) (*Dialer, error) {
 		d.tls.NextProtos = alpn
 	}
 	d.net = net.Dialer{KeepAliveConfig: o.KeepAlive}
-	d.h2 = &http2.Transport{
-		DisableCompression: true, // a proxy passes encodings through untouched
-		AllowHTTP:          true,
-		WriteByteTimeout:   o.H2WriteTimeout,
-		MaxHeaderListSize:  uint32(o.MaxResponseHeaderBytes),
+	d.h2 = h2.Options{
+		WriteTimeout:      o.H2WriteTimeout,
+		MaxHeaderListSize: uint32(o.MaxResponseHeaderBytes),
 	}
 	return d, nil
 }
 
-// RawDialer is a pool.Dialer that can say whether every connection it
-// opens is a Raw one (HTTP/1.1), which the fast path serves. A dialer
-// that wraps another (to watch its dials) passes the question on.
-type RawDialer interface {
-	DialsRaw() bool
+// FastDialer is a pool.Dialer that can say whether every connection it
+// opens is a Raw one (HTTP/1.1) or a Mux one (HTTP/2): those the fast path
+// serves. A dialer that wraps another (to watch its dials) passes the
+// question on.
+type FastDialer interface {
+	DialsFast() bool
 }
 
-// DialsRaw implements RawDialer: an h1 origin, or auto without TLS (no
-// ALPN, so HTTP/1.1), gets only Raw connections.
-func (d *Dialer) DialsRaw() bool { return d.proto == H1 || d.proto == Auto && d.tls == nil }
+// DialsFast implements FastDialer: every connection a Dialer opens is an
+// *h1Conn (Raw) or an *h2Conn (Mux).
+func (d *Dialer) DialsFast() bool { return true }
 
-// DialsRaw reports whether d says every connection it opens is Raw. A
-// dialer that does not tell gets false: the path that serves any
+// DialsFast reports whether d says every connection it opens is Raw or
+// Mux. A dialer that does not tell gets false: the path that serves any
 // connection (RoundTrip) is taken.
-func DialsRaw(d pool.Dialer) bool {
-	r, ok := d.(RawDialer)
-	return ok && r.DialsRaw()
+func DialsFast(d pool.Dialer) bool {
+	r, ok := d.(FastDialer)
+	return ok && r.DialsFast()
 }
 
 // Dial implements pool.Dialer: it dials on a goroutine of its own, bounded

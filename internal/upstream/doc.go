@@ -12,16 +12,15 @@
 //     EOF (or a small rest already in the buffer was drained on Close) and
 //     neither side asked for "Connection: close"; anything else closes it.
 //     101 Switching Protocols hands the raw connection to the caller.
-//   - HTTP/2 (h2Conn): a golang.org/x/net/http2 ClientConn. Streams() is the
+//   - HTTP/2 (h2Conn): corput's own client, package h2. Streams() is the
 //     peer's SETTINGS_MAX_CONCURRENT_STREAMS, Usable() turns false on GOAWAY
-//     or a broken socket, Ping is an HTTP/2 PING with a timeout.
+//     or a broken socket, Ping is an HTTP/2 PING with a timeout. The fast
+//     path opens streams on it itself (Mux); net/http's path uses RoundTrip.
 //
 // Invariants:
 //   - Usable, Streams and Protocol never block and never allocate: the pool
 //     calls them on its hot path, under its per-loop lock. HTTP/2 state is
-//     therefore read from atomics kept by a frame-header watcher on the
-//     socket, not from ClientConn.State (which can wait behind a blocked
-//     write). An idle HTTP/1.1 connection is checked with one non-blocking
+//     therefore read from atomics the connection's read loop keeps. An idle HTTP/1.1 connection is checked with one non-blocking
 //     read on the socket (under TLS too), so a peer that closed it is found
 //     before it is handed out, without a goroutine per idle connection.
 //   - A Conn that reported !Usable() never becomes usable again.
