@@ -96,3 +96,59 @@ func TestNoDeferralWhileDialsFail(t *testing.T) {
 	}
 	e.release(second)
 }
+
+// A waiter that releases should serve before a dial would finish (one of
+// the first healthy × dial time / hold time waiters: the releases the
+// pool's moving averages expect within one dial time) waits for one up to
+// the deferral's limit, a tenth of the acquire timeout, not one dial time:
+// when no release comes that soon, the gateway, not the pool, is short
+// (a stall on a loaded machine), and a dial would only add a connection.
+// A waiter beyond them waits one dial time, as before.
+func TestHTTP1DialWaitsForAReleaseDueSooner(t *testing.T) {
+	const (
+		dial  = 5 * time.Millisecond
+		limit = 10 * time.Millisecond // acquire timeout / 10
+		ms    = time.Millisecond
+	)
+	c := cfg()
+	c.AcquireTimeout = 10 * limit
+	e := newEnv(t, c, memconn.Config{DialLatency: dial})
+
+	// Dial time 5 ms; held 4 ms: a release is due every 4 ms, so of the
+	// waiters on one connection the first (1 × 5 / 4) waits for it.
+	first := e.mustAcquireAfterDial(dial)
+	e.advance(4 * ms)
+	e.release(first) // t = 9 ms
+	a := e.mustAcquire()
+	b := e.acquire()  // waits for a's release, up to the limit
+	cw := e.acquire() // beyond: its dial starts one dial time from now
+	e.advance(dial)   // t = 14 ms: cw's dial starts, b's does not
+	e.advance(ms)
+	e.release(a) // t = 15 ms: serves b
+	if !granted(b) || b.at != 15*ms || b.conn() != a.conn() {
+		t.Fatalf("b: done %v err %v at %v, want a's released connection at 15ms", b.done, b.err, b.at)
+	}
+	e.advance(4 * ms) // t = 19 ms: cw's dial is done
+	if !granted(cw) || cw.at != 19*ms {
+		t.Fatalf("cw: done %v err %v at %v, want a new connection at 19ms (its dial one dial time after it came)", cw.done, cw.err, cw.at)
+	}
+	if got := e.obs.Created(); got != 2 {
+		t.Fatalf("%d connections created, want 2: b's dial must not have started, a release was due sooner than a dial", got)
+	}
+
+	// No release comes: the head waiter's dial starts at the limit.
+	// Two connections held about 4 ms each: 2 × 5 / 4.25 → the first 2
+	// waiters wait for a release.
+	d := e.acquire()
+	e.advance(limit - ms) // t = 28 ms
+	if got := e.obs.Created(); got != 2 || d.done {
+		t.Fatalf("before the limit: %d created, d served %v; want 2 and not yet", got, d.done)
+	}
+	e.advance(ms + dial) // t = 34 ms
+	if !granted(d) || d.at != 34*ms {
+		t.Fatalf("d: done %v err %v at %v, want a new connection at 34ms (the limit, then the dial)", d.done, d.err, d.at)
+	}
+	e.release(b)
+	e.release(cw)
+	e.release(d)
+}

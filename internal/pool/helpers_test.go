@@ -160,3 +160,15 @@ func count(rs []*result, pred func(*result) bool) int {
 }
 
 func granted(r *result) bool { return r.done && r.err == nil }
+
+// mustAcquireAfterDial acquires from a pool with nothing free: the request
+// dials, and is served dial later.
+func (e *env) mustAcquireAfterDial(dial time.Duration) *result {
+	e.t.Helper()
+	r := e.acquire()
+	e.advance(dial)
+	if !granted(r) {
+		e.t.Fatalf("acquire: done=%v err=%v, want a new connection after %v", r.done, r.err, dial)
+	}
+	return r
+}

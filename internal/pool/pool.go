@@ -56,6 +56,7 @@ type Pool struct {
 	deferred    int                   // queued waiters whose dial is deferred (dialsLocked): a release may serve them first
 	dialStart   time.Time             // when the latest dials started
 	dialTime    time.Duration         // moving average of a dial's duration (successful ones)
+	holdTime    time.Duration         // moving average of how long an HTTP/1.1 connection is held, hand-out to release
 	protocol    string                // protocol of the latest connection
 	failures    int                   // consecutive failed dials
 	retryAt     time.Time             // reconnect backoff: no dial before it
@@ -86,6 +87,7 @@ type pconn struct {
 	closed     bool
 	reason     CloseReason // why it drains
 	idleSince  time.Time   // when inUse last fell to 0
+	takenAt    time.Time   // when its one stream was last handed out (single-stream connections only)
 	quietSince time.Time   // last use or answered probe; keepalive counts from it
 
 	_ [64]byte // connections of different loops' pools may be allocated side by side: no false sharing
@@ -432,35 +434,62 @@ func (p *Pool) dialsLocked(now time.Time, fx *effects) {
 }
 
 // dueLocked is how many of an HTTP/1.1 pool's w waiters (those without a
-// temporary dial) need a dial now: those that have waited the pool's
-// dial time. A waiter that found every connection busy waits that long
-// for one to be released before its dial starts (the deferral; the
-// sweep is armed for the next waiter's end of it), so a burst whose
-// requests are over before a dial would be is served by the connections
-// already open, not by new ones that then sit idle. The cost is bounded:
-// a request that no release serves waits at most one dial time more than
-// it would have. Deferred waiters count as covered: their acquire timeout
-// starts as a dialled waiter's does, once no dial is left to serve them.
-// There is no deferral while the pool holds no healthy connection
-// (nothing to release), before a dial has been timed, or while its dials
-// fail (in a reconnect backoff a covered waiter would wait, untimed, for
-// the next attempt: internal/drill TestCrash lost requests so);
-// deferShare caps it.
+// temporary dial) need a dial now: those that have waited their deferral.
+// A waiter that found every connection busy waits for one to be released
+// before its dial starts (the sweep is armed for the next waiter's end of
+// it), so a burst whose requests are over before a dial would be is
+// served by the connections already open, not by new ones that then sit
+// idle. How long it waits depends on its place in the queue:
+//   - one of the first healthy × dial time / hold time waiters (the
+//     releases that the pool's moving averages expect within one dial
+//     time) waits up to the limit, a deferShare of acquire_timeout: a
+//     release is due sooner than a dial would finish, so when none comes
+//     the gateway is stalled (a loaded machine), not short of
+//     connections, and a dial would finish as late and only add one;
+//   - a waiter behind them waits one dial time (at most the limit).
+//
+// The cost is bounded: a request that no release serves waits at most
+// the limit more than it would have. Deferred waiters count as covered:
+// their acquire timeout starts as a dialled waiter's does, once no dial is
+// left to serve them. There is no deferral while the pool holds no
+// healthy connection (nothing to release), before a dial has been timed,
+// or while its dials fail (in a reconnect backoff a covered waiter would
+// wait, untimed, for the next attempt: internal/drill TestCrash lost
+// requests so).
 func (p *Pool) dueLocked(now time.Time, w int) int {
-	d := min(p.dialTime, p.cfg.AcquireTimeout/deferShare)
+	limit := p.cfg.AcquireTimeout / deferShare
+	d := min(p.dialTime, limit)
 	if p.healthy == 0 || d <= 0 || p.failures > 0 {
 		return w
 	}
-	waited := 0 // waiters, from the head, that have waited d
-	for q := p.waiters.front(); q != nil; q = q.ln.next {
-		if at := q.start.Add(d); now.Before(at) {
-			p.armLocked(at, now)
-			break
-		}
-		waited++
+	soon := 0 // the waiters, from the head, that releases should serve within a dial time
+	if p.holdTime > 0 {
+		soon = int(int64(p.healthy) * int64(p.dialTime) / int64(p.holdTime))
 	}
-	p.deferred = p.waiters.len() - waited
-	return max(waited-p.tempDialing, 0)
+	due, k := 0, 0
+	var next time.Time
+	for q := p.waiters.front(); q != nil; q = q.ln.next {
+		wait := d
+		if k < soon {
+			wait = limit
+		}
+		at := q.start.Add(wait)
+		switch {
+		case !now.Before(at):
+			due++
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+		if k >= soon && now.Before(at) {
+			break // FIFO: the later ones are not due either
+		}
+		k++
+	}
+	if !next.IsZero() {
+		p.armLocked(next, now)
+	}
+	p.deferred = p.waiters.len() - due
+	return max(due-p.tempDialing, 0)
 }
 
 // deferShare caps a dial's deferral at this share of the acquire timeout
@@ -478,6 +507,17 @@ func (p *Pool) noteDialLocked(d time.Duration) {
 		return
 	}
 	p.dialTime += (d - p.dialTime) / 8
+}
+
+// noteHoldLocked adds how long a single-stream connection was held, from
+// its hand-out to its release, to the pool's moving average (weight 1/8),
+// from which the deferral expects the next releases (dueLocked).
+func (p *Pool) noteHoldLocked(d time.Duration) {
+	if p.holdTime == 0 {
+		p.holdTime = d
+		return
+	}
+	p.holdTime += (d - p.holdTime) / 8
 }
 
 // headroomLocked is how many streams a multiplexed pool in demand keeps
@@ -642,6 +682,9 @@ func (p *Pool) release(pc *pconn, broken bool) {
 	}
 	if !pc.temp {
 		p.busy--
+		if pc.streams == 1 && !pc.takenAt.IsZero() {
+			p.noteHoldLocked(now.Sub(pc.takenAt))
+		}
 	}
 	reason := ReasonRemote
 	if broken {
@@ -713,6 +756,9 @@ func (p *Pool) putBackDead(pc *pconn, w *waiter) {
 func (p *Pool) takeStreamLocked(pc *pconn) {
 	pc.inUse++
 	p.busy++
+	if pc.streams == 1 {
+		pc.takenAt = p.clk.Now()
+	}
 	f := pc.freeStreams()
 	if f <= 0 {
 		p.free.remove(pc)
