@@ -13,6 +13,8 @@ import (
 	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/upstream"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // exchangeH2 makes one attempt's exchange on an HTTP/2 connection: the
@@ -180,17 +182,12 @@ func (c *fastConn) relayH2(s *h2.Stream, status int, done h2.Wait) {
 				size = n
 			}
 			continue
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			continue
 		case "trailer":
 			trailers = true
 		case "date":
 			hasDate = true
 		}
-		writeCanonical(w, hf.Name)
-		w.WriteString(": ")
-		w.WriteString(hf.Value)
-		w.WriteString("\r\n")
+		writeField(w, hf) // connection-specific fields never reach here (package h2 drops them)
 	}
 	if len(c.cookie) > 0 {
 		w.WriteString("Set-Cookie: ")
@@ -245,17 +242,22 @@ func (c *fastConn) relayH2(s *h2.Stream, status int, done h2.Wait) {
 	if chunked {
 		w.WriteString("0\r\n")
 		for _, hf := range s.Trailer() {
-			writeCanonical(w, hf.Name)
-			w.WriteString(": ")
-			w.WriteString(hf.Value)
-			w.WriteString("\r\n")
+			writeField(w, hf)
 		}
 		w.WriteString("\r\n")
 	}
 }
 
-// writeCanonical writes a lower-case field name in net/http's canonical
-// form (content-type as Content-Type), as net/http's path writes it.
+// writeField writes an HTTP/2 field as an HTTP/1.1 field line, its name
+// in net/http's canonical form (content-type as Content-Type), as net/http's
+// path writes it.
+func writeField(w *bufio.Writer, hf hpack.HeaderField) {
+	writeCanonical(w, hf.Name)
+	w.WriteString(": ")
+	w.WriteString(hf.Value)
+	w.WriteString("\r\n")
+}
+
 func writeCanonical(w *bufio.Writer, name string) {
 	upper := true
 	for i := 0; i < len(name); i++ {

@@ -546,7 +546,7 @@ func (c *Conn) onData(id uint32, flags byte, p []byte) error {
 	}
 	due := c.creditLocked(int64(credit))
 	c.mu.Unlock()
-	c.sendCredit(0, due)
+	c.sendCredit(0, 0, due)
 	return nil
 }
 
@@ -564,14 +564,20 @@ func (c *Conn) creditLocked(n int64) uint32 {
 	return uint32(k)
 }
 
-// sendCredit writes the WINDOW_UPDATEs creditLocked (or a stream's) said
-// were due; mu must not be held.
-func (c *Conn) sendCredit(id, inc uint32) {
-	if inc == 0 {
+// sendCredit writes the WINDOW_UPDATEs that were found due: stream's for
+// stream id and conn's for the connection, each only when not 0; mu must
+// not be held.
+func (c *Conn) sendCredit(id, stream, conn uint32) {
+	if stream == 0 && conn == 0 {
 		return
 	}
 	c.lockWrite()
-	c.writeWindowUpdate(id, inc)
+	if stream > 0 {
+		c.writeWindowUpdate(id, stream)
+	}
+	if conn > 0 {
+		c.writeWindowUpdate(0, conn)
+	}
 	c.unlockWrite()
 }
 
@@ -687,10 +693,12 @@ func statusOf(fs []hpack.HeaderField) (int, bool) {
 	return st, st >= 100
 }
 
-// appendRegular appends the fields that are not pseudo-header fields.
+// appendRegular appends the fields that are neither pseudo-header fields
+// nor connection-specific ones (an origin that sends those anyway has them
+// dropped, as a proxy drops hop-by-hop fields).
 func appendRegular(dst, fs []hpack.HeaderField) []hpack.HeaderField {
 	for _, f := range fs {
-		if len(f.Name) > 0 && f.Name[0] == ':' {
+		if len(f.Name) > 0 && f.Name[0] == ':' || connectionSpecific(f.Name) {
 			continue
 		}
 		dst = append(dst, f)

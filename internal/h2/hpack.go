@@ -82,13 +82,11 @@ func (f *Fields) Add(name, value string) {
 		}
 		lower[i] = c
 	}
-	switch string(lower) {
-	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host":
+	switch {
+	case connectionSpecific(view(lower)), string(lower) == "host":
 		return
-	case "te":
-		if value != "trailers" {
-			return
-		}
+	case string(lower) == "te" && value != "trailers":
+		return
 	}
 	if idx, ok := staticNames[string(lower)]; ok {
 		f.literal(idx, "", value)
@@ -97,6 +95,17 @@ func (f *Fields) Add(name, value string) {
 	f.b = append(f.b, 0)
 	f.str(view(lower))
 	f.str(value)
+}
+
+// connectionSpecific reports whether a lower-case field name is one HTTP/2
+// forbids in either direction (RFC 9113 §8.2.2): neither a request nor a
+// response carries it.
+func connectionSpecific(name string) bool {
+	switch name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
 }
 
 // literal appends a literal field without indexing: the name the static

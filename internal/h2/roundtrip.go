@@ -90,7 +90,7 @@ func (c *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-	resp.Body = &body{s: s, resp: resp, stop: stop, wait: Wait{Done: ctx.Done()}, ctx: ctx}
+	resp.Body = &body{s: s, resp: resp, stop: stop, ctx: ctx}
 	return resp, nil
 }
 
@@ -213,7 +213,6 @@ type body struct {
 	s      *Stream
 	resp   *http.Response
 	stop   func()
-	wait   Wait
 	ctx    context.Context
 	closed bool
 	err    error
@@ -223,7 +222,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	n, err := b.s.Read(p, b.wait)
+	n, err := b.s.Read(p, Wait{Done: b.ctx.Done()})
 	switch {
 	case err == io.EOF:
 		for _, hf := range b.s.Trailer() {

@@ -165,16 +165,7 @@ func (s *Stream) Read(p []byte, w Wait) (int, error) {
 			}
 			due := c.creditLocked(int64(n))
 			c.mu.Unlock()
-			if inc > 0 || due > 0 {
-				c.lockWrite()
-				if inc > 0 {
-					c.writeWindowUpdate(s.id, inc)
-				}
-				if due > 0 {
-					c.writeWindowUpdate(0, due)
-				}
-				c.unlockWrite()
-			}
+			c.sendCredit(s.id, inc, due)
 			return n, nil
 		}
 		end, err := s.remoteDone, s.err
