@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"time"
@@ -58,6 +59,14 @@ func (o *originProc) stats() (origin.Stats, error) {
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("origin %s stats: %w", o.id, err)
+	}
+	// The decoder stops at the value's end: read the rest (the encoder's
+	// newline, a chunked body's last chunk) so the keep-alive connection
+	// is reused. A body closed before its end closes the connection, and
+	// the redial (a TCP connection, over TLS a full handshake) would be
+	// counted as the running proxy's.
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		return st, fmt.Errorf("origin %s stats: %w", o.id, err)
 	}
 	return st, nil

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corput/corput/internal/origin"
 )
 
 // Every proxy's TLS-upstream config presents the client certificate,
@@ -89,5 +92,48 @@ func TestGroupCPUCountsThisProcess(t *testing.T) {
 	}
 	if after := groupCPU(pgid); after <= before {
 		t.Errorf("CPU of our process group went from %v to %v across 50 ms of spinning", before, after)
+	}
+}
+
+// TestStatsReadingsReuseOneConnection: the runner's readings of an
+// origin's stats share one keep-alive connection, so the connections and
+// handshakes the origins count while a proxy runs are the proxy's. A body
+// closed before its end (the stats page is chunked, and the decoder stops
+// at the value) would close the connection and count a redial.
+func TestStatsReadingsReuseOneConnection(t *testing.T) {
+	for _, proto := range []origin.Proto{origin.H1, origin.TLS} {
+		t.Run(string(proto), func(t *testing.T) {
+			opts := origin.Options{Proto: proto, Listeners: 150} // a stats page of tens of kilobytes, as a benchmark origin's after minutes of per-second history
+			if proto == origin.TLS {
+				opts.MinTLS = tls.VersionTLS13
+			}
+			s, err := origin.Start(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			o := &originProc{id: "o1", addr: s.Addr()}
+			if proto == origin.TLS {
+				u := &upTLS{client: &tls.Config{RootCAs: s.CertPool(), MinVersion: tls.VersionTLS13}}
+				c := u.statsClient()
+				defer c.CloseIdleConnections()
+				o.https = c
+			} else {
+				defer statsClient.CloseIdleConnections()
+			}
+			const readings = 30
+			for range readings {
+				if _, err := o.stats(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := s.Stats()
+			if st.Connections.Accepted != 1 {
+				t.Errorf("%d readings opened %d connections, want 1", readings, st.Connections.Accepted)
+			}
+			if st.TLS != nil && st.TLS.Full+st.TLS.Resumed != 1 {
+				t.Errorf("%d readings made %d full and %d resumed handshakes, want 1 in all", readings, st.TLS.Full, st.TLS.Resumed)
+			}
+		})
 	}
 }
