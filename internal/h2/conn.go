@@ -270,21 +270,30 @@ func (c *Conn) lockWrite() {
 	c.waiting.Add(-1)
 }
 
-// unlockWriteLater releases the writer and flushes after the goroutines
-// ready to run now had their turn (runtime.Gosched): the requests they
-// start join the same write (and TLS record), and one of them, or this
-// one, flushes them all. Under load that is many requests per write;
-// idle, nothing else is ready and the yield returns at once, with no
-// goroutine woken for it.
-func (c *Conn) unlockWriteLater() {
+// unlockWriteLater releases the writer and, when other streams are open
+// on the connection (busy: requests are arriving together), flushes after
+// the goroutines ready to run now had their turn (runtime.Gosched): the
+// requests they start join the same write (and TLS record), and one of
+// them, or this one, flushes them all. Under load that is many requests
+// per write. A stream alone on its connection flushes at once: the yield
+// would wake an idle thread to look for work (the runtime's wakep) and
+// find none, which at low request rates is most of a request's CPU.
+func (c *Conn) unlockWriteLater(busy bool) {
+	if !busy {
+		c.unlockWrite()
+		return
+	}
 	due := c.waiting.Load() == 0 && c.bw.Buffered() > 0
 	c.wmu.Unlock()
 	if due {
-		runtime.Gosched()
+		yield()
 		c.lockWrite()
 		c.unlockWrite() // a no-op when another writer flushed meanwhile
 	}
 }
+
+// yield is runtime.Gosched; tests count the calls.
+var yield = runtime.Gosched
 
 // unlockWrite releases the writer, flushing unless another writer waits
 // for it (that one flushes, with its own frames).

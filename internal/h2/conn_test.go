@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -600,5 +601,60 @@ func TestConcurrentRequestsShareWrites(t *testing.T) {
 	// alone would be n writes if each flushed.
 	if w := cc.writes.Load() - before; w > n/4 {
 		t.Fatalf("%d requests took %d writes, want at most %d", n, w, n/4)
+	}
+}
+
+// TestOnlyABusyConnectionYieldsBeforeFlushing: a stream alone on its
+// connection flushes its HEADERS at once, without the yield that lets
+// concurrent requests join the write (at low rates the yield only wakes an
+// idle thread); a stream opened while another is open yields first.
+func TestOnlyABusyConnectionYieldsBeforeFlushing(t *testing.T) {
+	noLeaks(t)
+	var yields atomic.Int32
+	yield = func() { yields.Add(1); runtime.Gosched() }
+	defer func() { yield = runtime.Gosched }()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	defer s.Close()
+	nc, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingConn{Conn: nc}
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	c, err := Handshake(ctx, cc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	open := func() *Stream {
+		var f Fields
+		f.Pseudo("GET", "http", "x", "/")
+		before := cc.writes.Load()
+		st, err := c.Open(&f, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.writes.Load() == before {
+			t.Fatal("Open returned before its HEADERS were written")
+		}
+		return st
+	}
+	first := open()
+	if n := yields.Load(); n != 0 {
+		t.Errorf("a stream alone on its connection yielded %d times before flushing, want 0", n)
+	}
+	second := open() // first is still open: the connection is busy
+	if n := yields.Load(); n != 1 {
+		t.Errorf("a stream opened beside another yielded %d times, want 1", n)
+	}
+	for _, st := range []*Stream{first, second} {
+		if code, err := st.Head(Wait{}); err != nil || code != 200 {
+			t.Fatalf("head %d %v", code, err)
+		}
+		st.Release()
 	}
 }

@@ -87,9 +87,10 @@ func (c *Conn) Open(f *Fields, end bool) (*Stream, error) {
 	s.localDone = end
 	frame := c.peerFrame
 	c.streams[id] = s
+	busy := len(c.streams) > 1
 	c.mu.Unlock()
 	c.writeHeaders(id, f.b, end, frame)
-	c.unlockWriteLater()
+	c.unlockWriteLater(busy)
 	return s, nil
 }
 
