@@ -15,9 +15,10 @@
 //     response's HEADERS and DATA are one wake-up).
 //   - Writers share one buffered writer under a mutex. A writer that sees
 //     another waiting for the mutex leaves the flush to it, and a request's
-//     HEADERS are flushed after a yield to the goroutines ready to run, so
-//     the HEADERS of concurrent requests leave in one write (one TLS
-//     record).
+//     HEADERS, when other streams are open on the connection, are flushed
+//     after a yield to the goroutines ready to run, so the HEADERS of
+//     concurrent requests leave in one write (one TLS record); a stream
+//     alone on its connection flushes at once.
 //   - Request header blocks are encoded without HPACK's dynamic table and
 //     without Huffman coding: names from the static table where they are
 //     in it, everything else literal, no allocation and nothing kept (the
