@@ -544,16 +544,14 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestConcurrentRequestsShareWrites: the HEADERS of requests opened while
-// the writer is busy leave in far fewer writes than requests, and every
-// one of them is answered.
-func TestConcurrentRequestsShareWrites(t *testing.T) {
-	noLeaks(t)
+// countedOkConn is a connection to an h2c origin that answers "ok",
+// through a countingConn; both are closed when the test ends.
+func countedOkConn(t *testing.T) (*Conn, *countingConn) {
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	s.Config.Protocols = new(http.Protocols)
 	s.Config.Protocols.SetUnencryptedHTTP2(true)
 	s.Start()
-	defer s.Close()
+	t.Cleanup(s.Close)
 	nc, err := net.Dial("tcp", s.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -565,7 +563,16 @@ func TestConcurrentRequestsShareWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, cc
+}
+
+// TestConcurrentRequestsShareWrites: the HEADERS of requests opened while
+// the writer is busy leave in far fewer writes than requests, and every
+// one of them is answered.
+func TestConcurrentRequestsShareWrites(t *testing.T) {
+	noLeaks(t)
+	c, cc := countedOkConn(t)
 	const n = 40
 	c.lockWrite() // busy: every Open below waits for the writer
 	before := cc.writes.Load()
@@ -613,23 +620,7 @@ func TestOnlyABusyConnectionYieldsBeforeFlushing(t *testing.T) {
 	var yields atomic.Int32
 	yield = func() { yields.Add(1); runtime.Gosched() }
 	defer func() { yield = runtime.Gosched }()
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	s.Config.Protocols = new(http.Protocols)
-	s.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.Start()
-	defer s.Close()
-	nc, err := net.Dial("tcp", s.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := &countingConn{Conn: nc}
-	ctx, cancel := contextWithTimeout(5 * time.Second)
-	defer cancel()
-	c, err := Handshake(ctx, cc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, cc := countedOkConn(t)
 	open := func() *Stream {
 		var f Fields
 		f.Pseudo("GET", "http", "x", "/")
