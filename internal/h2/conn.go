@@ -277,7 +277,7 @@ func (c *Conn) lockWrite() {
 // them, or this one, flushes them all. Under load that is many requests
 // per write. A stream alone on its connection flushes at once: the yield
 // would wake an idle thread to look for work (the runtime's wakep) and
-// find none, which at low request rates is most of a request's CPU.
+// find none, a cost paid per request at low request rates.
 func (c *Conn) unlockWriteLater(busy bool) {
 	if !busy {
 		c.unlockWrite()
