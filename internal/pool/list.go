@@ -56,10 +56,31 @@ func (l *list[T, P]) pushFront(x P) {
 
 // remove takes x off the list; a no-op when x is not on it.
 func (l *list[T, P]) remove(x P) {
-	lx := x.links()
-	if !lx.on {
+	if !x.links().on {
 		return
 	}
+	l.unlink(x)
+	*x.links() = links[T]{}
+	l.n.Store(l.n.Load() - 1)
+}
+
+// moveToBack puts x, which is on the list, at its back. n does not change
+// on the way: a reader without the lock never sees the list one short.
+func (l *list[T, P]) moveToBack(x P) {
+	if P(l.tail) == x {
+		return
+	}
+	l.unlink(x)
+	lx := x.links()
+	lx.prev, lx.next = l.tail, nil
+	P(l.tail).links().next = x
+	l.tail = x
+}
+
+// unlink joins x's neighbours (or the list's ends) to each other; x's own
+// links and n are the caller's.
+func (l *list[T, P]) unlink(x P) {
+	lx := x.links()
 	if lx.prev != nil {
 		P(lx.prev).links().next = lx.next
 	} else {
@@ -70,8 +91,6 @@ func (l *list[T, P]) remove(x P) {
 	} else {
 		l.tail = lx.prev
 	}
-	*lx = links[T]{}
-	l.n.Store(l.n.Load() - 1)
 }
 
 func (l *list[T, P]) popFront() P {

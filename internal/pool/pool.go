@@ -777,10 +777,12 @@ func (p *Pool) placeLocked(pc *pconn, recent bool) {
 		return
 	}
 	if pc.ln.on {
-		if !recent {
-			return
+		if recent {
+			// Moved, not taken off and put back: Free, read without
+			// the lock, must not see the list one short meanwhile.
+			p.free.moveToBack(pc)
 		}
-		p.free.remove(pc)
+		return
 	}
 	if recent {
 		p.free.pushBack(pc)

@@ -163,3 +163,65 @@ func TestConcurrentUseOnTheRealClock(t *testing.T) {
 		})
 	}
 }
+
+// Free is read without the lock (Borrow, Ready, the forward path's "own
+// pool has none" check). A multiplexed connection that stays below its
+// stream limit never leaves the free list, so a reader must never see 0
+// while requests come and go on it: a release that moved the connection
+// to the back by taking it off and putting it on again showed 0 for an
+// instant, and a loop that read it then dialled a second connection to an
+// endpoint whose first one was nearly idle (bench/peers tls_origins' 17th
+// connection).
+func TestFreeNeverReadsZeroWhileAMultiplexedConnectionHasStreams(t *testing.T) {
+	d := memconn.New(clock.Real(), memconn.Config{Streams: 250})
+	tally := &pool.Tally{}
+	p, err := pool.New(addr, 0, cfg(), d, clock.Real(), rng.New(1), tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	first, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+
+	const workers, rounds = 4, 20000
+	var stop atomic.Bool
+	var zeros, reads atomic.Int64
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		for !stop.Load() {
+			if p.Free() == 0 {
+				zeros.Add(1)
+			}
+			reads.Add(1)
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, ok := p.TryAcquire(false)
+				if !ok {
+					t.Error("TryAcquire found no free stream on a connection of 250 with at most 5 in use")
+					return
+				}
+				l.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	readers.Wait()
+	if n := zeros.Load(); n != 0 {
+		t.Fatalf("Free read 0 in %d of %d reads while the one connection had free streams", n, reads.Load())
+	}
+	if n := tally.Created(); n != 1 {
+		t.Fatalf("%d connections created, want 1", n)
+	}
+}
