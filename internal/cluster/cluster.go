@@ -334,7 +334,8 @@ func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
 // (subset.Snapshot.Homes). When the origin multiplexes, only the home
 // loop's pool pre-warms the endpoint (homeCfg); on every protocol a loop
 // whose own pool has no free stream takes one of the home pool before it
-// dials (Origin.acquire, pool.Borrow). So
+// dials (Origin.acquire, pool.Borrow), and when the origin multiplexes a
+// loop that holds no connection waits on the home pool's (pool.Share). So
 // an HTTP/2 endpoint has one connection per gateway, not one per loop
 // (docs/decisions.md, "Borrowing from the home loop"). It stores the map
 // for homePool. Called with o.mu held (or before the origin is shared).

@@ -104,13 +104,19 @@ func (o *Origin) acquire(ctx context.Context, a *forward.Attempt, ol *Loop, mayT
 		tr.Acquired()
 		return a.Acquired(pool.Lease{}, forward.ErrNoPool)
 	}
-	// A free stream of the endpoint's home loop before a dial (homes).
-	// Looked up only when the loop's own pool has none: most requests
-	// find one there, and homePool costs two map lookups.
+	// A free stream of the endpoint's home loop before a dial (homes),
+	// and for an origin that may speak HTTP/2, a wait on the home loop's
+	// connection when this loop holds none (pool.Share). Looked up only
+	// when the loop's own pool has no free stream: most requests find one
+	// there, and homePool costs two map lookups.
 	if p.Free() == 0 {
-		if lease, ok := pool.Borrow(p, o.homePool(ep.Address()), trust); ok {
+		home := o.homePool(ep.Address())
+		if lease, ok := pool.Borrow(p, home, trust); ok {
 			tr.Acquired()
 			return a.Acquired(lease, nil)
+		}
+		if multiplexes(o.conf.Load()) {
+			p = pool.Share(p, home)
 		}
 	}
 	var lease pool.Lease

@@ -227,9 +227,13 @@ func (r *request) attempt() {
 	r.in = r.e.byAddr[ep.Address()]
 	r.asked = r.e.clk.Now()
 	p := r.gw.poolFor(r.loop, r.in)
-	if l, ok := pool.Borrow(p, r.gw.homePool(r.in), trust); ok {
+	home := r.gw.homePool(r.in)
+	if l, ok := pool.Borrow(p, home, trust); ok {
 		r.leased(l, nil)
 		return
+	}
+	if r.e.o.conn.Streams > 1 { // as the gateway does for an origin that may speak HTTP/2
+		p = pool.Share(p, home)
 	}
 	if trust {
 		p.AcquireTrustingAsync(r.onLease) // as the fast path does

@@ -538,6 +538,48 @@ func TestReadyAndBorrowFromTheHomePool(t *testing.T) {
 	home.check()
 }
 
+// A loop whose own pool holds nothing waits on the home loop's pool
+// (pool.Share) while home dials a connection of unknown capacity or holds
+// a multiplexed one; it keeps its own pool when home holds nothing, when
+// home's connections carry one stream each, or once it holds one itself.
+func TestShareWaitsOnTheHomePoolsMultiplexedConnection(t *testing.T) {
+	c := cfg()
+	own := newEnv(t, c, memconn.Config{Streams: 4, DialLatency: time.Millisecond})
+	home := newEnv(t, c, memconn.Config{Streams: 4, DialLatency: time.Millisecond})
+	if got := pool.Share(own.p, home.p); got != own.p {
+		t.Fatal("home holds nothing: want own")
+	}
+	if got := pool.Share(own.p, nil); got != own.p {
+		t.Fatal("no home: want own")
+	}
+	first := home.acquire() // home dials; its capacity is not known yet
+	if got := pool.Share(own.p, home.p); got != home.p {
+		t.Fatal("home's first dial in flight: want home")
+	}
+	waiter := &result{}
+	pool.Share(own.p, home.p).AcquireAsync(func(l pool.Lease, err error) { waiter.done, waiter.lease, waiter.err = true, l, err })
+	home.advance(time.Millisecond)
+	if !granted(first) || !granted(waiter) || first.conn() != waiter.conn() {
+		t.Fatalf("the dial served both requests on one connection: %+v %+v", first, waiter)
+	}
+	if got := pool.Share(own.p, home.p); got != home.p {
+		t.Fatal("home holds a connection of 4 streams: want home")
+	}
+	home.release(first)
+	home.release(waiter)
+	mine := own.mustAcquireAfterDial(time.Millisecond)
+	if got := pool.Share(own.p, home.p); got != own.p {
+		t.Fatal("own holds a connection: want own")
+	}
+	own.release(mine)
+
+	ownH1, homeH1 := newEnv(t, c, memconn.Config{}), newEnv(t, c, memconn.Config{})
+	homeH1.release(homeH1.mustAcquire())
+	if got := pool.Share(ownH1.p, homeH1.p); got != ownH1.p {
+		t.Fatal("home's connections carry one stream each: want own")
+	}
+}
+
 // slowClose is a memconn connection whose Close waits for release: the
 // pool has forgotten the connection, but the origin still has it open.
 type slowClose struct {

@@ -50,6 +50,7 @@ type Pool struct {
 	closing     int                   // pooled connections forgotten but not yet closed (apply): each keeps its MaxConnections slot until its Close
 	staleDials  int                   // dials in flight at the last Renew: the next that many to finish are retired as they arrive
 	learned     int                   // stream capacity of the latest connection; 0 before the first
+	single      atomic.Bool           // learned == 1, stored by learnLocked; read without the lock (Share)
 	untimed     bool                  // a queued waiter may have no acquire timer yet (armWaitersLocked)
 	ahead       bool                  // a stream was taken on a multiplexed connection past the headroom since the last pumpLocked
 	busy        int                   // streams handed out on pooled connections and not yet released
@@ -619,9 +620,7 @@ func (p *Pool) addLocked(pc *pconn, now time.Time, fx *effects) {
 	p.conns = append(p.conns, pc)
 	p.healthy++
 	p.noteHeldLocked()
-	if pc.streams > 0 {
-		p.learned = pc.streams
-	}
+	p.learnLocked(pc.streams)
 	pc.idleSince, pc.quietSince = now, now
 	p.placeLocked(pc, true)
 	p.serveLocked(fx)
@@ -713,9 +712,7 @@ func (p *Pool) release(pc *pconn, broken bool) {
 // head waiter, else on the free list as the most recently used.
 func (p *Pool) reuseLocked(pc *pconn, streams int, now time.Time, fx *effects) {
 	pc.streams = streams
-	if streams > 0 {
-		p.learned = streams
-	}
+	p.learnLocked(streams)
 	p.placeLocked(pc, true)
 	p.serveLocked(fx)
 	if pc.inUse == 0 {
@@ -1047,6 +1044,15 @@ func (s Stats) Utilization() float64 {
 // draining, or dialing: 0 means a request would find nothing of the
 // endpoint's here. One atomic load, no lock, as Free.
 func (p *Pool) Held() int { return int(p.held.Load()) }
+
+// learnLocked notes the stream capacity of a connection that joined or
+// was reused (0, unknown, is ignored).
+func (p *Pool) learnLocked(streams int) {
+	if streams > 0 {
+		p.learned = streams
+		p.single.Store(streams == 1)
+	}
+}
 
 func (p *Pool) noteHeldLocked() { p.held.Store(int32(p.healthy + p.dialing)) }
 
