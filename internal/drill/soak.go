@@ -39,7 +39,7 @@ func runSoak(ctx context.Context, o Options, r *Result) error {
 			var conns int
 			for deadline := time.Now().Add(soakIdle + 5*time.Second); ; {
 				now, conns = sampleProcess(), openUpstream(f)
-				if (now.goroutines <= base.goroutines+goroutineSlack && now.fds <= base.fds && conns <= baseConns) || time.Now().After(deadline) {
+				if (now.goroutines <= base.goroutines+goroutineSlack && now.fds <= base.fds+fdSlack && conns <= baseConns) || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -47,8 +47,8 @@ func runSoak(ctx context.Context, o Options, r *Result) error {
 			r.check("serving goroutines return to baseline", fmt.Sprintf("≤ %d after idling", base.goroutines+goroutineSlack),
 				now.goroutines <= base.goroutines+goroutineSlack, "%d before the load, %d at peak, %d after", base.goroutines, r.Process.GoroutinesPeak, now.goroutines)
 			if base.fds >= 0 {
-				r.check("serving file descriptors return to baseline", fmt.Sprintf("≤ %d after idling", base.fds),
-					now.fds <= base.fds, "%d before the load, %d at peak, %d after", base.fds, r.Process.FDsPeak, now.fds)
+				r.check("serving file descriptors return to baseline", fmt.Sprintf("≤ %d after idling", base.fds+fdSlack),
+					now.fds <= base.fds+fdSlack, "%d before the load, %d at peak, %d after", base.fds, r.Process.FDsPeak, now.fds)
 			}
 			r.check("upstream connections return to pre-warm", fmt.Sprintf("≤ %d", baseConns), conns <= baseConns,
 				"%d before the load, %d after", baseConns, conns)
