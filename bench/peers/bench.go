@@ -234,26 +234,36 @@ func tlsLog(t *TLSInfo) string {
 }
 
 // withProxy starts p (nil: no proxy, target the first origin directly),
-// calls f with the base URL and the proxy's address and stops p; with tc
-// the proxy serves HTTPS with tc's certificate and the URL is https.
-func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, tc *tlsFiles, f func(base, addr string) error) error {
+// calls f with the base URL, the proxy's address and its CPU clock, and
+// stops p; with tc the proxy serves HTTPS with tc's certificate and the
+// URL is https.
+func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, tc *tlsFiles, f func(base, addr string, cpu cpuClock) error) error {
 	if p == nil {
-		return f("http://"+b.origins[0].addr, b.origins[0].addr)
+		return f("http://"+b.origins[0].addr, b.origins[0].addr, func() time.Duration { return 0 })
 	}
 	c, addr, err := startProxy(ctx, b.ps, p, dir, b.members(), joining, tc)
 	if err != nil {
 		return err
 	}
 	defer c.stop(10 * time.Second)
-	return f(scheme(tc)+"://"+addr, addr)
+	pgid := c.cmd.Process.Pid
+	return f(scheme(tc)+"://"+addr, addr, func() time.Duration { return groupCPU(pgid) })
 }
+
+// cpuClock reads the user + system CPU time the proxy's process group has
+// used so far (groupCPU); 0 for the direct baseline, which has no proxy.
+type cpuClock func() time.Duration
 
 // raw is wrk -t2 -c64 -d10s on a tiny response.
 func (b *bench) raw(ctx context.Context, p proxy, dir string) (Result, error) {
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string, cpu cpuClock) error {
+		c0 := cpu()
 		w, _, err := runWrk(ctx, base+"/", b.o.rawConns, b.o.rawDuration)
-		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors}
+		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors, Requests: w.Requests}
+		if p != nil {
+			res.ProxyCPUUS = perRequest(cpu()-c0, w.Requests)
+		}
 		return err
 	})
 	return res, err
@@ -273,7 +283,7 @@ func (b *bench) rawTLS(ctx context.Context, p proxy, dir string) (Result, error)
 		b.tls = tc
 	}
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", b.tls, func(base, addr string) error {
+	err := b.withProxy(ctx, p, dir, "", b.tls, func(base, addr string, _ cpuClock) error {
 		t, err := probeTLS(ctx, addr)
 		if err != nil {
 			return err
@@ -288,7 +298,7 @@ func (b *bench) rawTLS(ctx context.Context, p proxy, dir string) (Result, error)
 // skewed is the 70/30 open-loop load with one 5×-slow origin.
 func (b *bench) skewed(ctx context.Context, p proxy, dir string, t0 tally) (Result, error) {
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string, _ cpuClock) error {
 		rep, err := loadgen.Run(ctx, loadgen.Options{Target: base, Rate: b.o.rate, Duration: b.o.skewDuration, Seed: b.o.seed})
 		if err != nil {
 			return err
@@ -347,7 +357,7 @@ func (b *bench) coldJoin(ctx context.Context, p proxy, dir string) (Result, int6
 	if err != nil {
 		return res, 0, err
 	}
-	err = b.withProxy(ctx, p, dir, joinAddr, nil, func(base, _ string) error {
+	err = b.withProxy(ctx, p, dir, joinAddr, nil, func(base, _ string, _ cpuClock) error {
 		type outcome struct {
 			rep loadgen.Report
 			err error
@@ -463,7 +473,7 @@ func (b *bench) overhead(ctx context.Context, p proxy, dir string, sofar map[str
 		rate = c.RPS / 2
 	}
 	var res Result
-	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
+	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string, _ cpuClock) error {
 		var err error
 		res, err = openLoopRaw(ctx, base+"/", rate, b.o.ovDuration, b.o.seed)
 		return err

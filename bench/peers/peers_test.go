@@ -58,7 +58,7 @@ func TestParseWrk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wrkResult{RPS: 20941.37, P50MS: 2.71, P99MS: 1020, Errors: 12}
+	want := wrkResult{RPS: 20941.37, P50MS: 2.71, P99MS: 1020, Errors: 12, Requests: 209420}
 	if r != want {
 		t.Fatalf("parseWrk = %+v, want %+v", r, want)
 	}
@@ -372,7 +372,7 @@ func TestMedianAndGoals(t *testing.T) {
 // TestJSONShape: peers.json keeps the shape.
 func TestJSONShape(t *testing.T) {
 	r := &Results{}
-	r.scenario(scRaw, "raw").Results = []Result{{Proxy: nameCorput, RPS: 1, P99MS: 2}}
+	r.scenario(scRaw, "raw").Results = []Result{{Proxy: nameCorput, RPS: 1, P99MS: 2, ProxyCPUUS: 12.5}, {Proxy: nameDirect, RPS: 3, P99MS: 1}}
 	dir := t.TempDir()
 	if err := r.write(dir); err != nil {
 		t.Fatal(err)
@@ -391,12 +391,18 @@ func TestJSONShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := v.Scenarios[0].Results[0]
-	if v.Scenarios[0].Name != "raw" || res["proxy"] != "corput" || res["rps"] != 1.0 || res["p99_ms"] != 2.0 {
+	if v.Scenarios[0].Name != "raw" || res["proxy"] != "corput" || res["rps"] != 1.0 || res["p99_ms"] != 2.0 || res["proxy_cpu_us_per_request"] != 12.5 {
 		t.Fatalf("peers.json = %s", b)
+	}
+	if _, ok := v.Scenarios[0].Results[1]["proxy_cpu_us_per_request"]; ok {
+		t.Errorf("the direct baseline has a proxy CPU figure: %s", b)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "peers.md"))
 	if !strings.Contains(string(md), "| corput | 1 |") {
 		t.Fatalf("peers.md lacks the corput row:\n%s", md)
+	}
+	if !strings.Contains(string(md), "| 12.5 |") || !strings.Contains(string(md), "proxy CPU µs/request") {
+		t.Errorf("peers.md's raw table lacks the proxy's CPU per request:\n%s", md)
 	}
 }
 

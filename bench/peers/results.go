@@ -106,6 +106,10 @@ type Result struct {
 	Join *JoinResult `json:"join,omitempty"`
 	// connections accepted by the origins while this proxy ran, by scenario
 	Conns map[string]int64 `json:"connections,omitempty"`
+	// ProxyCPUUS is raw's CPU per request: the proxy's process group's user
+	// + system time over the wrk run ÷ the requests wrk completed (not the
+	// direct baseline, which has no proxy).
+	ProxyCPUUS float64 `json:"proxy_cpu_us_per_request,omitempty"`
 
 	// *Spread is the spread scenario's figures; its fields sit in the
 	// result's own object (load, endpoints_reached, …).
@@ -304,6 +308,15 @@ func ms(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// cpuCell is a CPU-per-request cell: "—" when none was measured (the
+// direct baseline).
+func cpuCell(us float64) string {
+	if us <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", us)
+}
+
 // tables renders the results as report tables, with corput/peer ratios.
 func (r *Results) tables() []report.Table {
 	var ts []report.Table
@@ -316,7 +329,7 @@ func (r *Results) tables() []report.Table {
 			if s.Name == scRawTLS {
 				t.Header = append(t.Header, "TLS negotiated")
 			} else {
-				t.Header = append(t.Header, "rounds req/s")
+				t.Header = append(t.Header, "proxy CPU µs/request", "rounds req/s")
 			}
 			for _, x := range s.Results {
 				row := []string{x.Proxy, fmt.Sprintf("%.0f", x.RPS), ms(x.P50MS), ms(x.P99MS), strconv.FormatInt(x.Errors, 10),
@@ -324,7 +337,7 @@ func (r *Results) tables() []report.Table {
 				if s.Name == scRawTLS {
 					row = append(row, tlsCell(x.TLS))
 				} else {
-					row = append(row, roundsCell(x.Rounds))
+					row = append(row, cpuCell(x.ProxyCPUUS), roundsCell(x.Rounds))
 				}
 				t.Rows = append(t.Rows, row)
 			}

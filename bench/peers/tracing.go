@@ -103,7 +103,7 @@ func (b *bench) runTracing(ctx context.Context) error {
 	run := func(load string, p *tracedCorput, r int, f func(base string) (Result, error)) error {
 		dir := filepath.Join(b.dir, fmt.Sprintf("%s-%s-r%d-%s", scTracing, load, r+1, p.variant))
 		var res Result
-		err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string) error {
+		err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string, _ cpuClock) error {
 			var err error
 			if res, err = f(base); err != nil {
 				return err

@@ -12,10 +12,11 @@ import (
 
 // wrkResult is what the raw test reads from wrk's output.
 type wrkResult struct {
-	RPS    float64
-	P50MS  float64
-	P99MS  float64
-	Errors int64 // socket errors and non-2xx/3xx answers
+	RPS      float64
+	P50MS    float64
+	P99MS    float64
+	Errors   int64 // socket errors and non-2xx/3xx answers
+	Requests int64 // the requests wrk completed ("N requests in ..."); 0 when it printed none
 }
 
 // runWrk runs wrk -t2 -cN -dD --latency against url.
@@ -29,8 +30,8 @@ func runWrk(ctx context.Context, url string, conns int, d time.Duration) (wrkRes
 	return r, string(out), err
 }
 
-// parseWrk reads Requests/sec, the 50 % and 99 % latencies and the error
-// counts of wrk's --latency output.
+// parseWrk reads Requests/sec, the requests completed, the 50 % and 99 %
+// latencies and the error counts of wrk's --latency output.
 func parseWrk(out string) (wrkResult, error) {
 	var r wrkResult
 	var haveRPS, have99 bool
@@ -54,6 +55,9 @@ func parseWrk(out string) (wrkResult, error) {
 			} else {
 				r.P99MS, have99 = v, true
 			}
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			// 209420 requests in 10.00s, 25.36MB read
+			r.Requests, _ = strconv.ParseInt(f[0], 10, 64)
 		case len(f) >= 2 && f[0] == "Socket" && f[1] == "errors:":
 			// Socket errors: connect 0, read 0, write 0, timeout 0
 			for i := 2; i+1 < len(f); i += 2 {
