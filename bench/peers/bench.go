@@ -239,7 +239,7 @@ func tlsLog(t *TLSInfo) string {
 // URL is https.
 func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, tc *tlsFiles, f func(base, addr string, cpu cpuClock) error) error {
 	if p == nil {
-		return f("http://"+b.origins[0].addr, b.origins[0].addr, func() time.Duration { return 0 })
+		return f("http://"+b.origins[0].addr, b.origins[0].addr, nil)
 	}
 	c, addr, err := startProxy(ctx, b.ps, p, dir, b.members(), joining, tc)
 	if err != nil {
@@ -251,17 +251,20 @@ func (b *bench) withProxy(ctx context.Context, p proxy, dir, joining string, tc 
 }
 
 // cpuClock reads the user + system CPU time the proxy's process group has
-// used so far (groupCPU); 0 for the direct baseline, which has no proxy.
+// used so far (groupCPU); nil for the direct baseline, which has no proxy.
 type cpuClock func() time.Duration
 
 // raw is wrk -t2 -c64 -d10s on a tiny response.
 func (b *bench) raw(ctx context.Context, p proxy, dir string) (Result, error) {
 	var res Result
 	err := b.withProxy(ctx, p, dir, "", nil, func(base, _ string, cpu cpuClock) error {
-		c0 := cpu()
+		var c0 time.Duration
+		if cpu != nil {
+			c0 = cpu()
+		}
 		w, _, err := runWrk(ctx, base+"/", b.o.rawConns, b.o.rawDuration)
 		res = Result{RPS: w.RPS, P50MS: w.P50MS, P99MS: w.P99MS, Errors: w.Errors, Requests: w.Requests}
-		if p != nil {
+		if cpu != nil {
 			res.ProxyCPUUS = perRequest(cpu()-c0, w.Requests)
 		}
 		return err
