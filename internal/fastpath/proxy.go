@@ -301,7 +301,7 @@ func (c *fastConn) copyBody(w io.Writer, left int64, deadline time.Time) error {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(c.s.hdrWait)
 	}
-	c.setReadDeadline(deadline, false)
+	c.setReadDeadline(deadline, 0, false)
 	bp := forward.Buffer()
 	defer forward.PutBuffer(bp)
 	for left > 0 {

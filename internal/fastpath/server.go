@@ -329,7 +329,7 @@ func (c *fastConn) serve() {
 		}
 		if c.tls.ConnectionState().NegotiatedProtocol == "h2" {
 			// net/http's HTTP/2 server needs the *tls.Conn itself.
-			c.setReadDeadline(time.Time{}, false)
+			c.setReadDeadline(time.Time{}, 0, false)
 			if handedOff = c.state.CompareAndSwap(connIdle, connActive) && c.s.handoff.give(c.tls); handedOff {
 				c.s.handoffs.Add(1)
 			}
@@ -404,7 +404,7 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 		if waiting && !first {
 			wait = c.s.idleWait
 		}
-		if !c.setReadDeadline(time.Now().Add(wait), lazy) {
+		if !c.setReadDeadline(time.Now().Add(wait), wait, lazy) {
 			return 0, false
 		}
 		k, err := c.sock.Read(c.buf[c.w:])
@@ -415,17 +415,30 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 	}
 }
 
-// setReadDeadline sets the client socket's read deadline. lazy keeps the
-// one already set when it is at most a second earlier than t: between
-// requests the idle deadline then moves once a second rather than once a
-// request, and a connection may be closed for idleness up to a second
-// before downstream.idle_timeout.
-func (c *fastConn) setReadDeadline(t time.Time, lazy bool) bool {
-	if lazy && !c.rdl.IsZero() && !c.rdl.After(t) && t.Sub(c.rdl) < time.Second {
+// setReadDeadline sets the client socket's read deadline to t, wait after
+// now. lazy keeps the one already set when keepDeadline allows: between
+// requests the idle deadline then moves about once a second rather than
+// once a request, and a connection may be closed for idleness up to
+// min(1 s, wait/2) before its timeout.
+func (c *fastConn) setReadDeadline(t time.Time, wait time.Duration, lazy bool) bool {
+	if lazy && keepDeadline(c.rdl, t, wait) {
 		return true
 	}
 	c.rdl = t
 	return c.conn.SetReadDeadline(t) == nil
+}
+
+// keepDeadline reports whether the deadline set, rdl, may stand for the
+// wanted one, t = now + wait: it must be set, not later than t, and earlier
+// by less than min(1 s, wait/2). The bound keeps at least half the wait in
+// front of a read even when the timeout is shorter than a second, so a
+// request served for longer than the time left never finds its deadline
+// passed.
+func keepDeadline(rdl, t time.Time, wait time.Duration) bool {
+	if rdl.IsZero() || rdl.After(t) {
+		return false
+	}
+	return t.Sub(rdl) < min(time.Second, wait/2)
 }
 
 // handshake ends TLS on the connection within read_header_timeout (as
@@ -455,7 +468,7 @@ func (c *fastConn) handOff() bool {
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
 		return false
 	}
-	c.setReadDeadline(time.Time{}, false)
+	c.setReadDeadline(time.Time{}, 0, false)
 	pre := append([]byte(nil), c.buf[c.r:c.w]...)
 	hc := &HandedConn{Conn: c.conn, pre: pre}
 	if c.tls != nil {

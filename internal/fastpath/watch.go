@@ -79,7 +79,7 @@ func (w *clientWatch) disarm() {
 	if w.state.Load() == watchIdle {
 		return // not armed: no watch to wait for
 	}
-	w.c.setReadDeadline(time.Unix(1, 0), false) // ends the watch's read
+	w.c.setReadDeadline(time.Unix(1, 0), 0, false) // ends the watch's read
 	<-w.ended
 	w.up = nil
 	w.state.Store(watchIdle)

@@ -58,3 +58,35 @@ func TestClientLeavesAfterQuickRequests(t *testing.T) {
 		t.Fatalf("%d hand-offs: the fast path was not used", h)
 	}
 }
+
+// TestShortIdleTimeoutOnABusyConnection: between requests the fast path
+// keeps an earlier idle deadline when it is only a little early, so that
+// it moves about once a second rather than once a request. With
+// downstream.idle_timeout under a second that slack must shrink with the
+// timeout: a client sending request after request on one connection for
+// longer than the timeout is never idle, and must never be disconnected.
+func TestShortIdleTimeoutOnABusyConnection(t *testing.T) {
+	b := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	g := startGateway(t, "downstream: {idle_timeout: 300ms}\n"+withEndpoints(cfgText(1, upstreamKeys("h1", b)), b.addr), nil, Options{})
+	c, err := net.Dial("tcp", g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	n := 0
+	for start := time.Now(); time.Since(start) < 900*time.Millisecond; n++ {
+		fmt.Fprintf(c, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d, %v into a busy connection with a 300 ms idle timeout: %v", n, time.Since(start).Round(time.Millisecond), err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", n, resp.StatusCode)
+		}
+	}
+	if h := g.handoffs(); h != 0 {
+		t.Fatalf("%d hand-offs: the fast path was not used", h)
+	}
+}
