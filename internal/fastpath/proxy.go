@@ -305,6 +305,7 @@ func (c *fastConn) copyBody(w io.Writer, left int64, deadline time.Time) error {
 	bp := forward.Buffer()
 	defer forward.PutBuffer(bp)
 	for left > 0 {
+		c.sock.WaitRead()
 		k, err := c.sock.Read((*bp)[:min(int64(len(*bp)), left)])
 		left -= int64(k)
 		if _, werr := w.Write((*bp)[:k]); werr != nil {

@@ -407,6 +407,9 @@ func (c *fastConn) readHead(first bool) (n int, ok bool) {
 		if !c.setReadDeadline(time.Now().Add(wait), wait, lazy) {
 			return 0, false
 		}
+		// Park until the client sends (or the deadline, or Close) without
+		// the read that would find nothing first: one read per request.
+		c.sock.WaitRead()
 		k, err := c.sock.Read(c.buf[c.w:])
 		c.w += k
 		if err != nil && k == 0 {

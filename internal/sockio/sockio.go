@@ -19,6 +19,20 @@
 // through to the wrapped net.Conn. Race-detector builds use syscall.Read
 // and syscall.Write instead, which carry the detector's happens-before
 // annotations for bytes that cross a socket.
+//
+// WaitRead removes the read that finds nothing before a keep-alive
+// connection's next request: Read must start with a read (the runtime
+// forgets readiness seen before a read begins), so a connection waiting
+// for its client's next request reads once for nothing and then parks.
+// WaitRead parks on the netpoller without that reset, and so without
+// losing readiness: it returns at once when the socket became readable
+// since the last read that emptied it, and otherwise when it does (or at
+// the read deadline, or Close). Invariant: WaitRead never parks while
+// unread bytes may lie in the socket with no readiness still to come: it
+// waits only after a Read that took fewer bytes than it asked for (the
+// kernel had no more then, and every byte since has signalled
+// readiness), and not at all where the runtime's poll context cannot be
+// reached (TLS, another platform or Go release).
 package sockio
 
 import (
@@ -39,7 +53,10 @@ type Conn struct {
 	readFn      func(fd uintptr) bool
 	writeFn     func(fd uintptr) bool
 	writeReadFn func(fd uintptr) bool
-	wrPending   bool // WriteRead: the write is still to do
+	waitFn      func(fd uintptr)
+	wrPending   bool    // WriteRead: the write is still to do
+	pd          uintptr // the runtime's poll context (WaitRead); 0: none
+	drained     bool    // the last read emptied the socket (WaitRead may park)
 }
 
 // op is one direction's scratch, so the bound closures allocate nothing.
@@ -64,6 +81,10 @@ func New(c net.Conn) *Conn {
 	s.readFn = s.readNow
 	s.writeFn = s.writeNow
 	s.writeReadFn = s.writeReadNow
+	if s.raw != nil {
+		s.pd = pollContext(c, s.raw)
+		s.waitFn = s.waitNow
+	}
 	return s
 }
 
@@ -83,7 +104,22 @@ func (c *Conn) Read(p []byte) (int, error) {
 	err := c.raw.Read(c.readFn)
 	n, errno := c.rd.n, c.rd.err
 	c.rd.p = nil
-	return c.readResult(n, errno, err)
+	return c.readResult(n, errno, err, len(p))
+}
+
+// WaitRead waits until a Read may find bytes, without reading: after a
+// Read that emptied the socket it parks until the socket becomes
+// readable, the read deadline passes or the connection is closed, and
+// returns at once otherwise (the Read after it then does what Read
+// always does). It is a hint for the Read that follows, which reports
+// any error: a keep-alive connection's wait for its next request then
+// costs one read instead of two. Like Read, not alongside another Read.
+func (c *Conn) WaitRead() {
+	if c.pd == 0 || !c.drained {
+		return
+	}
+	c.drained = false
+	c.raw.Control(c.waitFn)
 }
 
 // Write writes all of p like net.Conn's Write, waiting for buffer space
@@ -139,14 +175,17 @@ func (c *Conn) WriteRead(w, r []byte) (int, error) {
 		}
 		return c.Read(r)
 	}
-	return c.readResult(n, rerrno, err)
+	return c.readResult(n, rerrno, err, len(r))
 }
 
-// readResult shapes a read's outcome as Read returns it.
-func (c *Conn) readResult(n int, errno syscall.Errno, err error) (int, error) {
+// readResult shapes a read's outcome as Read returns it, and notes whether
+// the read of asked bytes emptied the socket (WaitRead).
+func (c *Conn) readResult(n int, errno syscall.Errno, err error, asked int) (int, error) {
+	c.drained = false
 	if e := c.ioError("read", errno, err); e != nil {
 		return 0, e
 	}
+	c.drained = n > 0 && n < asked
 	if n == 0 {
 		return 0, io.EOF
 	}
