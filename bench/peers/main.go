@@ -95,6 +95,7 @@ type options struct {
 
 	h2                         h2Options // h2_streams, h2_cpu (h2streams.go)
 	tlsOrigins, tlsListeners   int
+	tlsCorputProtocol          string // tls_origins, many_endpoints: corput's origins[].protocol
 	manyOrigins, manyListeners int
 	manyWarmup, manyWindow     time.Duration
 }
@@ -120,6 +121,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rawRounds, "raw-rounds", 0, "runs of the raw scenario per proxy (0: --rounds); every round is reported, the median judged")
 	fs.IntVar(&o.tlsOrigins, "tls-origins", 4, "tls_origins: origin processes")
 	fs.IntVar(&o.tlsListeners, "tls-listeners", 4, "tls_origins: mTLS listeners (endpoints) per origin process")
+	fs.StringVar(&o.tlsCorputProtocol, "tls-corput-protocol", "auto", "tls_origins, many_endpoints: corput's protocol to the TLS origins: auto (h2 by ALPN, the issue's setting), h1 or h2; h1 measures what the origins' HTTP/2 server adds")
 	fs.IntVar(&o.manyOrigins, "many-origins", 4, "many_endpoints: origin processes")
 	fs.IntVar(&o.manyListeners, "many-listeners", 16, "many_endpoints: mTLS listeners (endpoints) per origin process")
 	fs.DurationVar(&o.manyWarmup, "many-warmup", 20*time.Second, "many_endpoints: load before the counted window")
@@ -179,6 +181,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		if v.n < 1 {
 			return o, fmt.Errorf("%s %d: want 1 or more", v.name, v.n)
 		}
+	}
+	switch o.tlsCorputProtocol {
+	case "auto", "h1", "h2":
+	default:
+		return o, fmt.Errorf("--tls-corput-protocol %q: want auto, h1 or h2", o.tlsCorputProtocol)
 	}
 	if err := o.h2.validate(); err != nil {
 		return o, err

@@ -62,6 +62,7 @@ type upTLS struct {
 	client           *tls.Config // the runner's own, for the origins' stats
 	serverName       string      // a name the origins' certificate has (nginx and Caddy check it)
 	originsTLSMinVer string      // --min-tls of the origins
+	corputProtocol   string      // corput's origins[].protocol (--tls-corput-protocol): auto unless set
 }
 
 // writeUpTLS makes the run's CA, origin and client certificates
@@ -118,6 +119,7 @@ func (b *bench) startTLSOrigins(ctx context.Context, prefix string, procs, liste
 		if err != nil {
 			return nil, nil, fmt.Errorf("upstream certificates: %w", err)
 		}
+		u.corputProtocol = b.o.tlsCorputProtocol
 		b.up = u
 	}
 	client := b.up.statsClient()
@@ -241,8 +243,12 @@ func (v tlsVariant) files(dir, listen string, members []string, joining string, 
 			return nil, err
 		}
 		name = "corput.yaml"
+		proto := u.corputProtocol
+		if proto == "" {
+			proto = "auto"
+		}
 		text = strings.Replace(corputConfig(listen, admin, p.balancer, p.downstream, p.loops, members, false, tc),
-			"    protocol: h1\n", fmt.Sprintf("    protocol: auto\n    tls: {ca: %q, cert: %q, key: %q}\n", u.ca, u.clientCert, u.clientKey), 1)
+			"    protocol: h1\n", fmt.Sprintf("    protocol: %s\n    tls: {ca: %q, cert: %q, key: %q}\n", proto, u.ca, u.clientCert, u.clientKey), 1)
 		argv = []string{p.bin_, "serve", "--config", filepath.Join(dir, name), "--log-level", "warn"}
 	case nginxProxy:
 		name = "nginx.conf"
@@ -360,7 +366,7 @@ const upstreamTLSNote = "Handshakes: counted by the origins in tls.Config.Verify
 	"CPU: utime + stime of the proxy's process group (nginx's master and workers, HAProxy's and Caddy's threads, corput's) from /proc/<pid>/stat, " +
 	"over the loads, per request the origins received. Every proxy presents the run's P-256 client certificate and verifies the origins against the run's CA; " +
 	"the origins serve TLS 1.3 only; nginx and HAProxy are set to TLS_AES_128_GCM_SHA256 only, Go's clients (corput, Caddy) pick it first (negotiated: what the origins saw). " +
-	"HTTP/2 upstream for corput (protocol: auto), HAProxy (alpn h2,http/1.1) and Caddy; HTTP/1.1 for nginx."
+	"HTTP/2 upstream for corput (protocol: auto; --tls-corput-protocol may set h1, and negotiated says what was spoken), HAProxy (alpn h2,http/1.1) and Caddy; HTTP/1.1 for nginx."
 
 // upstreamTLSOne starts p fresh in front of the TLS origins and runs sc's
 // loads.

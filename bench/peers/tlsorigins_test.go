@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,30 @@ func TestTLSVariantConfigs(t *testing.T) {
 				t.Errorf("%s: config lacks %q:\n%s", tc.p.name(), w, b)
 			}
 		}
+	}
+}
+
+// --tls-corput-protocol h1 puts corput on HTTP/1.1 over the same mTLS;
+// a protocol it does not know is refused with the flag's name.
+func TestTLSCorputProtocol(t *testing.T) {
+	u, err := writeUpTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.corputProtocol = "h1"
+	dir := t.TempDir()
+	if _, err := (tlsVariant{proxy: corputProxy{bin_: "corput"}, up: u}).files(dir, "127.0.0.1:8080", []string{"127.0.0.1:10001"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "corput.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "protocol: h1\n    tls: {ca: ") || strings.Contains(string(b), "protocol: auto") {
+		t.Errorf("corput.yaml with --tls-corput-protocol h1:\n%s", b)
+	}
+	if _, err := parseOptions([]string{"--tls-corput-protocol", "h3"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--tls-corput-protocol") {
+		t.Errorf("--tls-corput-protocol h3: %v; want an error naming the flag", err)
 	}
 }
 
