@@ -15,14 +15,19 @@ import (
 // reset, which leaves a readiness for nothing behind).
 func drain(t *testing.T, s *Conn, peer net.Conn) {
 	t.Helper()
-	go func() {
-		time.Sleep(time.Millisecond)
-		peer.Write([]byte("a"))
-	}()
+	sendSoon(peer, "a")
 	buf := make([]byte, 16)
 	if n, err := s.Read(buf); n != 1 || err != nil {
 		t.Fatalf("Read = %d, %v; want the one byte", n, err)
 	}
+}
+
+// sendSoon has the peer send b a millisecond from now.
+func sendSoon(peer net.Conn, b string) {
+	go func() {
+		time.Sleep(time.Millisecond)
+		peer.Write([]byte(b))
+	}()
 }
 
 // On the platform and release it is built for, WaitRead reaches the
@@ -87,10 +92,7 @@ func TestWaitReadWakesForLaterBytes(t *testing.T) {
 	s, peer := pair(t)
 	for i := range 20 {
 		drain(t, s, peer)
-		go func() {
-			time.Sleep(time.Millisecond) // usually after WaitRead parked; either order must work
-			peer.Write([]byte("later"))
-		}()
+		sendSoon(peer, "later") // usually after WaitRead parked; either order must work
 		s.SetReadDeadline(time.Now().Add(10 * time.Second))
 		s.WaitRead()
 		buf := make([]byte, 16)
@@ -105,11 +107,7 @@ func TestWaitReadWakesForLaterBytes(t *testing.T) {
 // readiness was already taken: WaitRead must not park then.
 func TestWaitReadAfterAFullReadReturnsAtOnce(t *testing.T) {
 	s, peer := pair(t)
-	go func() {
-		// Usually after Read parked, so the wake takes the readiness.
-		time.Sleep(time.Millisecond)
-		peer.Write([]byte("0123456789"))
-	}()
+	sendSoon(peer, "0123456789") // usually after Read parked, so the wake takes the readiness
 	buf := make([]byte, 5)
 	if n, err := s.Read(buf); n != 5 || err != nil {
 		t.Fatalf("Read = %d, %v", n, err)
