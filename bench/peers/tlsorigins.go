@@ -62,7 +62,7 @@ type upTLS struct {
 	client           *tls.Config // the runner's own, for the origins' stats
 	serverName       string      // a name the origins' certificate has (nginx and Caddy check it)
 	originsTLSMinVer string      // --min-tls of the origins
-	corputProtocol   string      // corput's origins[].protocol (--tls-corput-protocol): auto unless set
+	corputProtocol   string      // corput's origins[].protocol (--tls-corput-protocol; writeUpTLS: auto)
 }
 
 // writeUpTLS makes the run's CA, origin and client certificates
@@ -83,7 +83,7 @@ func writeUpTLS(dir string) (*upTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upTLS{serverName: "localhost", originsTLSMinVer: "1.3"}
+	u := &upTLS{serverName: "localhost", originsTLSMinVer: "1.3", corputProtocol: "auto"}
 	if u.ca, _, err = ca.WriteFiles(dir, "ca"); err != nil {
 		return nil, err
 	}
@@ -243,12 +243,8 @@ func (v tlsVariant) files(dir, listen string, members []string, joining string, 
 			return nil, err
 		}
 		name = "corput.yaml"
-		proto := u.corputProtocol
-		if proto == "" {
-			proto = "auto"
-		}
 		text = strings.Replace(corputConfig(listen, admin, p.balancer, p.downstream, p.loops, members, false, tc),
-			"    protocol: h1\n", fmt.Sprintf("    protocol: %s\n    tls: {ca: %q, cert: %q, key: %q}\n", proto, u.ca, u.clientCert, u.clientKey), 1)
+			"    protocol: h1\n", fmt.Sprintf("    protocol: %s\n    tls: {ca: %q, cert: %q, key: %q}\n", u.corputProtocol, u.ca, u.clientCert, u.clientKey), 1)
 		argv = []string{p.bin_, "serve", "--config", filepath.Join(dir, name), "--log-level", "warn"}
 	case nginxProxy:
 		name = "nginx.conf"
