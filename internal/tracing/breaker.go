@@ -84,7 +84,7 @@ func (b *breaker) sending() bool {
 func (b *breaker) exported(err error, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if answered(err) {
+	if _, ok := answered(err); ok {
 		if b.open.Load() {
 			b.open.Store(false)
 			b.budget.Store(0)

@@ -2,6 +2,9 @@ package tracing
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,10 +246,12 @@ func TestBreakerStartsUnprovenAndClosesOnAnAnswer(t *testing.T) {
 			if n := starts.Load(); n != int64(testBounds.batch) {
 				t.Errorf("before the first export, %d spans recorded, want one batch (%d)", n, testBounds.batch)
 			}
-			if d := testutil.ToFloat64(dropped); d != 2 {
-				t.Errorf("before the first export, %v spans shed, want 2", d)
-			}
 			waitFor(t, "the first export was not answered", func() bool { return !tr.q.br.open.Load() })
+			// The 2 shed before the first export was answered, and the
+			// spans the receiver said it rejected: the rest were kept.
+			if d := testutil.ToFloat64(dropped); d != float64(2+c.rejected) {
+				t.Errorf("once the first export was answered, %v spans counted dropped, want %d (2 shed, %d rejected)", d, 2+c.rejected, c.rejected)
+			}
 			if n := len(rc.Spans()) - before; n != testBounds.batch {
 				t.Errorf("the receiver got %d spans of the first batch, want %d", n, testBounds.batch)
 			}
@@ -277,5 +282,33 @@ func BenchmarkRequestFailingReceiver(b *testing.B) {
 			}
 			b.ReportMetric(float64(starts.Load())/float64(b.N), "spans-recorded/op")
 		})
+	}
+}
+
+// TestAnswered: what an export's error says for the breaker and the
+// dropped count. The exporters' own text is checked end to end by
+// TestBreakerStartsUnprovenAndClosesOnAnAnswer (its partial cases count
+// exactly the rejected span); here the shapes that text can take.
+func TestAnswered(t *testing.T) {
+	partial := errors.New("OTLP partial success: over quota (3 spans rejected)")
+	for _, c := range []struct {
+		name     string
+		err      error
+		rejected int64
+		ok       bool
+	}{
+		{"success", nil, 0, true},
+		{"partial success", partial, 3, true},
+		{"partial success, no message", errors.New("OTLP partial success: empty message (0 spans rejected)"), 0, true},
+		{"partial success, count unreadable", errors.New("OTLP partial success: x (many spans rejected)"), math.MaxInt64, true},
+		{"refused", errors.New("traces export: dial tcp 127.0.0.1:1: connect: connection refused"), 0, false},
+		{"partial success joined with a failure", errors.Join(partial, errors.New("rpc error: code = Unavailable")), 0, false},
+		{"partial success as the exporter wraps it", fmt.Errorf("traces export: %w", partial), 3, true},
+		{"a failure naming a partial success", fmt.Errorf("retrying: %w", partial), 0, false},
+	} {
+		rejected, ok := answered(c.err)
+		if rejected != c.rejected || ok != c.ok {
+			t.Errorf("%s: answered(%v) = %d, %v; want %d, %v", c.name, c.err, rejected, ok, c.rejected, c.ok)
+		}
 	}
 }

@@ -25,8 +25,9 @@
 //   - Export never blocks a request: a span that starts or ends while the
 //     queue holds QueueSize sampled spans not yet handed to the exporter is
 //     dropped (one that starts so is not even recorded), and every sampled
-//     span that is never exported (dropped so, or in a batch whose export
-//     failed) is counted in corput_tracing_spans_dropped_total. An export
+//     span that is never exported (dropped so, in a batch whose export
+//     failed, or rejected by name in a partial success) is counted in
+//     corput_tracing_spans_dropped_total. An export
 //     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
 //     its context ends.
 //   - While exports fail nothing is recorded (breaker.go). Until its first
@@ -42,6 +43,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,20 +298,41 @@ func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	defer context.AfterFunc(e.stop, cancel)()
 	defer cancel()
 	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err != nil {
+	if rejected, ok := answered(err); ok {
+		e.q.dropped.Add(float64(min(rejected, int64(len(spans)))))
+	} else {
 		e.q.dropped.Add(float64(len(spans)))
 	}
 	e.q.br.exported(err, len(spans))
 	return err
 }
 
-// answered reports whether an export's error says only that the receiver
-// kept part of the batch (OTLP partial success, which both exporters
-// return only for an export that got its answer): the receiver is there,
-// so for the breaker that export succeeded. The exporters' error type is
-// internal to them; its text is what they expose.
-func answered(err error) bool {
-	return err == nil || strings.Contains(err.Error(), "OTLP partial success")
+// answered reports whether an export got the receiver's answer, and how
+// many of its spans the receiver rejected: nil is a success; an error that
+// says only that the receiver kept part of the batch (OTLP partial
+// success, which both exporters return only for an export that got its
+// answer) is an answer too, the receiver is there, so for the breaker that
+// export succeeded, and only the spans it names as rejected were lost. The
+// exporters' error type is internal to them; its text, "traces export:
+// OTLP partial success: <message> (<n> spans rejected)", is what they
+// expose. A partial
+// success whose count cannot be read is counted as the whole batch lost.
+func answered(err error) (rejected int64, ok bool) {
+	if err == nil {
+		return 0, true
+	}
+	msg := strings.TrimPrefix(err.Error(), "traces export: ") // otlptrace.Exporter's wrapping
+	const prefix = "OTLP partial success: "
+	if !strings.HasPrefix(msg, prefix) || strings.Contains(msg, "\n") {
+		return 0, false // a failure, or a partial success joined with one
+	}
+	rejected = math.MaxInt64
+	if i := strings.LastIndexByte(msg, '('); i >= 0 && strings.HasSuffix(msg, " spans rejected)") {
+		if n, err := strconv.ParseInt(msg[i+1:len(msg)-len(" spans rejected)")], 10, 64); err == nil && n >= 0 {
+			rejected = n
+		}
+	}
+	return rejected, true
 }
 
 // port is the port of a host:port, -1 when there is none.
