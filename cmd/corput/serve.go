@@ -111,17 +111,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			in.FlagSize = size
 		}
 	})
-	if cfg.Fleet.Size > 1 || cfg.Fleet.Instance > 0 {
-		in.ConfigInstance, in.ConfigSize = &cfg.Fleet.Instance, &cfg.Fleet.Size
-	}
 	in.Hostname, _ = os.Hostname()
-	fleet, err := discovery.ResolveFleet(in)
+	fleet, err := placeInFleet(cfg, in)
 	if err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
-	fileFleet := cfg.Fleet
-	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
 	if *adminAddr != "" {
 		cfg.Admin.Listen = *adminAddr
 	}
@@ -136,15 +131,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if lns.Listen != nil || lns.Admin != nil {
 		log.Info("socket activation: serving the sockets handed over", "listen", addrOf(lns.Listen), "admin", addrOf(lns.Admin))
 	}
-	// A reload reads the file again; the fleet position resolved at start
-	// stays, unless the file's fleet block changed (refused: a restart).
+	// A reload reads the file again and places the gateway again, from
+	// the same flags, environment and hostname and the file's fleet block:
+	// a new fleet.size or fleet.instance in the file re-subsets in place,
+	// unless a flag or the environment gives that value.
 	load := func() (*config.Config, error) {
 		next, err := config.Load(*path)
 		if err != nil {
 			return nil, err
 		}
-		if next.Fleet == fileFleet {
-			next.Fleet = cfg.Fleet
+		if _, err := placeInFleet(next, in); err != nil {
+			return nil, err
 		}
 		if *adminAddr != "" {
 			next.Admin.Listen = *adminAddr
@@ -219,4 +216,19 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		log.Warn("shutdown", "err", err)
 	}
 	return 0
+}
+
+// placeInFleet resolves the gateway's fleet position from in and cfg's
+// fleet block (when the file sets one: a block at its defaults, instance 0
+// of 1, gives nothing) and sets cfg.Fleet to it.
+func placeInFleet(cfg *config.Config, in discovery.FleetInputs) (discovery.Fleet, error) {
+	if cfg.Fleet.Size > 1 || cfg.Fleet.Instance > 0 {
+		in.ConfigInstance, in.ConfigSize = &cfg.Fleet.Instance, &cfg.Fleet.Size
+	}
+	fleet, err := discovery.ResolveFleet(in)
+	if err != nil {
+		return fleet, err
+	}
+	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
+	return fleet, nil
 }

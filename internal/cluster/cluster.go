@@ -48,7 +48,7 @@ type Env struct {
 	Log     *slog.Logger
 	Metrics *telemetry.Metrics
 	Loops   int
-	Fleet   config.Fleet // this gateway's place among its peers (Size ≥ 1)
+	Fleet   config.Fleet // this gateway's place among its peers (Size ≥ 1) when the origin is built; a reload moves it (Prepare)
 	Seed    uint64       // seeds the balancer and the pools' jitter
 	// Dialer replaces the origin's own upstream dialer (nil: dial as the
 	// config says).
@@ -89,7 +89,8 @@ type Origin struct {
 	fast       atomic.Bool                       // its connections are upstream.Raw or upstream.Mux: the fast path can serve it
 	keys       atomic.Pointer[forward.KeySource] // a sticky policy's key source; nil otherwise
 
-	mu        sync.Mutex // guards following: membership and configuration changes are serialised
+	mu        sync.Mutex   // guards following: membership and configuration changes are serialised
+	fleet     config.Fleet // this gateway's place among its peers: Env.Fleet, then a reload's
 	dialer    pool.Dialer
 	poolCfg   pool.Config
 	placement subset.Placement
@@ -216,7 +217,7 @@ type Loop struct {
 
 // New builds the origin oc describes and starts pre-warming its pools.
 func New(oc *config.Origin, env *Env) (*Origin, error) {
-	o := &Origin{name: oc.Name, env: env}
+	o := &Origin{name: oc.Name, env: env, fleet: env.Fleet}
 	o.conf.Store(oc)
 	o.reqTimeout.Store(int64(oc.Timeouts.Request))
 	o.m = newOriginMetrics(env.Metrics, oc.Name, env.Loops)
@@ -248,7 +249,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.placement, err = o.newPlacement(oc, addrsOf(members)); err != nil {
+	if o.placement, err = o.newPlacement(oc, o.fleet, addrsOf(members)); err != nil {
 		return nil, err
 	}
 	o.members = members
@@ -277,11 +278,11 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 }
 
 // newPlacement builds the subset placement of the configured algorithm
-// (ringsteady by default; "none" gives every loop every endpoint) for this
-// gateway's fleet. A sticky origin is placed by "none" whatever its subset
+// (ringsteady by default; "none" gives every loop every endpoint) for a
+// fleet of fleet.Size gateways. A sticky origin is placed by "none" whatever its subset
 // says: its key order spans the whole origin, so every loop holds a pool
 // per endpoint (docs/subsetting.md, "Sticky origins").
-func (o *Origin) newPlacement(oc *config.Origin, addrs []string) (subset.Placement, error) {
+func (o *Origin) newPlacement(oc *config.Origin, fl config.Fleet, addrs []string) (subset.Placement, error) {
 	name := string(oc.Subset.Algorithm)
 	switch {
 	case oc.Balancer.Sticky():
@@ -297,7 +298,7 @@ func (o *Origin) newPlacement(oc *config.Origin, addrs []string) (subset.Placeme
 	if err != nil {
 		return nil, fmt.Errorf("origins[%s]: %w", o.name, err)
 	}
-	fleet := subset.Fleet{Gateways: o.env.Fleet.Size, Loops: o.env.Loops}
+	fleet := subset.Fleet{Gateways: max(fl.Size, 1), Loops: o.env.Loops}
 	p, err := alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("origin %s: subset: %w", o.name, err)
@@ -317,7 +318,7 @@ func (o *Origin) newPolicy(oc *config.Origin) *forward.Policy {
 // subsetOf returns loop l's members under the current placement. Called
 // with o.mu held (or before the origin is shared).
 func (o *Origin) subsetOf(l int) []string {
-	return slices.Clone(o.placement.Snapshot().Members(o.env.Fleet.Instance, l))
+	return slices.Clone(o.placement.Snapshot().Members(o.fleet.Instance, l))
 }
 
 // poolRand is the random source of loop ol's pool for addr: its reconnect
@@ -340,7 +341,7 @@ func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
 // (docs/decisions.md, "Borrowing from the home loop"). It stores the map
 // for homePool. Called with o.mu held (or before the origin is shared).
 func (o *Origin) homes() map[string]int {
-	h := o.placement.Snapshot().Homes(o.env.Fleet.Instance)
+	h := o.placement.Snapshot().Homes(o.fleet.Instance)
 	o.home.Store(&h)
 	return h
 }

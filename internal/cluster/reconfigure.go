@@ -29,12 +29,15 @@ import (
 //   - a static endpoint list: the membership delta path (Apply);
 //   - the key source of a sticky policy (balancer.hash_on);
 //   - the subset settings (or a change to or from a sticky policy, which
-//     places by "none"): a new placement (set to the origin's shared ring
-//     indices when it has them and the algorithm places by them), and only
-//     loops whose subset changed touch their pools.
+//     places by "none"), or the fleet's size: a new placement (set to the
+//     origin's shared ring indices when it has them and the algorithm
+//     places by them), and only loops whose subset changed touch their
+//     pools;
+//   - this gateway's fleet instance: the same placement, read at the new
+//     instance; again only loops whose subset changed touch their pools.
 //
-// An origin whose configuration did not change keeps everything: Prepare
-// returns nil.
+// An origin whose configuration and fleet position did not change keeps
+// everything: Prepare returns nil.
 
 // Change is a prepared reconfiguration of one origin.
 type Change struct {
@@ -45,18 +48,26 @@ type Change struct {
 	dialer    pool.Dialer // nil: keep the pool's
 	placement subset.Placement
 	members   []balance.Member // the new static membership, nil when unchanged
+	fleet     *config.Fleet    // the new fleet position, nil when unchanged
 }
 
-// Prepare checks oc against the origin's configuration and returns what
-// Commit will apply, nil when nothing changed, or the error that refuses
-// the reload. The TLS files are read again whenever the origin has TLS, so
-// that certificates rotated under the same paths are picked up.
-func (o *Origin) Prepare(oc *config.Origin) (*Change, error) {
+// Prepare checks oc and the gateway's fleet position fl against the
+// origin's and returns what Commit will apply, nil when nothing changed,
+// or the error that refuses the reload. The TLS files are read again
+// whenever the origin has TLS, so that certificates rotated under the same
+// paths are picked up.
+func (o *Origin) Prepare(oc *config.Origin, fl config.Fleet) (*Change, error) {
 	old := o.conf.Load()
-	if reflect.DeepEqual(old, oc) && oc.TLS == nil {
+	o.mu.Lock()
+	oldFleet := o.fleet
+	o.mu.Unlock()
+	if reflect.DeepEqual(old, oc) && oc.TLS == nil && fl == oldFleet {
 		return nil, nil
 	}
 	c := &Change{o: o, oc: oc}
+	if fl != oldFleet {
+		c.fleet = &fl
+	}
 	var err error
 	if c.pool, err = poolConfig(oc); err != nil {
 		return nil, err
@@ -77,12 +88,12 @@ func (o *Origin) Prepare(oc *config.Origin) (*Change, error) {
 			c.members = members
 		}
 	}
-	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() {
+	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() || fl.Size != oldFleet.Size {
 		addrs := o.addrs()
 		if c.members != nil {
 			addrs = addrsOf(c.members)
 		}
-		if c.placement, err = o.newPlacement(oc, addrs); err != nil {
+		if c.placement, err = o.newPlacement(oc, fl, addrs); err != nil {
 			return nil, err
 		}
 	}
@@ -157,6 +168,9 @@ func (c *Change) Commit() error {
 	}
 	o.conf.Store(c.oc)
 	o.keys.Store(keySource(c.oc))
+	if c.fleet != nil {
+		o.fleet = *c.fleet
+	}
 	if c.placement != nil {
 		o.placement = c.placement
 		if sp, ok := c.placement.(subset.SharedPlacement); ok && o.shared != nil {
@@ -180,6 +194,9 @@ func (c *Change) Commit() error {
 	}
 	if c.members != nil {
 		return o.applyLocked(Membership{Members: c.members})
+	}
+	if c.fleet != nil {
+		return o.resubsetLocked()
 	}
 	return nil
 }

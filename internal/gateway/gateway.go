@@ -99,7 +99,6 @@ type Gateway struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	loops   int
-	fleet   config.Fleet
 	// adminToken is admin.token_file's token, read once by New ("" for
 	// none); it is never logged.
 	adminToken string
@@ -153,12 +152,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		log:     opts.Logger,
 		metrics: opts.Metrics,
 		loops:   cfg.LoopCount(),
-		fleet:   cfg.Fleet,
 
 		adminToken: adminToken,
-	}
-	if g.fleet.Size < 1 {
-		g.fleet.Size = 1
 	}
 	for i, c := range telemetry.CodeClasses {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
@@ -177,7 +172,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.alog = alog
 	g.setWebhook(cfg)
 	st := newState(cfg, nil)
-	if st.tracer, err = g.newTracer(cfg.Tracing); err != nil {
+	if st.tracer, err = g.newTracer(cfg.Tracing, st.fleet); err != nil {
 		g.alog.Close()
 		return nil, err
 	}
@@ -203,7 +198,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 // newOrigin builds the origin oc of cfg.
 func (g *Gateway) newOrigin(oc *config.Origin, cfg *config.Config) (*cluster.Origin, error) {
 	return cluster.New(oc, &cluster.Env{
-		Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: g.fleet, Seed: g.opts.Seed,
+		Clock: g.clk, Log: g.log, Metrics: g.metrics, Loops: g.loops, Fleet: fleetOf(cfg), Seed: g.opts.Seed,
 		Dialer: g.opts.Dialers[oc.Name], FastPath: cfg.Downstream.FastPath,
 		SameJitter: g.opts.SameJitter, Trace: g.opts.Trace,
 		Workload: cfg.Workload, SLOClock: g.sloClock(), Notify: g.notify,
@@ -363,7 +358,7 @@ func (g *Gateway) Start() error {
 	go func() { g.serveErr <- g.ended("listen", serve()) }()
 	go func() { g.serveErr <- g.ended("admin", admin.Serve(aln)) }()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(), "admin_access", access.Mode(),
-		"loops", g.loops, "fleet_instance", g.fleet.Instance, "fleet_size", g.fleet.Size)
+		"loops", g.loops, "fleet_instance", g.st().fleet.Instance, "fleet_size", g.st().fleet.Size)
 	if access.RefusesProtected() {
 		g.log.Warn("the admin listener is not on loopback and admin.token_file is not set: /admin/*, /debug/pprof/* and the dashboard answer 403; only /metrics, /healthz and /readyz are served",
 			"admin", aln.Addr().String())

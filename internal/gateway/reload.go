@@ -41,9 +41,14 @@ import (
 //   - the downstream certificate and client_ca are read again, and new
 //     handshakes use them.
 //
+// A new fleet position (fleet.size, fleet.instance) re-subsets every origin
+// in place, as a membership change does: a loop whose subset did not
+// change keeps its pools, one that did opens pools only for the endpoints
+// it gained and drains the ones it lost (cluster.Origin.Prepare).
+//
 // Requests in flight finish on what they started with. What cannot change
 // in place is refused with a message saying a restart is needed: loops,
-// the fleet position, the downstream listener's settings but
+// the downstream listener's settings but
 // trusted_proxies, turning TLS on or off, the access log, the admin token
 // file, and moving
 // admin between loopback and not. A changed listen or admin address opens
@@ -52,12 +57,21 @@ import (
 // state is what requests read: one immutable value, swapped by a reload.
 type state struct {
 	cfg     *config.Config
+	fleet   config.Fleet // cfg.Fleet, its size at least 1
 	router  *Router
 	classes *workload.Classifier // the workload's match rules; nil without a workload block
 	origins map[string]*cluster.Origin
 	list    []*cluster.Origin // in config order
 	fwd     forward.Forwarding
 	tracer  *tracing.Tracer // nil: tracing is off
+}
+
+// fleetOf is cfg's fleet position; a configuration built without one
+// (size 0) is a lone gateway.
+func fleetOf(cfg *config.Config) config.Fleet {
+	fl := cfg.Fleet
+	fl.Size = max(fl.Size, 1)
+	return fl
 }
 
 func newState(cfg *config.Config, list []*cluster.Origin) *state {
@@ -74,7 +88,7 @@ func newState(cfg *config.Config, list []*cluster.Origin) *state {
 			}
 		}
 	}
-	st := &state{cfg: cfg, router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
+	st := &state{cfg: cfg, fleet: fleetOf(cfg), router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
 		fwd: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}}
 	for _, o := range list {
 		st.add(o)
@@ -212,7 +226,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		}
 		tlsNext = tc
 	}
-	tracer, tracerChanged, err := g.nextTracer(cur.tracer, cfg)
+	tracer, tracerChanged, err := g.nextTracer(cur, cfg)
 	if err != nil {
 		return err
 	}
@@ -242,7 +256,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	for i := range cfg.Origins {
 		oc := &cfg.Origins[i]
 		if o, ok := cur.origins[oc.Name]; ok {
-			c, err := o.Prepare(oc)
+			c, err := o.Prepare(oc, fleetOf(cfg))
 			if err != nil {
 				abandon()
 				return err
@@ -274,6 +288,10 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	next := newState(cfg, list)
 	next.tracer = tracer
 	g.state.Store(next)
+	if next.fleet != cur.fleet {
+		g.log.Info("fleet position changed: every origin re-subset in place", "instance", next.fleet.Instance, "size", next.fleet.Size,
+			"was_instance", cur.fleet.Instance, "was_size", cur.fleet.Size)
+	}
 	if tracerChanged {
 		g.retireTracer(cur.tracer)
 	}
@@ -303,9 +321,6 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	var keys []string
 	if b.LoopCount() != g.loops {
 		keys = append(keys, fmt.Sprintf("loops (%d running, %d in the file)", g.loops, b.LoopCount()))
-	}
-	if b.Fleet != a.Fleet {
-		keys = append(keys, "fleet")
 	}
 	if a.Admin.TokenFile != b.Admin.TokenFile {
 		keys = append(keys, "admin.token_file (read once, at start)")

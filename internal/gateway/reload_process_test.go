@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -253,4 +254,72 @@ func acceptedPerSecond(srvs []*testorigin.Server) map[int64]int {
 		}
 	}
 	return out
+}
+
+// TestSIGHUPMovesTheFleetPosition: corput serve places itself again on
+// every reload, from the same flags and the file's fleet block. Started
+// with --fleet-size 2 and the file's instance 0, a file that says
+// instance 1 of 4 moves it to instance 1 (the file's) of 2 (the flag's),
+// re-subset in place under load with no request lost; a file whose
+// instance falls outside the flag's size is refused, naming
+// fleet.instance, and the position stays.
+func TestSIGHUPMovesTheFleetPosition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	origins := startOrigins(t, 8, testorigin.Options{Classes: fastClass})
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	fleet := func(instance, size int) string {
+		return fmt.Sprintf("fleet: {instance: %d, size: %d}\n", instance, size)
+	}
+	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(0, 2)))
+	p := startServeWith(t, serveSpec{config: file, args: []string{"--fleet-size", "2"}})
+	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	position := func() (instance, size int) {
+		resp, err := adminHTTP.Get("http://" + p.admin + "/admin/subsets?origin=app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Gateway int `json:"gateway"`
+			Fleet   struct {
+				Gateways int `json:"gateways"`
+			} `json:"fleet"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Gateway, v.Fleet.Gateways
+	}
+	if i, n := position(); i != 0 || n != 2 {
+		t.Fatalf("at start: instance %d of %d, want 0 of 2", i, n)
+	}
+	load := startSteadyLoad(t, "http://"+p.listen+"/x", 8)
+	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	hup := func() {
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(1, 4)))
+	hup()
+	poll.Until(t, "the reload", func() bool { return strings.Contains(p.log(), "fleet position changed") })
+	if i, n := position(); i != 1 || n != 2 {
+		t.Errorf("after the reload: instance %d of %d, want 1 (the file's) of 2 (--fleet-size)", i, n)
+	}
+
+	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(3, 4)))
+	hup()
+	poll.Until(t, "the refusal", func() bool { return strings.Contains(p.log(), "reload refused") })
+	if !strings.Contains(p.log(), "fleet.instance: 3") {
+		t.Errorf("the refusal does not name fleet.instance:\n%s", p.log())
+	}
+	if i, n := position(); i != 1 || n != 2 {
+		t.Errorf("after the refused reload: instance %d of %d, want 1 of 2 kept", i, n)
+	}
+	poll.Until(t, "more load after the reloads", func() bool { return load.ok.Load() > 300 })
+	load.halt()
+	load.check(t, "under fleet moves")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/testcert"
@@ -677,4 +679,123 @@ func TestReloadFromH2ToH1KeepsServing(t *testing.T) {
 	if s := origins[0].Stats().Connections; s.Open != s.Accepted || s.Accepted < h2 {
 		t.Fatalf("after the reload the origin accepted %d connections and %d are open, want the %d h2 ones still open among them", s.Accepted, s.Open, h2)
 	}
+}
+
+// TestReloadMovesTheFleetPosition: a new fleet.size, then a new
+// fleet.instance, in the file re-subset the origin in place. After each
+// reload every loop holds the subset a gateway started at that position
+// holds; a pool of an endpoint a loop keeps is the same pool (its
+// connections stay); the origins see exactly the pre-warmed connections of
+// the (loop, endpoint) pairs gained, and the pools of the pairs lost close
+// theirs. A position outside the fleet is refused, the running one kept.
+func TestReloadMovesTheFleetPosition(t *testing.T) {
+	origins := startOrigins(t, 16, testorigin.Options{Classes: fastClass, HeaderTimeout: -1})
+	const prewarm = 2
+	text := func(instance, size int) string {
+		return withEndpoints(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 4\nfleet: {instance: %d, size: %d}\n"+
+			"routes: [{path_prefix: /, origin: app}]\norigins:\n  - name: app\n    endpoints: ENDPOINTS\n"+
+			"    subset: {size: 2}\n    pool: {max_connections: 4, prewarm: %d}\n", instance, size, prewarm), serverAddrs(origins)...)
+	}
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	writeFileAtomic(t, file, text(0, 1))
+	g := startFromFile(t, file)
+	c, done := client()
+	defer done()
+	open := func() (n int64) {
+		for _, s := range origins {
+			n += s.Stats().Connections.Open
+		}
+		return n
+	}
+	// One gateway of 4 loops: 4 subsets of 4 endpoints.
+	if n := poolCount(loopPools(g)); n != 16 {
+		t.Fatalf("one gateway: its loops hold %d pools, want 16 (4 subsets of 4)", n)
+	}
+	for _, step := range []struct {
+		name           string
+		instance, size int
+		pairs          int
+		gained, lost   int // (loop, endpoint) pools opened, and drained
+	}{
+		// Two gateways of 4 loops: 8 subsets of 2, each within one of the
+		// 4 before: pools are only lost.
+		{"size 1 → 2", 1, 2, 8, 0, 8},
+		// The other gateway's subsets: every pair is new.
+		{"instance 1 → 0", 0, 2, 8, 8, 8},
+	} {
+		before, accepted0 := loopPools(g), accepted(origins)
+		writeFileAtomic(t, file, text(step.instance, step.size))
+		if code, res := postReload(t, g); code != http.StatusOK {
+			t.Fatalf("%s: reload refused: %d %v", step.name, code, res.Errors)
+		}
+		want := config.Fleet{Instance: step.instance, Size: step.size}
+		if fl := g.st().fleet; fl != want {
+			t.Fatalf("%s: the fleet position is %+v, want %+v", step.name, fl, want)
+		}
+		if v := g.st().origins["app"].Subsets(); v.Gateway != want.Instance || v.Fleet.Gateways != want.Size {
+			t.Errorf("%s: /admin/subsets says gateway %d of %d", step.name, v.Gateway, v.Fleet.Gateways)
+		}
+		waitReady(t, g)
+		after := loopPools(g)
+		gained, lost := 0, 0
+		for l := range after {
+			for addr, p := range after[l] {
+				if q, ok := before[l][addr]; !ok {
+					gained++
+				} else if q != p {
+					t.Errorf("%s: loop %d kept %s but its pool was replaced", step.name, l, addr)
+				}
+			}
+			for addr := range before[l] {
+				if _, ok := after[l][addr]; !ok {
+					lost++
+				}
+			}
+		}
+		if poolCount(after) != step.pairs || gained != step.gained || lost != step.lost {
+			t.Fatalf("%s: the loops hold %d pools, %d gained and %d lost; want %d, %d and %d",
+				step.name, poolCount(after), gained, lost, step.pairs, step.gained, step.lost)
+		}
+		if got, want := accepted(origins)-accepted0, int64(gained*prewarm); got != want {
+			t.Errorf("%s: the reload opened %d connections, want %d (%d pairs gained × %d pre-warmed)", step.name, got, want, gained, prewarm)
+		}
+		poll.Until(t, "the lost pools' connections to close", func() bool { return open() == int64(poolCount(after)*prewarm) })
+		// A gateway started at this position holds the same subsets.
+		fresh := startFromFile(t, file)
+		for l, ps := range loopPools(fresh) {
+			if got, want := slices.Sorted(maps.Keys(after[l])), slices.Sorted(maps.Keys(ps)); !slices.Equal(got, want) {
+				t.Errorf("%s: loop %d holds %v, a gateway started there %v", step.name, l, got, want)
+			}
+		}
+		fresh.Close()
+		poll.Until(t, "the fresh gateway's connections to close", func() bool { return open() == int64(poolCount(after)*prewarm) })
+		getOK(t, c, g, 10)
+	}
+
+	writeFileAtomic(t, file, text(2, 2))
+	if code, res := postReload(t, g); code != http.StatusBadRequest || !strings.Contains(strings.Join(res.Errors, "\n"), "fleet.instance") {
+		t.Errorf("reload to instance 2 of 2: %d %v, want 400 naming fleet.instance", code, res.Errors)
+	}
+	if fl := g.st().fleet; fl != (config.Fleet{Instance: 0, Size: 2}) {
+		t.Errorf("after a refused reload the fleet position is %+v, want instance 0 of 2 kept", fl)
+	}
+	getOK(t, c, g, 5)
+}
+
+// loopPools is each loop's pools of origin app.
+func loopPools(g *Gateway) []map[string]*pool.Pool {
+	o := g.st().origins["app"]
+	out := make([]map[string]*pool.Pool, g.Loops())
+	for l := range out {
+		out[l] = o.Loop(l).Pools()
+	}
+	return out
+}
+
+// poolCount is how many (loop, endpoint) pools ps holds.
+func poolCount(ps []map[string]*pool.Pool) (n int) {
+	for _, m := range ps {
+		n += len(m)
+	}
+	return n
 }

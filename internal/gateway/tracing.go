@@ -11,25 +11,33 @@ import (
 // tracerShutdown bounds the flush of a Tracer a reload replaced.
 const tracerShutdown = tracing.ExportTimeout
 
-// newTracer builds the tracing block's Tracer; nil when the block is absent.
-func (g *Gateway) newTracer(c *config.Tracing) (*tracing.Tracer, error) {
+// newTracer builds the tracing block's Tracer, for the gateway at fleet
+// position fl; nil when the block is absent.
+func (g *Gateway) newTracer(c *config.Tracing, fl config.Fleet) (*tracing.Tracer, error) {
 	if c == nil {
 		return nil, nil
 	}
-	opts := tracing.Options{Dropped: g.metrics.TracingSpansDropped, Logger: g.log}
-	if g.fleet.Size > 1 {
-		opts.Instance = strconv.Itoa(g.fleet.Instance)
-	}
-	return tracing.New(c, opts)
+	return tracing.New(c, tracing.Options{Dropped: g.metrics.TracingSpansDropped, Logger: g.log, Instance: instanceID(fl)})
 }
 
-// nextTracer is the Tracer a reload to cfg serves with: the running one
-// when the tracing block did not change, else a new one (nil: off).
-func (g *Gateway) nextTracer(cur *tracing.Tracer, cfg *config.Config) (next *tracing.Tracer, changed bool, err error) {
-	if cur.Same(cfg.Tracing) {
-		return cur, false, nil
+// instanceID is the service.instance.id of a gateway at fleet position
+// fl: its instance in a fleet of several, "" for a lone gateway.
+func instanceID(fl config.Fleet) string {
+	if fl.Size > 1 {
+		return strconv.Itoa(fl.Instance)
 	}
-	next, err = g.newTracer(cfg.Tracing)
+	return ""
+}
+
+// nextTracer is the Tracer a reload from cur to cfg serves with: the
+// running one when neither the tracing block nor the instance it reports
+// changed, else a new one (nil: off).
+func (g *Gateway) nextTracer(cur *state, cfg *config.Config) (next *tracing.Tracer, changed bool, err error) {
+	fl := fleetOf(cfg)
+	if cur.tracer.Same(cfg.Tracing) && instanceID(fl) == instanceID(cur.fleet) {
+		return cur.tracer, false, nil
+	}
+	next, err = g.newTracer(cfg.Tracing, fl)
 	return next, true, err
 }
 
