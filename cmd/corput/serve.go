@@ -218,12 +218,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// placeInFleet resolves the gateway's fleet position from in and cfg's
-// fleet block (when the file sets one: a block at its defaults, instance 0
-// of 1, gives nothing) and sets cfg.Fleet to it.
+// placeInFleet resolves the gateway's fleet position from in and the
+// keys of cfg's fleet block the file writes (one it leaves out gives
+// nothing, so that `fleet: {size: 3}` leaves the instance to the
+// environment or the hostname), and sets cfg.Fleet to it.
 func placeInFleet(cfg *config.Config, in discovery.FleetInputs) (discovery.Fleet, error) {
-	if cfg.Fleet.Size > 1 || cfg.Fleet.Instance > 0 {
-		in.ConfigInstance, in.ConfigSize = &cfg.Fleet.Instance, &cfg.Fleet.Size
+	if cfg.Written("fleet.instance") {
+		in.ConfigInstance = &cfg.Fleet.Instance
+	}
+	if cfg.Written("fleet.size") {
+		in.ConfigSize = &cfg.Fleet.Size
 	}
 	fleet, err := discovery.ResolveFleet(in)
 	if err != nil {

@@ -592,6 +592,15 @@ func (c *Config) Warnings() Diagnostics { return c.warnings }
 // File is the name the config was parsed under.
 func (c *Config) File() string { return c.file }
 
+// Written reports whether the file sets key (a dotted path such as
+// "fleet.instance"), as opposed to leaving its default: a setting the file
+// does not write can come from elsewhere (flags, environment). False for a
+// configuration not parsed from a file.
+func (c *Config) Written(key string) bool {
+	_, ok := c.lines[key]
+	return ok
+}
+
 // Files are the files the configuration reads when it is applied: its own
 // file, the downstream certificate, key and client CA, and the origins'
 // CAs, client certificates and keys — what `corput serve --watch`
