@@ -423,12 +423,19 @@ func checkFleetEnv(f *fleet) []string {
 	if !ok || inst.ValueFrom == nil || inst.ValueFrom.FieldRef == nil || inst.ValueFrom.FieldRef.FieldPath != podIndexField {
 		out = append(out, "CORPUT_FLEET_INSTANCE must come from the downward API field "+podIndexField)
 	}
-	size, ok := f.env("CORPUT_FLEET_SIZE")
+	// The size is the ConfigMap's fleet.size, which a reload applies in
+	// place; a variable would win over it and change only with a rollout.
+	if _, ok := f.env("CORPUT_FLEET_SIZE"); ok {
+		out = append(out, "CORPUT_FLEET_SIZE is set: it overrides the ConfigMap's fleet.size, so a resize would roll every pod; set fleet.size in the ConfigMap instead")
+	}
 	switch {
 	case f.sts.Spec.Replicas == nil:
-		out = append(out, "spec.replicas is not set; CORPUT_FLEET_SIZE must equal it")
-	case !ok || size.Value != strconv.Itoa(int(*f.sts.Spec.Replicas)):
-		out = append(out, fmt.Sprintf("CORPUT_FLEET_SIZE is %q but spec.replicas is %d; change both together", size.Value, *f.sts.Spec.Replicas))
+		out = append(out, "spec.replicas is not set; the ConfigMap's fleet.size must equal it")
+	case f.config == nil: // reported by the config check
+	case !f.config.Written("fleet.size") || f.config.Fleet.Size != int(*f.sts.Spec.Replicas):
+		out = append(out, fmt.Sprintf("the ConfigMap's fleet.size is %d but spec.replicas is %d; change both together", f.config.Fleet.Size, *f.sts.Spec.Replicas))
+	case f.config.Written("fleet.instance"):
+		out = append(out, "the ConfigMap sets fleet.instance: every pod would read it; the instance is the pod ordinal (CORPUT_FLEET_INSTANCE)")
 	}
 	return out
 }
