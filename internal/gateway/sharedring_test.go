@@ -88,16 +88,7 @@ type xdsFleetMember struct {
 
 func startXDSFleetMember(t testing.TB, server string, instance, size, loops int) *xdsFleetMember {
 	t.Helper()
-	g := newGateway(t, fmt.Sprintf(`
-loops: %d
-fleet: {instance: %d, size: %d}
-routes: [{path_prefix: /, origin: app}]
-origins:
-  - name: app
-    pool: {prewarm: 0}
-    debounce: 0s
-    discovery: {type: xds, server: %q, cluster: app, node_id: %s}
-`, loops, instance, size, server, xdsNode), Options{})
+	g := newGateway(t, xdsFleetConfig(server, instance, size, loops), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- g.RunDiscovery(ctx) }()
@@ -114,6 +105,64 @@ origins:
 	}
 	t.Cleanup(m.stop)
 	return m
+}
+
+// xdsFleetConfig is the configuration of an xDS fleet member.
+func xdsFleetConfig(server string, instance, size, loops int) string {
+	return fmt.Sprintf(`
+loops: %d
+fleet: {instance: %d, size: %d}
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    pool: {prewarm: 0}
+    debounce: 0s
+    discovery: {type: xds, server: %q, cluster: app, node_id: %s}
+`, loops, instance, size, server, xdsNode)
+}
+
+// TestAFleetResizeKeepsTheSharedRing: a gateway placed by the control
+// plane's shared indices, reloaded from instance 0 of 1 to instance 1 of
+// 4, holds the control plane's ring at the count the new fleet allows
+// (2 loops × 1 gateway capped the ring's 4 subsets at 2), placed shared,
+// and the subsets a gateway started there holds. The control plane's ring
+// has by then had endpoints replaced, so a ring rebuilt from the current
+// members alone would differ.
+func TestAFleetResizeKeepsTheSharedRing(t *testing.T) {
+	const loops = 2
+	addrs := fakeAddrs(205)
+	cp := newControlPlane(t, "127.0.0.1:0")
+	pub := newRingPublisher(t, cp, subset.Fleet{Gateways: 4, Loops: loops}, true, addrs[:200])
+	pub.publish(t)
+	m := startXDSFleetMember(t, cp.Addr(), 0, 1, loops)
+	waitFleetHolds(t, []*xdsFleetMember{m}, pub.addrs())
+	if _, err := pub.ring.Sync(addrs[5:]); err != nil {
+		t.Fatal(err)
+	}
+	pub.publish(t)
+	waitFleetHolds(t, []*xdsFleetMember{m}, pub.addrs())
+	if s := snapshotOf(m.g).Subsets(); s != 2 || pub.ring.Snapshot().Subsets() != 4 {
+		t.Fatalf("one gateway of 2 loops holds %d subsets of the control plane's %d; want 2 of 4", s, pub.ring.Snapshot().Subsets())
+	}
+
+	cfg, err := config.Parse([]byte(xdsFleetConfig(cp.Addr(), 1, 4, loops)), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !sameRing(snapshotOf(m.g), pub.ring.Snapshot()) {
+		t.Errorf("after the resize the gateway holds another ring than the control plane's (%d subsets)", snapshotOf(m.g).Subsets())
+	}
+	if got := m.g.Origins().([]cluster.OriginView)[0].Placement; got != cluster.PlacementShared {
+		t.Errorf("after the resize the placement is %q, want shared", got)
+	}
+	fresh := startXDSFleetMember(t, cp.Addr(), 1, 4, loops)
+	waitFleetHolds(t, []*xdsFleetMember{fresh}, pub.addrs())
+	if got, want := sortedSubsets(m.g), sortedSubsets(fresh.g); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("after the resize the loops' subsets differ from those of a gateway started at instance 1 of 4")
+	}
 }
 
 // holds reports whether the gateway's placement of origin app has exactly
