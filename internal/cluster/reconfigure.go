@@ -47,6 +47,7 @@ type Change struct {
 	pool      pool.Config
 	dialer    pool.Dialer // nil: keep the pool's
 	placement subset.Placement
+	placedOn  []string         // the endpoints placement was built on
 	members   []balance.Member // the new static membership, nil when unchanged
 	fleet     *config.Fleet    // the new fleet position, nil when unchanged
 }
@@ -96,6 +97,7 @@ func (o *Origin) Prepare(oc *config.Origin, fl config.Fleet) (*Change, error) {
 		if c.placement, err = o.newPlacement(oc, fl, addrs); err != nil {
 			return nil, err
 		}
+		c.placedOn = addrs
 	}
 	return c, nil
 }
@@ -172,6 +174,16 @@ func (c *Change) Commit() error {
 		o.fleet = *c.fleet
 	}
 	if c.placement != nil {
+		if c.members == nil && !slices.Equal(c.placedOn, addrsOf(o.members)) {
+			// Discovery changed the membership since Prepare: place the
+			// endpoints there are now. The settings were checked by
+			// Prepare's placement, so this cannot fail but on a bug.
+			p, err := o.newPlacement(c.oc, o.fleet, addrsOf(o.members))
+			if err != nil {
+				return err
+			}
+			c.placement = p
+		}
 		o.placement = c.placement
 		if sp, ok := c.placement.(subset.SharedPlacement); ok && o.shared != nil {
 			// A new sizing or algorithm keeps the fleet's shared ring:
