@@ -682,16 +682,22 @@ func TestPoolForAnEndpointRemovedMeanwhileIsClosed(t *testing.T) {
 // so the addresses are never dialled.
 func fleetGateway(t testing.TB, instance, size, loops int, addrs []string) *Gateway {
 	t.Helper()
-	text := fmt.Sprintf(`
+	return newGateway(t, fleetConfig(instance, size, loops, "endpoints: "+endpointList(addrs...)), Options{})
+}
+
+// fleetConfig is the configuration of gateway instance of a fleet of size
+// with the given loops, routing everything to origin app, whose pools do
+// not pre-warm and whose membership is given by the lines of members.
+func fleetConfig(instance, size, loops int, members ...string) string {
+	return fmt.Sprintf(`
 loops: %d
 fleet: {instance: %d, size: %d}
 routes: [{path_prefix: /, origin: app}]
 origins:
   - name: app
     pool: {prewarm: 0}
-    endpoints: %s
-`, loops, instance, size, endpointList(addrs...))
-	return newGateway(t, text, Options{})
+    %s
+`, loops, instance, size, strings.Join(members, "\n    "))
 }
 
 // sortedSubsets is each loop's subset of origin app, each sorted.

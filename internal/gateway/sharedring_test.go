@@ -109,16 +109,8 @@ func startXDSFleetMember(t testing.TB, server string, instance, size, loops int)
 
 // xdsFleetConfig is the configuration of an xDS fleet member.
 func xdsFleetConfig(server string, instance, size, loops int) string {
-	return fmt.Sprintf(`
-loops: %d
-fleet: {instance: %d, size: %d}
-routes: [{path_prefix: /, origin: app}]
-origins:
-  - name: app
-    pool: {prewarm: 0}
-    debounce: 0s
-    discovery: {type: xds, server: %q, cluster: app, node_id: %s}
-`, loops, instance, size, server, xdsNode)
+	return fleetConfig(instance, size, loops, "debounce: 0s",
+		fmt.Sprintf("discovery: {type: xds, server: %q, cluster: app, node_id: %s}", server, xdsNode))
 }
 
 // TestAFleetResizeKeepsTheSharedRing: a gateway placed by the control
