@@ -190,6 +190,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		st.add(o)
 	}
 	g.state.Store(st)
+	g.setFleetGauges(st.fleet)
 	g.rl.init(g, cfg)
 	g.metrics.OnScrape(g.refreshGauges)
 	return g, nil

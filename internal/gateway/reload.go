@@ -66,6 +66,13 @@ type state struct {
 	tracer  *tracing.Tracer // nil: tracing is off
 }
 
+// setFleetGauges shows the fleet position in force in corput_fleet_instance
+// and corput_fleet_size.
+func (g *Gateway) setFleetGauges(fl config.Fleet) {
+	g.metrics.FleetInstance.Set(float64(fl.Instance))
+	g.metrics.FleetSize.Set(float64(fl.Size))
+}
+
 // fleetOf is cfg's fleet position; a configuration built without one
 // (size 0) is a lone gateway.
 func fleetOf(cfg *config.Config) config.Fleet {
@@ -289,6 +296,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	next.tracer = tracer
 	g.state.Store(next)
 	if next.fleet != cur.fleet {
+		g.setFleetGauges(next.fleet)
 		g.log.Info("fleet position changed: every origin re-subset in place", "instance", next.fleet.Instance, "size", next.fleet.Size,
 			"was_instance", cur.fleet.Instance, "was_size", cur.fleet.Size)
 	}

@@ -711,6 +711,9 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 	if n := poolCount(loopPools(g)); n != 16 {
 		t.Fatalf("one gateway: its loops hold %d pools, want 16 (4 subsets of 4)", n)
 	}
+	if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_size") != 1 {
+		t.Errorf("at start /metrics says corput_fleet_size %v, want 1", fams.sum("corput_fleet_size"))
+	}
 	for _, step := range []struct {
 		name           string
 		instance, size int
@@ -734,6 +737,9 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 		}
 		if v := g.st().origins["app"].Subsets(); v.Gateway != want.Instance || v.Fleet.Gateways != want.Size {
 			t.Errorf("%s: /admin/subsets says gateway %d of %d", step.name, v.Gateway, v.Fleet.Gateways)
+		}
+		if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_instance") != float64(want.Instance) || fams.sum("corput_fleet_size") != float64(want.Size) {
+			t.Errorf("%s: /metrics says corput_fleet_instance %v, corput_fleet_size %v", step.name, fams.sum("corput_fleet_instance"), fams.sum("corput_fleet_size"))
 		}
 		waitReady(t, g)
 		after := loopPools(g)
@@ -778,6 +784,9 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 	}
 	if fl := g.st().fleet; fl != (config.Fleet{Instance: 0, Size: 2}) {
 		t.Errorf("after a refused reload the fleet position is %+v, want instance 0 of 2 kept", fl)
+	}
+	if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_instance") != 0 || fams.sum("corput_fleet_size") != 2 {
+		t.Errorf("after a refused reload /metrics says corput_fleet_instance %v, corput_fleet_size %v; want 0 and 2", fams.sum("corput_fleet_instance"), fams.sum("corput_fleet_size"))
 	}
 	getOK(t, c, g, 5)
 }

@@ -70,6 +70,8 @@ type Metrics struct {
 	SLOGuardActive          *prometheus.GaugeVec // origin, class (additive)
 	ScaleOutSignal          *prometheus.GaugeVec // origin (additive)
 	ConfigLastReloadSuccess prometheus.Gauge     // unix seconds (additive)
+	FleetInstance           prometheus.Gauge     // fleet.instance in force (additive)
+	FleetSize               prometheus.Gauge     // fleet.size in force (additive)
 	AccessLogDropped        prometheus.Counter   // no labels (additive)
 	TracingSpansDropped     prometheus.Counter   // no labels (additive)
 	ScaleOutDropped         prometheus.Counter   // no labels (additive)
@@ -134,6 +136,10 @@ func New() *Metrics {
 	m.ConfigReloads.WithLabelValues("rejected")
 	m.ConfigLastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_config_last_reload_success_timestamp_seconds",
 		Help: "When the configuration in force was loaded (start or the last applied reload), in Unix seconds."})
+	m.FleetInstance = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_fleet_instance",
+		Help: "This gateway's fleet.instance in force (set at start, moved by a reload)."})
+	m.FleetSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_fleet_size",
+		Help: "The fleet.size in force on this gateway (set at start, moved by a reload): gateways that report different sizes have not all taken a resize."})
 	m.AcceptErrors = counter("corput_accept_errors_total",
 		"Errors accepting downstream connections, by reason (fd_limit, fd_system, memory, aborted, other); the listener backs off and goes on accepting.", "reason")
 	for _, r := range accept.Reasons {
@@ -142,7 +148,7 @@ func New() *Metrics {
 	m.AccessLogDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_access_log_dropped_total",
 		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
 	m.TracingSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_tracing_spans_dropped_total",
-		Help: "Sampled spans never exported: the export queue was full (a request never waits for the exporter) or their batch failed to export."})
+		Help: "Sampled spans never exported: the export queue was full (a request never waits for the exporter), their batch failed to export, or the receiver rejected them."})
 	m.SLOGuardActive = gauge("corput_slo_guard_active",
 		"1 while the SLO guard acts for a workload class of the origin: its rolling p99 stayed over its slo.p99 budget (the worst zone is down-weighted, priority low routes are shed).", "origin", "class")
 	m.ScaleOutSignal = gauge("corput_workload_scale_out_signal",
@@ -155,6 +161,7 @@ func New() *Metrics {
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
+		m.FleetInstance, m.FleetSize,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
