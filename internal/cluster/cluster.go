@@ -298,12 +298,18 @@ func (o *Origin) newPlacement(oc *config.Origin, fl config.Fleet, addrs []string
 	if err != nil {
 		return nil, fmt.Errorf("origins[%s]: %w", o.name, err)
 	}
-	fleet := subset.Fleet{Gateways: max(fl.Size, 1), Loops: o.env.Loops}
-	p, err := alg.Place(subset.Params{Origin: o.name, Fleet: fleet, Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
+	p, err := alg.Place(subset.Params{Origin: o.name, Fleet: o.subsetFleet(fl), Sizing: sizing, Seed: rng.FNV(o.name)}, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("origin %s: subset: %w", o.name, err)
 	}
 	return p, nil
+}
+
+// subsetFleet is the fleet of frontends a placement serves when this
+// gateway is at fleet position fl: fl.Size gateways (at least 1) of the
+// gateway's loops.
+func (o *Origin) subsetFleet(fl config.Fleet) subset.Fleet {
+	return subset.Fleet{Gateways: max(fl.Size, 1), Loops: o.env.Loops}
 }
 
 // newPolicy is oc's retry policy, with the origin's metrics and trace.

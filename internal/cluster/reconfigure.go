@@ -29,12 +29,14 @@ import (
 //   - a static endpoint list: the membership delta path (Apply);
 //   - the key source of a sticky policy (balancer.hash_on);
 //   - the subset settings (or a change to or from a sticky policy, which
-//     places by "none"), or the fleet's size: a new placement (set to the
-//     origin's shared ring indices when it has them and the algorithm
-//     places by them), and only loops whose subset changed touch their
-//     pools;
-//   - this gateway's fleet instance: the same placement, read at the new
-//     instance; again only loops whose subset changed touch their pools.
+//     places by "none"): a new placement (set to the origin's shared ring
+//     indices when it has them and the algorithm places by them), and only
+//     loops whose subset changed touch their pools;
+//   - the fleet's size: the same placement told the new fleet
+//     (Placement.SetFleet: every endpoint keeps its ring index, the subset
+//     count is capped by the new number of frontends); this gateway's
+//     fleet instance: the same placement read at the new instance; either
+//     way only loops whose subset changed touch their pools.
 //
 // An origin whose configuration and fleet position did not change keeps
 // everything: Prepare returns nil.
@@ -89,7 +91,12 @@ func (o *Origin) Prepare(oc *config.Origin, fl config.Fleet) (*Change, error) {
 			c.members = members
 		}
 	}
-	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() || fl.Size != oldFleet.Size {
+	if fl.Size != oldFleet.Size {
+		if err := o.subsetFleet(fl).Validate(); err != nil {
+			return nil, fmt.Errorf("fleet.size: %w", err)
+		}
+	}
+	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() {
 		addrs := o.addrs()
 		if c.members != nil {
 			addrs = addrsOf(c.members)
@@ -171,7 +178,23 @@ func (c *Change) Commit() error {
 	o.conf.Store(c.oc)
 	o.keys.Store(keySource(c.oc))
 	if c.fleet != nil {
+		resized := c.fleet.Size != o.fleet.Size
 		o.fleet = *c.fleet
+		if resized && c.placement == nil {
+			// The same ring, its subset count capped by the new number of
+			// frontends: a resize moves no endpoint's index, so a ring
+			// with its own history keeps it (rebuilding it from the
+			// current members would reshuffle a gateway whose membership
+			// changed since it started).
+			if err := o.placement.SetFleet(o.subsetFleet(o.fleet)); err != nil {
+				return err // validated in Prepare: not reached
+			}
+			if sp, ok := o.placement.(subset.SharedPlacement); ok && o.shared != nil {
+				if err := sp.PlaceShared(*o.shared); err != nil { // the control plane's count, capped anew
+					return err // checked when applied: not reached
+				}
+			}
+		}
 	}
 	if c.placement != nil {
 		if c.members == nil && !slices.Equal(c.placedOn, addrsOf(o.members)) {

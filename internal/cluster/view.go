@@ -122,7 +122,7 @@ func (o *Origin) Subsets() SubsetsView {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	v := SubsetsView{Origin: o.name, Algorithm: string(o.conf.Load().Subset.Algorithm), Subsets: 1, Placement: o.mode,
-		Fleet: subset.Fleet{Gateways: max(o.fleet.Size, 1), Loops: o.env.Loops}, Gateway: o.fleet.Instance}
+		Fleet: o.subsetFleet(o.fleet), Gateway: o.fleet.Instance}
 	snap := o.placement.Snapshot()
 	v.Subsets = snap.Subsets()
 	for _, e := range snap.Endpoints() {

@@ -681,8 +681,9 @@ func TestReloadFromH2ToH1KeepsServing(t *testing.T) {
 	}
 }
 
-// TestReloadMovesTheFleetPosition: a new fleet.size, then a new
-// fleet.instance, in the file re-subset the origin in place. After each
+// TestReloadMovesTheFleetPosition: a new fleet.size, a new
+// fleet.instance, then a resize the subset count does not feel, in the
+// file re-subset the origin in place. After each
 // reload every loop holds the subset a gateway started at that position
 // holds; a pool of an endpoint a loop keeps is the same pool (its
 // connections stay); the origins see exactly the pre-warmed connections of
@@ -725,6 +726,9 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 		{"size 1 → 2", 1, 2, 8, 0, 8},
 		// The other gateway's subsets: every pair is new.
 		{"instance 1 → 0", 0, 2, 8, 8, 8},
+		// 4 loops × 4 gateways: 16 frontends for the same 8 subsets, which
+		// 8 already covered: the common resize moves nothing.
+		{"size 2 → 4", 0, 4, 8, 0, 0},
 	} {
 		before, accepted0 := loopPools(g), accepted(origins)
 		writeFileAtomic(t, file, text(step.instance, step.size))
@@ -778,15 +782,15 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 		getOK(t, c, g, 10)
 	}
 
-	writeFileAtomic(t, file, text(2, 2))
+	writeFileAtomic(t, file, text(4, 4))
 	if code, res := postReload(t, g); code != http.StatusBadRequest || !strings.Contains(strings.Join(res.Errors, "\n"), "fleet.instance") {
-		t.Errorf("reload to instance 2 of 2: %d %v, want 400 naming fleet.instance", code, res.Errors)
+		t.Errorf("reload to instance 4 of 4: %d %v, want 400 naming fleet.instance", code, res.Errors)
 	}
-	if fl := g.st().fleet; fl != (config.Fleet{Instance: 0, Size: 2}) {
-		t.Errorf("after a refused reload the fleet position is %+v, want instance 0 of 2 kept", fl)
+	if fl := g.st().fleet; fl != (config.Fleet{Instance: 0, Size: 4}) {
+		t.Errorf("after a refused reload the fleet position is %+v, want instance 0 of 4 kept", fl)
 	}
-	if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_instance") != 0 || fams.sum("corput_fleet_size") != 2 {
-		t.Errorf("after a refused reload /metrics says corput_fleet_instance %v, corput_fleet_size %v; want 0 and 2", fams.sum("corput_fleet_instance"), fams.sum("corput_fleet_size"))
+	if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_instance") != 0 || fams.sum("corput_fleet_size") != 4 {
+		t.Errorf("after a refused reload /metrics says corput_fleet_instance %v, corput_fleet_size %v; want 0 and 4", fams.sum("corput_fleet_instance"), fams.sum("corput_fleet_size"))
 	}
 	getOK(t, c, g, 5)
 }
