@@ -730,7 +730,11 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 		// 8 already covered: the common resize moves nothing.
 		{"size 2 → 4", 0, 4, 8, 0, 0},
 	} {
-		before, accepted0 := loopPools(g), accepted(origins)
+		// Every pre-warmed connection counted by the origins (their
+		// accept loops may lag the gateway's dials) before the count.
+		before := loopPools(g)
+		poll.Until(t, "the origins to count the pre-warmed connections", func() bool { return open() == int64(poolCount(before)*prewarm) })
+		accepted0 := accepted(origins)
 		writeFileAtomic(t, file, text(step.instance, step.size))
 		if code, res := postReload(t, g); code != http.StatusOK {
 			t.Fatalf("%s: reload refused: %d %v", step.name, code, res.Errors)
@@ -766,10 +770,10 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 			t.Fatalf("%s: the loops hold %d pools, %d gained and %d lost; want %d, %d and %d",
 				step.name, poolCount(after), gained, lost, step.pairs, step.gained, step.lost)
 		}
+		poll.Until(t, "the lost pools' connections to close and the gained ones' to be counted", func() bool { return open() == int64(poolCount(after)*prewarm) })
 		if got, want := accepted(origins)-accepted0, int64(gained*prewarm); got != want {
 			t.Errorf("%s: the reload opened %d connections, want %d (%d pairs gained × %d pre-warmed)", step.name, got, want, gained, prewarm)
 		}
-		poll.Until(t, "the lost pools' connections to close", func() bool { return open() == int64(poolCount(after)*prewarm) })
 		// A gateway started at this position holds the same subsets.
 		fresh := startFromFile(t, file)
 		for l, ps := range loopPools(fresh) {
