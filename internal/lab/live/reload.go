@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +31,10 @@ import (
 //	[2s+W, 2s+2W)      the reload window: Reloads SIGHUPs, ReloadEvery apart
 //	                   (half an interval from its edges), each after the
 //	                   config file was rewritten (renamed over) with a real
-//	                   change: odd ones add a route, even ones lower or
-//	                   raise pool.max_connections (64 ↔ 32); each is
-//	                   waited for in corput_config_reloads_total
+//	                   change, in turn: a route added, pool.max_connections
+//	                   lowered or raised (64 ↔ 32), fleet.size moved
+//	                   (1 ↔ 2); each is waited for in
+//	                   corput_config_reloads_total
 //	2s gap
 //	[R, R+RestartWindow)  the restart: a new `corput serve` on the same
 //	                   config and the same socket; once it is ready, the
@@ -42,7 +44,8 @@ import (
 // origins accepted (ground truth) and corput_upstream_connections_created_total
 // summed over the gateway processes (a process that has exited keeps its
 // last count). A reload must create no more connections than the baseline
-// window of the same length; the restart re-creates every pool.
+// window of the same length; the restart re-creates every pool the old
+// process held.
 
 // Reload experiment defaults.
 const (
@@ -82,8 +85,12 @@ type ReloadResult struct {
 	Step   Step   `json:"step"`   // the gateway's upstream side
 	Config string `json:"config"` // the file as first written
 	// Prewarmed is what the first process opened before it was ready,
-	// at the origins: its pools × prewarm, what a restart opens again.
+	// at the origins: its pools × prewarm.
 	Prewarmed int64 `json:"prewarmed"`
+	// RestartPrewarm is what the restart must open again: the pools the
+	// old process held just before it (corput_subset_size summed: the
+	// reloads' fleet.size changes may have changed them) × prewarm.
+	RestartPrewarm int64 `json:"restart_prewarm"`
 	// Gateways are the two processes' downstream addresses: the socket
 	// handed over, both times.
 	Gateways     []string `json:"gateways"`
@@ -125,6 +132,9 @@ type RunningConfig struct {
 				MaxConnections int `json:"max_connections"`
 			} `json:"pool"`
 		} `json:"origins"`
+		Fleet struct {
+			Size int `json:"size"`
+		} `json:"fleet"`
 	} `json:"config"`
 }
 
@@ -189,18 +199,40 @@ func (o Options) reloadSpans() (baseline, reloads, restart [2]float64, load time
 	return baseline, reloads, restart, time.Duration(restart[1] * float64(time.Second))
 }
 
-// reloadChange is what reload i (from 1) changes in the file: an odd one
-// adds a route, an even one moves pool.max_connections.
-func reloadChange(i int, routes []string, maxConns int) ([]string, int, string) {
-	if i%2 == 1 {
+// reloadFile is what the reloaded gateway's file varies: its extra routes,
+// the origin's pool.max_connections and fleet.size.
+type reloadFile struct {
+	routes    []string
+	maxConns  int
+	fleetSize int
+}
+
+// firstReloadFile is the file the gateway starts on.
+func firstReloadFile() reloadFile { return reloadFile{maxConns: capHigh, fleetSize: 1} }
+
+// next is the file reload i (from 1) writes, and its change, in turn: a
+// route added, pool.max_connections moved (64 ↔ 32), fleet.size moved
+// (1 ↔ 2: twice the frontends for the same subsets, which one gateway's
+// loops already cover, so the resize moves no subset).
+func (f reloadFile) next(i int) (reloadFile, string) {
+	switch i % 3 {
+	case 1:
 		r := fmt.Sprintf("/reload-%d/", i)
-		return append(routes, r), maxConns, "route " + r + " added"
+		f.routes = append(slices.Clip(f.routes), r)
+		return f, "route " + r + " added"
+	case 2:
+		was := f.maxConns
+		f.maxConns = map[bool]int{true: capHigh, false: capLow}[was == capLow]
+		return f, fmt.Sprintf("pool.max_connections %d → %d", was, f.maxConns)
 	}
-	next := capLow
-	if maxConns == capLow {
-		next = capHigh
-	}
-	return routes, next, fmt.Sprintf("pool.max_connections %d → %d", maxConns, next)
+	was := f.fleetSize
+	f.fleetSize = 3 - was
+	return f, fmt.Sprintf("fleet.size %d → %d", was, f.fleetSize)
+}
+
+// config is the file's text for step st's gateway (instance 0).
+func (f reloadFile) config(st Step, title string, endpoints []string) []byte {
+	return st.config(title, 0, f.fleetSize, endpoints, f.routes, f.maxConns)
 }
 
 // fleetView is the gateway processes the sampler reads. A process being
@@ -322,10 +354,9 @@ func (r *run) reload(ctx context.Context, work string) (ReloadResult, error) {
 	addr := ln.Addr().String()
 
 	path := filepath.Join(work, "reload-gw.yaml")
-	var routes []string
-	maxConns := capHigh
+	file := firstReloadFile()
 	write := func() ([]byte, error) {
-		text := st.config("the reload experiment: "+st.Title, 0, 1, r.res.Origins, routes, maxConns)
+		text := file.config(st, "the reload experiment: "+st.Title, r.res.Origins)
 		sum := sha256.Sum256(text)
 		res.FileHash = "sha256:" + hex.EncodeToString(sum[:])
 		tmp := path + ".tmp"
@@ -427,7 +458,7 @@ func (r *run) reload(ctx context.Context, work string) (ReloadResult, error) {
 					return err
 				}
 				var change string
-				routes, maxConns, change = reloadChange(i, routes, maxConns)
+				file, change = file.next(i)
 				if _, err := write(); err != nil {
 					return fmt.Errorf("reload %d: %w", i, err)
 				}
@@ -447,6 +478,11 @@ func (r *run) reload(ctx context.Context, work string) (ReloadResult, error) {
 			if err := wait(restartSpan[0] + 0.5); err != nil {
 				return err
 			}
+			c, err := r.sc.gateway(lctx, old.admin)
+			if err != nil {
+				return fmt.Errorf("before the restart: %w", err)
+			}
+			res.RestartPrewarm = int64(c.Pools) * int64(st.Prewarm)
 			event("restart", "a new corput serve on the same config and socket")
 			g, err := launch("reload-gw-b")
 			if err != nil {
@@ -614,8 +650,8 @@ func (res *ReloadResult) checks() []Check {
 		{
 			Name: fmt.Sprintf(`reload: reloads applied (corput_config_reloads_total{result="ok"}) = %d`, res.Reloads),
 			Pass: res.ReloadsOK == float64(res.Reloads) && res.ReloadsRejected == 0 && matches,
-			Detail: fmt.Sprintf("%d SIGHUPs: %.0f ok, %.0f rejected; GET /admin/config after the last: the file as last written %v (%d routes, max_connections %d)",
-				res.Reloads, res.ReloadsOK, res.ReloadsRejected, map[bool]string{true: "yes", false: "NO"}[matches], len(run.Routes), pool),
+			Detail: fmt.Sprintf("%d SIGHUPs: %.0f ok, %.0f rejected; GET /admin/config after the last: the file as last written %v (%d routes, max_connections %d, fleet.size %d)",
+				res.Reloads, res.ReloadsOK, res.ReloadsRejected, map[bool]string{true: "yes", false: "NO"}[matches], len(run.Routes), pool, run.Fleet.Size),
 		},
 		{
 			Name:   "reload: 0 failed requests in the reload window",
@@ -623,10 +659,10 @@ func (res *ReloadResult) checks() []Check {
 			Detail: fmt.Sprintf("%d failed of %d answered (the restart window: %d of %d)", rl.Failed, rl.Answered, rs.Failed, rs.Answered),
 		},
 		{
-			Name: "reload: the restart opens its pools again (created in the restart window ≥ the first start's pre-warm)",
-			Pass: res.Prewarmed > 0 && rs.OriginCreated >= res.Prewarmed && rs.MetricsCreated >= float64(res.Prewarmed),
-			Detail: fmt.Sprintf("origins %d, /metrics %.0f; the first process pre-warmed %d",
-				rs.OriginCreated, rs.MetricsCreated, res.Prewarmed),
+			Name: "reload: the restart opens its pools again (created in the restart window ≥ the pools held before it × prewarm)",
+			Pass: res.RestartPrewarm > 0 && rs.OriginCreated >= res.RestartPrewarm && rs.MetricsCreated >= float64(res.RestartPrewarm),
+			Detail: fmt.Sprintf("origins %d, /metrics %.0f; the pools before it × prewarm: %d (the first process pre-warmed %d)",
+				rs.OriginCreated, rs.MetricsCreated, res.RestartPrewarm, res.Prewarmed),
 		},
 	}
 }

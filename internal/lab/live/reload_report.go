@@ -41,18 +41,21 @@ func (res *ReloadResult) happened(name string) string {
 	case WindowBaseline:
 		return "the steady load, nothing else"
 	case WindowReloads:
-		routes, caps := 0, 0
+		routes, caps, sizes := 0, 0, 0
 		for _, e := range res.Events {
 			if e.Kind == "reload" {
-				if strings.HasPrefix(e.Detail, "route") {
+				switch {
+				case strings.HasPrefix(e.Detail, "route"):
 					routes++
-				} else {
+				case strings.HasPrefix(e.Detail, "fleet.size"):
+					sizes++
+				default:
 					caps++
 				}
 			}
 		}
-		return fmt.Sprintf("%d SIGHUPs (%d routes added, %d pool.max_connections changes); applied: %.0f (reloads_total ok), rejected %.0f",
-			res.Reloads, routes, caps, res.ReloadsOK, res.ReloadsRejected)
+		return fmt.Sprintf("%d SIGHUPs (%d routes added, %d pool.max_connections and %d fleet.size changes); applied: %.0f (reloads_total ok), rejected %.0f",
+			res.Reloads, routes, caps, sizes, res.ReloadsOK, res.ReloadsRejected)
 	case WindowRestart:
 		at := func(kind string) float64 {
 			for _, e := range res.Events {

@@ -47,8 +47,8 @@ func checkReload(t *testing.T, o Options, res Results) {
 	if rl.OriginCreated != 0 || rl.MetricsCreated != 0 || b.OriginCreated != 0 {
 		t.Errorf("created in the reload window %d / %v, in the baseline %d: want none", rl.OriginCreated, rl.MetricsCreated, b.OriginCreated)
 	}
-	if rs.OriginCreated != rr.Prewarmed || rs.MetricsCreated != float64(rr.Prewarmed) {
-		t.Errorf("created in the restart window %d / %v, want the new process's pre-warm, %d", rs.OriginCreated, rs.MetricsCreated, rr.Prewarmed)
+	if rs.OriginCreated != rr.RestartPrewarm || rs.MetricsCreated != float64(rr.RestartPrewarm) {
+		t.Errorf("created in the restart window %d / %v, want the new process's pre-warm, %d", rs.OriginCreated, rs.MetricsCreated, rr.RestartPrewarm)
 	}
 	if rl.Failed != 0 || rs.Failed != 0 || rr.Load.Requests != rr.Load.ok() || rr.Load.Requests == 0 {
 		t.Errorf("failed: %d in the reload window, %d in the restart's; %d of %d requests 2xx: %v",
@@ -72,9 +72,13 @@ func checkReload(t *testing.T, o Options, res Results) {
 			t.Errorf("the restart at %.2fs, outside its window %.1f–%.1f", e.T, rs.From, rs.To)
 		}
 	}
-	if cfg := rr.Running.Config; len(cfg.Routes) != 1+(o.Reloads+1)/2 || len(cfg.Origins) != 1 ||
-		cfg.Origins[0].Pool.MaxConnections != map[bool]int{true: capLow, false: capHigh}[(o.Reloads/2)%2 == 1] {
+	routes, caps, sizes := (o.Reloads+2)/3, (o.Reloads+1)/3, o.Reloads/3 // reloadFile.next's turns
+	if cfg := rr.Running.Config; len(cfg.Routes) != 1+routes || len(cfg.Origins) != 1 ||
+		cfg.Origins[0].Pool.MaxConnections != map[bool]int{true: capLow, false: capHigh}[caps%2 == 1] || cfg.Fleet.Size != 1+sizes%2 {
 		t.Errorf("GET /admin/config after the reloads: %+v", cfg)
+	}
+	if rr.RestartPrewarm <= 0 {
+		t.Errorf("the pools before the restart × prewarm: %d", rr.RestartPrewarm)
 	}
 	if rr.LeftOpen != 0 {
 		t.Errorf("%d connections left open at the origins after both processes stopped", rr.LeftOpen)
@@ -151,7 +155,7 @@ func reloadSeries(t *testing.T) ReloadResult {
 		t.Fatal(err)
 	}
 	b, rl, rs, d := o.reloadSpans()
-	res := ReloadResult{Reloads: 3, ReloadsOK: 3, Prewarmed: 8, FileHash: "sha256:f11e", Windows: []Window{
+	res := ReloadResult{Reloads: 3, ReloadsOK: 3, Prewarmed: 8, RestartPrewarm: 8, FileHash: "sha256:f11e", Windows: []Window{
 		{Name: WindowBaseline, From: b[0], To: b[1]},
 		{Name: WindowReloads, From: rl[0], To: rl[1]},
 		{Name: WindowRestart, From: rs[0], To: rs[1]},
@@ -261,24 +265,28 @@ func TestReloadConfigs(t *testing.T) {
 	for i := range eps {
 		eps[i] = fmt.Sprintf("127.0.0.1:%d", 20000+i)
 	}
-	var routes []string
-	maxConns := capHigh
+	file := firstReloadFile()
 	for i := 0; i <= DefaultReloads; i++ {
 		var change string
 		if i > 0 {
-			routes, maxConns, change = reloadChange(i, routes, maxConns)
+			file, change = file.next(i)
 		}
-		cfg, err := config.Parse(st.config("reload", 0, 1, eps, routes, maxConns), "reload.yaml")
+		cfg, err := config.Parse(file.config(st, "reload", eps), "reload.yaml")
 		if err != nil {
 			t.Fatalf("after reload %d (%s): %v", i, change, err)
 		}
 		oc := cfg.Origins[0]
-		if len(cfg.Routes) != 1+(i+1)/2 || oc.Pool.MaxConnections != maxConns || oc.Protocol != config.ProtocolH2C ||
-			oc.Pool.Prewarm != 1 || cfg.Fleet.Size != 1 || cfg.Loops != o.Loops {
+		// Reloads 1, 4, 7, … add a route; 2, 5, 8, … move the cap; 3, 6,
+		// 9, … move the fleet's size.
+		routes, caps, sizes := (i+2)/3, (i+1)/3, i/3
+		if len(cfg.Routes) != 1+routes || oc.Protocol != config.ProtocolH2C || oc.Pool.Prewarm != 1 || cfg.Loops != o.Loops {
 			t.Errorf("after reload %d (%s): %d routes, %+v", i, change, len(cfg.Routes), oc.Pool)
 		}
-		if want := map[bool]int{true: capLow, false: capHigh}[(i/2)%2 == 1]; maxConns != want {
-			t.Errorf("after reload %d: max_connections %d, want %d", i, maxConns, want)
+		if want := map[bool]int{true: capLow, false: capHigh}[caps%2 == 1]; oc.Pool.MaxConnections != want {
+			t.Errorf("after reload %d: max_connections %d, want %d", i, oc.Pool.MaxConnections, want)
+		}
+		if want := 1 + sizes%2; cfg.Fleet.Size != want || cfg.Fleet.Instance != 0 {
+			t.Errorf("after reload %d: fleet %+v, want instance 0 of %d", i, cfg.Fleet, want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ const (
 	metricOpen    = "corput_upstream_connections_open"
 	metricClosed  = "corput_upstream_connections_closed_total"
 	metricReloads = "corput_config_reloads_total"
+	metricSubset  = "corput_subset_size"
 )
 
 // scraper reads the two sides of the count: each origin's /origin/stats
@@ -91,6 +92,9 @@ type gatewayCount struct {
 	// ReloadsOK and ReloadsRejected are corput_config_reloads_total by
 	// result.
 	ReloadsOK, ReloadsRejected float64
+	// Pools is corput_subset_size summed: the (loop, endpoint) pools of
+	// the loops' subsets.
+	Pools float64
 }
 
 // gateway scrapes the gateway whose admin listener is at admin.
@@ -110,6 +114,9 @@ func (s *scraper) gateway(ctx context.Context, admin string) (gatewayCount, erro
 	}
 	for _, m := range fams[metricCreated].GetMetric() {
 		gc.Created += m.GetCounter().GetValue()
+	}
+	for _, m := range fams[metricSubset].GetMetric() {
+		gc.Pools += m.GetGauge().GetValue()
 	}
 	for _, m := range fams[metricReloads].GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -165,6 +172,7 @@ func (a gatewayCount) plus(b gatewayCount) gatewayCount {
 	a.Created += b.Created
 	a.ReloadsOK += b.ReloadsOK
 	a.ReloadsRejected += b.ReloadsRejected
+	a.Pools += b.Pools
 	for k, v := range b.Closed {
 		a.Closed[k] += v
 	}
