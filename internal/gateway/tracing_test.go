@@ -316,6 +316,59 @@ func exported(t *testing.T, rc *receiver.Receiver, origin *seen, id string) {
 	})
 }
 
+// TestAFleetMoveRenamesTheTracesInstance: spans carry the gateway's
+// fleet instance as service.instance.id; a reload that moves the instance
+// replaces the Tracer (the id is the resource's, fixed per Tracer), and
+// the next request's spans carry the new one.
+func TestAFleetMoveRenamesTheTracesInstance(t *testing.T) {
+	rc, err := receiver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	live, origin := traceOrigin(t)
+	text := func(instance int) string {
+		return fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: 1.0}\nfleet: {instance: %d, size: 2}\n", rc.GRPCAddr(), instance) +
+			withEndpoints(cfgText(1, ""), live.addr)
+	}
+	g := startGateway(t, text(0), nil, Options{})
+	c := downstream(t, dsH1, nil)
+	first := g.st().tracer
+	tracedGet(t, c, g.Addr(), "a", nil)
+	exported(t, rc, origin, "a")
+	cfg, err := config.Parse([]byte(text(1)), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if g.st().tracer == first {
+		t.Fatal("a reload that moved the fleet instance kept the Tracer")
+	}
+	tracedGet(t, c, g.Addr(), "b", nil)
+	exported(t, rc, origin, "b")
+	checkServerSpans(t, rc, origin, "service.instance.id", func(s receiver.Span) string { return s.Instance }, map[string]string{"a": "0", "b": "1"})
+}
+
+// checkServerSpans checks what of each request's server span (by the
+// request id the origin saw) reached rc: want maps request ids to it.
+func checkServerSpans(t *testing.T, rc *receiver.Receiver, origin *seen, what string, of func(receiver.Span) string, want map[string]string) {
+	t.Helper()
+	got := map[string]string{} // trace id → what of its server span
+	for _, s := range rc.Spans() {
+		if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+			got[s.TraceID] = of(s)
+		}
+	}
+	for id, w := range want {
+		parent, _ := origin.get(id)
+		if f := strings.Split(parent, "-"); len(f) != 4 || got[f[1]] != w {
+			t.Errorf("request %s (traceparent %q): its server span's %s is %q, want %q", id, parent, what, got[strings.Split(parent+"--", "-")[1]], w)
+		}
+	}
+}
+
 // TestReloadSwapsTheTracer: a reload that changes the tracing block sends
 // new requests' spans to the new receiver (another protocol here), and one
 // that removes it lets traceparent through unchanged again; a reload that
@@ -356,18 +409,7 @@ func TestReloadSwapsTheTracer(t *testing.T) {
 	reload("")
 	tracedGet(t, c, g.Addr(), "c", map[string]string{"Traceparent": clientParent})
 	flush(t, g)
-	via := map[string]string{} // trace id → protocol of its server span
-	for _, s := range rc.Spans() {
-		if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
-			via[s.TraceID] = s.Protocol
-		}
-	}
-	for id, want := range map[string]string{"a": "grpc", "b": "http"} {
-		parent, _ := origin.get(id)
-		if f := strings.Split(parent, "-"); len(f) != 4 || via[f[1]] != want {
-			t.Errorf("request %s (traceparent %q) was exported over %q, want %s", id, parent, via[strings.Split(parent+"--", "-")[1]], want)
-		}
-	}
+	checkServerSpans(t, rc, origin, "protocol", func(s receiver.Span) string { return s.Protocol }, map[string]string{"a": "grpc", "b": "http"})
 	if parent, _ := origin.get("c"); parent != clientParent {
 		t.Errorf("with tracing reloaded off, the origin saw %q, want the client's %q", parent, clientParent)
 	}

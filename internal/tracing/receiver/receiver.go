@@ -37,6 +37,7 @@ type Span struct {
 	Attrs                     map[string]string // values as text
 	Error                     bool              // status ERROR
 	Service                   string            // the resource's service.name
+	Instance                  string            // the resource's service.instance.id ("" for none)
 	Protocol                  string            // "grpc" or "http": how it arrived
 }
 
@@ -129,10 +130,13 @@ func (r *Receiver) Headers() []http.Header {
 func (r *Receiver) add(req *collectorpb.ExportTraceServiceRequest, h http.Header, protocol string) {
 	var got []Span
 	for _, rs := range req.GetResourceSpans() {
-		service := ""
+		service, instance := "", ""
 		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
+			switch kv.GetKey() {
+			case "service.name":
 				service = text(kv.GetValue())
+			case "service.instance.id":
+				instance = text(kv.GetValue())
 			}
 		}
 		for _, ss := range rs.GetScopeSpans() {
@@ -141,7 +145,7 @@ func (r *Receiver) add(req *collectorpb.ExportTraceServiceRequest, h http.Header
 					TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
 					Name: s.GetName(), Kind: s.GetKind(), Attrs: map[string]string{},
 					Error:   s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR,
-					Service: service, Protocol: protocol,
+					Service: service, Instance: instance, Protocol: protocol,
 				}
 				if p := s.GetParentSpanId(); len(p) > 0 {
 					sp.ParentID = hex.EncodeToString(p)
