@@ -19,8 +19,9 @@
 //     the pod labels, probes reach /readyz and /healthz on the admin port
 //     the embedded config really listens on, the admin port is published by
 //     no Service that leaves the cluster, the ConfigMap's fleet.size equals
-//     the replica count (and no CORPUT_FLEET_SIZE overrides it), and the grace period outlasts the preStop sleep plus
-//     the config's drain timeout. The embedded config passes config.Parse
+//     the replica count (and no CORPUT_FLEET_SIZE overrides it), and the
+//     grace period outlasts the preStop sleep plus the config's drain
+//     timeout. The embedded config passes config.Parse
 //     without a warning, over the files its volume mounts (so the admin
 //     token file is set and comes from the Secret). The NetworkPolicy keeps
 //     the http port open and admits only label-selected peers (Prometheus)

@@ -279,9 +279,9 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 
 // newPlacement builds the subset placement of the configured algorithm
 // (ringsteady by default; "none" gives every loop every endpoint) for a
-// fleet of fleet.Size gateways. A sticky origin is placed by "none" whatever its subset
-// says: its key order spans the whole origin, so every loop holds a pool
-// per endpoint (docs/subsetting.md, "Sticky origins").
+// fleet of fl.Size gateways. A sticky origin is placed by "none" whatever
+// its subset says: its key order spans the whole origin, so every loop
+// holds a pool per endpoint (docs/subsetting.md, "Sticky origins").
 func (o *Origin) newPlacement(oc *config.Origin, fl config.Fleet, addrs []string) (subset.Placement, error) {
 	name := string(oc.Subset.Algorithm)
 	switch {

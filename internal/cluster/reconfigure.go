@@ -91,11 +91,6 @@ func (o *Origin) Prepare(oc *config.Origin, fl config.Fleet) (*Change, error) {
 			c.members = members
 		}
 	}
-	if fl.Size != oldFleet.Size {
-		if err := o.subsetFleet(fl).Validate(); err != nil {
-			return nil, fmt.Errorf("fleet.size: %w", err)
-		}
-	}
 	if !reflect.DeepEqual(old.Subset, oc.Subset) || old.Balancer.Sticky() != oc.Balancer.Sticky() {
 		addrs := o.addrs()
 		if c.members != nil {
@@ -164,7 +159,7 @@ func (c *Change) Commit() error {
 					cfg.Prewarm = 0 // an on-demand pool outside the subset stays unwarmed
 				}
 				if err := p.Reconfigure(cfg, c.dialer); err != nil {
-					return err // validated in Prepare: not reached
+					return err // subsetFleet has a gateway and a loop at least: not reached
 				}
 				if renew {
 					p.Renew()
@@ -187,7 +182,7 @@ func (c *Change) Commit() error {
 			// current members would reshuffle a gateway whose membership
 			// changed since it started).
 			if err := o.placement.SetFleet(o.subsetFleet(o.fleet)); err != nil {
-				return err // validated in Prepare: not reached
+				return err // subsetFleet has a gateway and a loop at least: not reached
 			}
 			if sp, ok := o.placement.(subset.SharedPlacement); ok && o.shared != nil {
 				if err := sp.PlaceShared(*o.shared); err != nil { // the control plane's count, capped anew

@@ -172,7 +172,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.alog = alog
 	g.setWebhook(cfg)
 	st := newState(cfg, nil)
-	if st.tracer, err = g.newTracer(cfg.Tracing, st.fleet); err != nil {
+	if st.tracer, err = g.newTracer(cfg.Tracing, st.fleet()); err != nil {
 		g.alog.Close()
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		st.add(o)
 	}
 	g.state.Store(st)
-	g.setFleetGauges(st.fleet)
+	g.setFleetGauges(st.fleet())
 	g.rl.init(g, cfg)
 	g.metrics.OnScrape(g.refreshGauges)
 	return g, nil
@@ -359,7 +359,7 @@ func (g *Gateway) Start() error {
 	go func() { g.serveErr <- g.ended("listen", serve()) }()
 	go func() { g.serveErr <- g.ended("admin", admin.Serve(aln)) }()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(), "admin_access", access.Mode(),
-		"loops", g.loops, "fleet_instance", g.st().fleet.Instance, "fleet_size", g.st().fleet.Size)
+		"loops", g.loops, "fleet_instance", g.st().fleet().Instance, "fleet_size", g.st().fleet().Size)
 	if access.RefusesProtected() {
 		g.log.Warn("the admin listener is not on loopback and admin.token_file is not set: /admin/*, /debug/pprof/* and the dashboard answer 403; only /metrics, /healthz and /readyz are served",
 			"admin", aln.Addr().String())

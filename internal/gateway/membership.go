@@ -86,7 +86,7 @@ func (g *Gateway) runSources(ctx context.Context) error {
 				node := dc.NodeID
 				if node == "" {
 					host, _ := os.Hostname()
-					node = fmt.Sprintf("corput-%s-%d", host, g.st().fleet.Instance)
+					node = fmt.Sprintf("corput-%s-%d", host, g.st().fleet().Instance)
 				}
 				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: oc.Zone.Local,
 					Clusters: map[string]string{}, Clock: g.clk, Logger: g.log,

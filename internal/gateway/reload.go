@@ -57,7 +57,6 @@ import (
 // state is what requests read: one immutable value, swapped by a reload.
 type state struct {
 	cfg     *config.Config
-	fleet   config.Fleet // cfg.Fleet, its size at least 1
 	router  *Router
 	classes *workload.Classifier // the workload's match rules; nil without a workload block
 	origins map[string]*cluster.Origin
@@ -72,6 +71,9 @@ func (g *Gateway) setFleetGauges(fl config.Fleet) {
 	g.metrics.FleetInstance.Set(float64(fl.Instance))
 	g.metrics.FleetSize.Set(float64(fl.Size))
 }
+
+// fleet is the fleet position in force.
+func (st *state) fleet() config.Fleet { return fleetOf(st.cfg) }
 
 // fleetOf is cfg's fleet position; a configuration built without one
 // (size 0) is a lone gateway.
@@ -95,7 +97,7 @@ func newState(cfg *config.Config, list []*cluster.Origin) *state {
 			}
 		}
 	}
-	st := &state{cfg: cfg, fleet: fleetOf(cfg), router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
+	st := &state{cfg: cfg, router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
 		fwd: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}}
 	for _, o := range list {
 		st.add(o)
@@ -260,10 +262,11 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		}
 	}
 	list := make([]*cluster.Origin, 0, len(cfg.Origins))
+	fl := fleetOf(cfg)
 	for i := range cfg.Origins {
 		oc := &cfg.Origins[i]
 		if o, ok := cur.origins[oc.Name]; ok {
-			c, err := o.Prepare(oc, fleetOf(cfg))
+			c, err := o.Prepare(oc, fl)
 			if err != nil {
 				abandon()
 				return err
@@ -295,10 +298,10 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	next := newState(cfg, list)
 	next.tracer = tracer
 	g.state.Store(next)
-	if next.fleet != cur.fleet {
-		g.setFleetGauges(next.fleet)
-		g.log.Info("fleet position changed: every origin re-subset in place", "instance", next.fleet.Instance, "size", next.fleet.Size,
-			"was_instance", cur.fleet.Instance, "was_size", cur.fleet.Size)
+	if fl, was := next.fleet(), cur.fleet(); fl != was {
+		g.setFleetGauges(fl)
+		g.log.Info("fleet position changed: every origin re-subset in place", "instance", fl.Instance, "size", fl.Size,
+			"was_instance", was.Instance, "was_size", was.Size)
 	}
 	if tracerChanged {
 		g.retireTracer(cur.tracer)

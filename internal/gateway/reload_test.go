@@ -740,7 +740,7 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 			t.Fatalf("%s: reload refused: %d %v", step.name, code, res.Errors)
 		}
 		want := config.Fleet{Instance: step.instance, Size: step.size}
-		if fl := g.st().fleet; fl != want {
+		if fl := g.st().fleet(); fl != want {
 			t.Fatalf("%s: the fleet position is %+v, want %+v", step.name, fl, want)
 		}
 		if v := g.st().origins["app"].Subsets(); v.Gateway != want.Instance || v.Fleet.Gateways != want.Size {
@@ -790,7 +790,7 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 	if code, res := postReload(t, g); code != http.StatusBadRequest || !strings.Contains(strings.Join(res.Errors, "\n"), "fleet.instance") {
 		t.Errorf("reload to instance 4 of 4: %d %v, want 400 naming fleet.instance", code, res.Errors)
 	}
-	if fl := g.st().fleet; fl != (config.Fleet{Instance: 0, Size: 4}) {
+	if fl := g.st().fleet(); fl != (config.Fleet{Instance: 0, Size: 4}) {
 		t.Errorf("after a refused reload the fleet position is %+v, want instance 0 of 4 kept", fl)
 	}
 	if fams := scrapeFamilies(t, g); fams.sum("corput_fleet_instance") != 0 || fams.sum("corput_fleet_size") != 4 {

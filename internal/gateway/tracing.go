@@ -34,7 +34,7 @@ func instanceID(fl config.Fleet) string {
 // changed, else a new one (nil: off).
 func (g *Gateway) nextTracer(cur *state, cfg *config.Config) (next *tracing.Tracer, changed bool, err error) {
 	fl := fleetOf(cfg)
-	if cur.tracer.Same(cfg.Tracing) && instanceID(fl) == instanceID(cur.fleet) {
+	if cur.tracer.Same(cfg.Tracing) && instanceID(fl) == instanceID(cur.fleet()) {
 		return cur.tracer, false, nil
 	}
 	next, err = g.newTracer(cfg.Tracing, fl)

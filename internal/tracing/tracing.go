@@ -27,9 +27,9 @@
 //     dropped (one that starts so is not even recorded), and every sampled
 //     span that is never exported (dropped so, in a batch whose export
 //     failed, or rejected by name in a partial success) is counted in
-//     corput_tracing_spans_dropped_total. An export
-//     is bounded by ExportTimeout, and Shutdown cuts the one in flight when
-//     its context ends.
+//     corput_tracing_spans_dropped_total. An export is bounded by
+//     ExportTimeout, and Shutdown cuts the one in flight when its context
+//     ends.
 //   - While exports fail nothing is recorded (breaker.go). Until its first
 //     export is answered a Tracer records one batch; a failed export opens
 //     the breaker: every sampled span is then shed (counted) and the
@@ -315,8 +315,8 @@ func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 // export succeeded, and only the spans it names as rejected were lost. The
 // exporters' error type is internal to them; its text, "traces export:
 // OTLP partial success: <message> (<n> spans rejected)", is what they
-// expose. A partial
-// success whose count cannot be read is counted as the whole batch lost.
+// expose. A partial success whose count cannot be read is counted as the
+// whole batch lost.
 func answered(err error) (rejected int64, ok bool) {
 	if err == nil {
 		return 0, true
