@@ -17,10 +17,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/rng"
@@ -70,13 +67,8 @@ type XDSConfig struct {
 // not a full-state resource); a ClusterLoadAssignment with no endpoints
 // empties it.
 type XDS struct {
-	health
-	cfg      XDSConfig
-	names    []string            // cluster names asked for, sorted
-	origins  map[string][]string // cluster → origins following it
-	node     *corev3.Node
-	backoff  backoff
-	dialOpts []grpc.DialOption
+	ads
+	origins map[string][]string // cluster → origins following it
 
 	running atomic.Bool
 	last    map[string][]Endpoint // origin → last membership emitted; owned by Run
@@ -95,41 +87,19 @@ func NewXDS(cfg XDSConfig) (*XDS, error) {
 	if len(cfg.Clusters) == 0 {
 		return nil, errors.New("discovery xds: no origin names a cluster; set discovery.cluster")
 	}
-	x := &XDS{cfg: cfg, origins: map[string][]string{}}
+	x := &XDS{origins: map[string][]string{}}
+	x.init(cfg)
 	for origin, cluster := range cfg.Clusters {
 		if cluster == "" {
 			return nil, fmt.Errorf("origin %s: discovery.cluster is empty; name the EDS cluster to follow", origin)
 		}
 		x.origins[cluster] = append(x.origins[cluster], origin)
 	}
-	x.names = slices.Sorted(maps.Keys(x.origins))
+	x.typeURL, x.names = resource.EndpointType, slices.Sorted(maps.Keys(x.origins))
 	for _, o := range x.origins {
 		slices.Sort(o)
 	}
-	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = DefaultXDSBackoffBase
-	}
-	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = DefaultXDSBackoffMax
-	}
-	cfg.BackoffMax = max(cfg.BackoffMax, cfg.BackoffBase)
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rng.New(seedOf(cfg.NodeID))
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	x.cfg = cfg
-	x.backoff = backoff{base: cfg.BackoffBase, max: cfg.BackoffMax, rand: cfg.Rand}
-	x.dialOpts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
-	x.node = &corev3.Node{Id: cfg.NodeID, UserAgentName: "corput"}
-	if cfg.Zone != "" {
-		x.node.Locality = &corev3.Locality{Zone: cfg.Zone}
-	}
-	x.health.log = cfg.Logger.With("xds_server", cfg.Server)
+	x.what, x.kept = "clusters "+strings.Join(x.names, ", "), "membership"
 	return x, nil
 }
 
@@ -151,93 +121,26 @@ func (x *XDS) Run(ctx context.Context, emit func(Update)) error {
 	}
 	defer x.running.Store(false)
 	x.last = map[string][]Endpoint{} // every Run starts by emitting the membership
-	x.wait(fmt.Errorf("xds server %s: waiting for the first response for clusters %s", x.cfg.Server, strings.Join(x.names, ", ")))
-	for attempt := 0; ; attempt++ {
-		accepted, err := x.session(ctx, emit)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if accepted {
-			attempt = 0 // the server was healthy: start the backoff over
-		}
-		wait := x.backoff.delay(attempt)
-		x.fail(fmt.Errorf("xds server %s: %w; keeping the last known membership, reconnecting in %v", x.cfg.Server, err, wait.Round(time.Millisecond)))
-		if !sleep(ctx, x.cfg.Clock, wait) {
-			return nil
-		}
-	}
-}
-
-// session runs one stream until it breaks. It reports whether any response
-// on it was accepted.
-func (x *XDS) session(ctx context.Context, emit func(Update)) (accepted bool, err error) {
-	conn, err := grpc.NewClient(x.cfg.Server, x.dialOpts...)
-	if err != nil {
-		return false, fmt.Errorf("dial: %w", err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		return false, fmt.Errorf("open stream: %w", err)
-	}
-	// A new stream starts with an empty version: a restarted control plane
-	// may reuse version strings for different content, so ask for all.
-	req := &discoveryv3.DiscoveryRequest{Node: x.node, TypeUrl: resource.EndpointType, ResourceNames: x.names}
-	if err := stream.Send(req); err != nil {
-		return false, fmt.Errorf("send request: %w", err)
-	}
-	var version string // last accepted on this stream
-	var rejected string
-	rejections := 0
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return accepted, fmt.Errorf("stream: %w", err)
-		}
-		next := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResourceNames: x.names, ResponseNonce: resp.GetNonce()}
+	x.run(ctx, func(resp *discoveryv3.DiscoveryResponse) error {
 		updates, err := x.decode(resp)
 		if err != nil {
-			next.VersionInfo = version
-			next.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
-			x.fail(fmt.Errorf("xds server %s: rejected (NACK) version %q: %w; keeping the last accepted membership (version %q) until the control plane sends a valid one",
-				x.cfg.Server, resp.GetVersionInfo(), err, version))
-			// A snapshot cache answers a NACK by resending the same
-			// version at once; pace the NACKs so a bad snapshot does
-			// not become a busy loop.
-			if resp.GetVersionInfo() == rejected {
-				rejections++
-				if !sleep(ctx, x.cfg.Clock, x.backoff.delay(rejections-1)) {
-					return accepted, ctx.Err()
-				}
-			} else {
-				rejected, rejections = resp.GetVersionInfo(), 0
-			}
-		} else {
-			version, accepted, rejected, rejections = resp.GetVersionInfo(), true, "", 0
-			next.VersionInfo = version
-			x.ok()
-			for _, u := range updates {
-				if prev, ok := x.last[u.Origin]; ok && slices.Equal(prev, u.Endpoints) {
-					continue
-				}
-				x.last[u.Origin] = u.Endpoints
-				emit(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints)})
-			}
+			return err
 		}
-		if err := stream.Send(next); err != nil {
-			return accepted, fmt.Errorf("send ACK/NACK: %w", err)
+		for _, u := range updates {
+			if prev, ok := x.last[u.Origin]; ok && slices.Equal(prev, u.Endpoints) {
+				continue
+			}
+			x.last[u.Origin] = u.Endpoints
+			emit(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints)})
 		}
-	}
+		return nil
+	})
+	return nil
 }
 
 // decode turns a response into one Update per origin whose cluster it
 // carries. Any invalid resource rejects the whole response.
 func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, error) {
-	if resp.GetTypeUrl() != resource.EndpointType {
-		return nil, fmt.Errorf("unexpected type %q; corput asks only for %s", resp.GetTypeUrl(), resource.EndpointType)
-	}
 	var updates []Update
 	var errs []error
 	for i, a := range resp.GetResources() {

@@ -5,7 +5,10 @@
 // can wait for the ACK of a version it published (Acked) or inspect the
 // NACKs (NACKs). Stopping a server cuts its streams; starting another on
 // the same address, with a fresh cache, is how a test restarts the control
-// plane. CLA builds the ClusterLoadAssignment a test publishes.
+// plane. CLA builds the ClusterLoadAssignment a test publishes. Besides
+// EDS from a snapshot cache per node, a server serves fleet positions
+// (discovery.FleetType, one resource per node id) from a linear cache:
+// SetFleet.
 package xdstest
 
 import (
@@ -24,6 +27,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -31,6 +35,7 @@ import (
 type Server struct {
 	addr   string
 	cache  cachev3.SnapshotCache
+	fleet  *cachev3.LinearCache
 	grpc   *grpc.Server
 	cancel context.CancelFunc
 	served chan struct{}
@@ -49,9 +54,14 @@ func Start(addr string) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		addr: lis.Addr().String(), cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil),
-		grpc: grpc.NewServer(), cancel: cancel, served: make(chan struct{}),
+		fleet: cachev3.NewLinearCache(FleetType),
+		grpc:  grpc.NewServer(), cancel: cancel, served: make(chan struct{}),
 	}
-	ads := serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{StreamRequestFunc: s.record})
+	mux := &cachev3.MuxCache{
+		Classify: func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		Caches:   map[string]cachev3.Cache{resource.EndpointType: s.cache, FleetType: s.fleet},
+	}
+	ads := serverv3.NewServer(ctx, mux, serverv3.CallbackFuncs{StreamRequestFunc: s.record})
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.grpc, ads)
 	go func() {
 		defer close(s.served)
@@ -114,6 +124,19 @@ func (s *Server) MustSet(t testing.TB, node, version string, clas ...*endpointv3
 	}
 }
 
+// FleetType is discovery.FleetType (this package cannot import discovery,
+// whose tests use it).
+const FleetType = "type.googleapis.com/google.protobuf.Struct"
+
+// SetFleet publishes the fleet position resource of node: any Struct, so
+// that a test can send an invalid one; nil removes it.
+func (s *Server) SetFleet(node string, pos *structpb.Struct) error {
+	if pos == nil {
+		return s.fleet.DeleteResource(node)
+	}
+	return s.fleet.UpdateResource(node, pos)
+}
+
 // Requests returns every request the server has received, in order.
 func (s *Server) Requests() []*discoveryv3.DiscoveryRequest {
 	s.mu.Lock()
@@ -124,10 +147,13 @@ func (s *Server) Requests() []*discoveryv3.DiscoveryRequest {
 // Acked reports whether a client has ACKed version of the endpoint
 // resources: a request that answers a response (it carries its nonce),
 // names version and has no error detail.
-func (s *Server) Acked(version string) bool {
+func (s *Server) Acked(version string) bool { return s.AckedType(resource.EndpointType, version) }
+
+// AckedType is Acked for the resources of typeURL.
+func (s *Server) AckedType(typeURL, version string) bool {
 	for _, r := range s.Requests() {
-		if r.GetErrorDetail() == nil && r.GetVersionInfo() == version && r.GetResponseNonce() != "" {
-			return r.GetTypeUrl() == resource.EndpointType
+		if r.GetErrorDetail() == nil && r.GetVersionInfo() == version && r.GetResponseNonce() != "" && r.GetTypeUrl() == typeURL {
+			return true
 		}
 	}
 	return false
