@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,35 @@ func TestPlaceInFleet(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		case cfg.Fleet != c.want:
 			t.Errorf("%s: placed at %+v, want %+v", c.name, cfg.Fleet, c.want)
+		}
+	}
+}
+
+// TestAControlPlanesPositionRefusesOthers: with fleet.server the control
+// plane is the only place the position comes from; a flag or environment
+// variable that gives one is refused at start, naming it, before anything
+// is dialled.
+func TestAControlPlanesPositionRefusesOthers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "corput.yaml")
+	cfg := "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nfleet: {server: 127.0.0.1:1}\nroutes: [{path_prefix: /, origin: a}]\norigins: [{name: a, endpoints: [{address: 127.0.0.1:1}]}]\n"
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--fleet-size", "2"}, "", "--fleet-size: the control plane at fleet.server assigns"},
+		{[]string{"--fleet-instance", "0"}, "", "remove --fleet-instance"},
+		{nil, discovery.EnvFleetInstance, "remove " + discovery.EnvFleetInstance},
+	} {
+		if c.env != "" {
+			t.Setenv(c.env, "1")
+		}
+		var stderr strings.Builder
+		if code := runServe(append([]string{"--config", file}, c.args...), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v %s: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, stderr.String(), c.want)
 		}
 	}
 }

@@ -112,8 +112,30 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	})
 	in.Hostname, _ = os.Hostname()
-	fleet, err := placeInFleet(cfg, in)
-	if err != nil {
+	// The signal handler goes in before the listeners open (and before a
+	// wait for the control plane), so a SIGTERM that arrives during
+	// start-up still drains instead of killing.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	var cpf *cpFleet // the control plane of fleet.server, when it places the gateway
+	defer func() {
+		stop()
+		if cpf != nil {
+			<-cpf.done
+		}
+	}()
+	var fleet discovery.Fleet
+	var err error
+	if cfg.Fleet.Server != "" {
+		if cpf, err = followFleet(ctx, cfg, in, log); err != nil {
+			fmt.Fprintln(stderr, "corput serve:", err)
+			return 2
+		}
+		if fleet, err = cpf.first(ctx); err != nil {
+			log.Info("shutting down", "err", err)
+			return 0
+		}
+		cpf.place(cfg)
+	} else if fleet, err = placeInFleet(cfg, in); err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		return 2
 	}
@@ -134,13 +156,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	// A reload reads the file again and places the gateway again, from
 	// the same flags, environment and hostname and the file's fleet block:
 	// a new fleet.size or fleet.instance in the file re-subsets in place,
-	// unless a flag or the environment gives that value.
+	// unless a flag or the environment gives that value. Placed by a
+	// control plane, it keeps the newest position the control plane gave.
 	load := func() (*config.Config, error) {
 		next, err := config.Load(*path)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := placeInFleet(next, in); err != nil {
+		if cpf != nil && next.Fleet.Server != "" {
+			cpf.place(next)
+		} else if _, err := placeInFleet(next, in); err != nil {
 			return nil, err
 		}
 		if *adminAddr != "" {
@@ -179,10 +204,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	defer reloadOnSIGHUP(g, log, rewatch)()
-	// The signal handler goes in before the listeners open, so a SIGTERM
-	// that arrives during start-up still drains instead of killing.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
 		g.Close()
@@ -196,6 +217,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			_ = w.Run(ctx)
 		}()
 		log.Info("--watch: reloading when these files change", "files", w.Files())
+	}
+	if cpf != nil {
+		moves := make(chan struct{})
+		defer func() { <-moves }()
+		go func() {
+			defer close(moves)
+			cpf.apply(ctx, g.MoveInFleet)
+		}()
 	}
 	disc := make(chan error, 1)
 	go func() {

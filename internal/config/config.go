@@ -146,6 +146,13 @@ func (a Admin) Token() (string, error) {
 type Fleet struct {
 	Instance int `yaml:"instance"` // 0 ≤ instance < size
 	Size     int `yaml:"size"`     // gateways in the fleet
+	// Server is the host:port of a corput control plane that assigns the
+	// position by node id (docs/control-plane.md): with it, instance and
+	// size come from there only, and follow the fleet as it changes.
+	Server string `yaml:"server"`
+	// NodeID is the node id this gateway registers under with Server;
+	// empty: the hostname (a pod's name).
+	NodeID string `yaml:"node_id"`
 }
 
 // Downstream bounds what clients may cost the gateway.

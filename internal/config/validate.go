@@ -57,7 +57,9 @@ func (c *Config) diagnose(r *reporter) {
 		checkServerTLS(r, "tls", c.TLS)
 	}
 	checkRange(r, "loops", c.Loops, 0, maxLoops, "0 means one loop per GOMAXPROCS")
-	if checkRange(r, "fleet.size", c.Fleet.Size, 1, math.MaxInt32, "the number of gateways in the fleet") {
+	if c.Fleet.Server != "" {
+		c.checkFleetServer(r) // the position comes from there, checked as it arrives
+	} else if c.checkNoNodeID(r); checkRange(r, "fleet.size", c.Fleet.Size, 1, math.MaxInt32, "the number of gateways in the fleet") {
 		checkRange(r, "fleet.instance", c.Fleet.Instance, 0, c.Fleet.Size-1, "this gateway's index, 0 ≤ instance < fleet.size")
 	}
 	checkPositive(r, "downstream.read_header_timeout", c.Downstream.ReadHeaderTimeout, "10s")
@@ -75,6 +77,24 @@ func (c *Config) diagnose(r *reporter) {
 	}
 	if c.Tracing != nil {
 		checkTracing(r, "tracing", c.Tracing)
+	}
+}
+
+// checkNoNodeID: a node id is only for a control plane.
+func (c *Config) checkNoNodeID(r *reporter) {
+	if c.Fleet.NodeID != "" {
+		r.errorf("fleet.node_id", "is the node id to register under with fleet.server, which is not set; set fleet.server or remove fleet.node_id")
+	}
+}
+
+// checkFleetServer: a control plane that assigns the fleet position is the
+// only place it comes from.
+func (c *Config) checkFleetServer(r *reporter) {
+	checkAddr(r, "fleet.server", c.Fleet.Server, addrDial)
+	for _, k := range []string{"fleet.instance", "fleet.size"} {
+		if c.Written(k) {
+			r.errorf(k, "the control plane at fleet.server assigns the fleet position; remove %s (or fleet.server)", k)
+		}
 	}
 }
 

@@ -193,6 +193,23 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
+// MoveInFleet applies a fleet position given by the control plane of
+// fleet.server: the running configuration at instance of size, applied as a
+// reload that changes only the position (every origin re-subset in place,
+// only the loops whose subset changed opening or draining pools). An
+// error leaves the running position.
+func (g *Gateway) MoveInFleet(instance, size int) error {
+	g.rl.mu.Lock()
+	defer g.rl.mu.Unlock()
+	cur := *g.st().cfg
+	cur.Fleet.Instance, cur.Fleet.Size = instance, size
+	if err := g.reloadLocked(&cur); err != nil {
+		g.log.Error("fleet move refused; the running position stays", "instance", instance, "size", size, "err", err)
+		return err
+	}
+	return nil
+}
+
 // Rejected records a reload refused before it reached Reload (the file did
 // not parse or check), with its diagnostics.
 func (g *Gateway) Rejected(err error) {
@@ -349,6 +366,9 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	}
 	if (a.TLS == nil) != (b.TLS == nil) {
 		keys = append(keys, "tls (turned on or off)")
+	}
+	if a.Fleet.Server != b.Fleet.Server || a.Fleet.NodeID != b.Fleet.NodeID {
+		keys = append(keys, "fleet.server and fleet.node_id (the position is asked for once, at start)")
 	}
 	if len(keys) == 0 {
 		return nil

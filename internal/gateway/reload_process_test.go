@@ -275,23 +275,7 @@ func TestSIGHUPMovesTheFleetPosition(t *testing.T) {
 	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(0, 2)))
 	p := startServeWith(t, serveSpec{config: file, args: []string{"--fleet-size", "2"}})
 	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
-	position := func() (instance, size int) {
-		resp, err := adminHTTP.Get("http://" + p.admin + "/admin/subsets?origin=app")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v struct {
-			Gateway int `json:"gateway"`
-			Fleet   struct {
-				Gateways int `json:"gateways"`
-			} `json:"fleet"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v.Gateway, v.Fleet.Gateways
-	}
+	position := func() (int, int) { return fleetPosition(t, p.admin) }
 	if i, n := position(); i != 0 || n != 2 {
 		t.Fatalf("at start: instance %d of %d, want 0 of 2", i, n)
 	}
@@ -322,4 +306,24 @@ func TestSIGHUPMovesTheFleetPosition(t *testing.T) {
 	poll.Until(t, "more load after the reloads", func() bool { return load.ok.Load() > 300 })
 	load.halt()
 	load.check(t, "under fleet moves")
+}
+
+// fleetPosition is the fleet position a gateway's /admin/subsets shows.
+func fleetPosition(t *testing.T, admin string) (instance, size int) {
+	t.Helper()
+	resp, err := adminHTTP.Get("http://" + admin + "/admin/subsets?origin=app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Gateway int `json:"gateway"`
+		Fleet   struct {
+			Gateways int `json:"gateways"`
+		} `json:"fleet"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Gateway, v.Fleet.Gateways
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery"
+)
+
+// cpFleet follows the fleet position the control plane of fleet.server
+// assigns to this gateway's node id (discovery.FleetXDS). The newest
+// position is current(); moved() signals each change, coalesced, so that a
+// burst of moves is applied once, at the newest.
+type cpFleet struct {
+	log   *slog.Logger
+	moved chan struct{} // 1-buffered
+	done  chan struct{} // closed when the source's Run returns
+
+	mu  sync.Mutex
+	cur discovery.Fleet
+	got bool
+	src *discovery.FleetXDS
+}
+
+// followFleet starts following the position of cfg's node id; in says
+// whether a flag or the environment also gives one, which is refused.
+func followFleet(ctx context.Context, cfg *config.Config, in discovery.FleetInputs, log *slog.Logger) (*cpFleet, error) {
+	if given := fleetGivenOutside(in); given != "" {
+		return nil, fmt.Errorf("%s: the control plane at fleet.server assigns the fleet position; remove %s (or fleet.server)", given, given)
+	}
+	node := cfg.Fleet.NodeID
+	if node == "" {
+		node = in.Hostname
+	}
+	src, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cfg.Fleet.Server, NodeID: node, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	f := &cpFleet{log: log, moved: make(chan struct{}, 1), done: make(chan struct{}), src: src}
+	go func() {
+		defer close(f.done)
+		_ = src.Run(ctx, f.set)
+	}()
+	log.Info("fleet position: waiting for the control plane's; the gateway starts once it has one", "server", cfg.Fleet.Server, "node_id", node)
+	return f, nil
+}
+
+// fleetGivenOutside names a flag or environment variable that gives a
+// fleet position, or "".
+func fleetGivenOutside(in discovery.FleetInputs) string {
+	switch {
+	case in.FlagInstance != nil:
+		return "--fleet-instance"
+	case in.FlagSize != nil:
+		return "--fleet-size"
+	}
+	if in.LookupEnv != nil {
+		for _, k := range []string{discovery.EnvFleetInstance, discovery.EnvFleetSize} {
+			if _, ok := in.LookupEnv(k); ok {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
+func (f *cpFleet) set(fl discovery.Fleet) {
+	f.mu.Lock()
+	f.cur, f.got = fl, true
+	f.mu.Unlock()
+	f.log.Info("fleet position from the control plane", "instance", fl.Instance, "size", fl.Size)
+	select {
+	case f.moved <- struct{}{}:
+	default:
+	}
+}
+
+// current is the newest position, and whether there is one yet.
+func (f *cpFleet) current() (discovery.Fleet, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur, f.got
+}
+
+// errNoPosition: the wait for the first position ended with ctx.
+var errNoPosition = errors.New("stopped before the control plane gave a fleet position")
+
+// first waits for the first position, or for ctx to end. Until it comes
+// the gateway does not start: a position made up meanwhile could be
+// another gateway's.
+func (f *cpFleet) first(ctx context.Context) (discovery.Fleet, error) {
+	for {
+		if fl, ok := f.current(); ok {
+			return fl, nil
+		}
+		select {
+		case <-f.moved:
+		case <-ctx.Done():
+			return discovery.Fleet{}, fmt.Errorf("%w (%v)", errNoPosition, f.src.Err())
+		}
+	}
+}
+
+// place sets cfg's position to the newest one.
+func (f *cpFleet) place(cfg *config.Config) {
+	fl, _ := f.current()
+	cfg.Fleet.Instance, cfg.Fleet.Size = fl.Instance, fl.Size
+}
+
+// apply moves the gateway to each new position until ctx ends.
+func (f *cpFleet) apply(ctx context.Context, move func(instance, size int) error) {
+	for {
+		select {
+		case <-f.moved:
+			fl, _ := f.current()
+			_ = move(fl.Instance, fl.Size) // a refusal is logged; the next move retries
+		case <-ctx.Done():
+			return
+		}
+	}
+}
