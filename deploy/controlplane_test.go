@@ -83,10 +83,11 @@ func (f *fleet) controlPlaneProblems() []string {
 			out = append(out, fmt.Sprintf("Service %s: %s %q is neither %s nor %s", s.Name, componentLabel, c, gatewayComponent, controlPlaneComponent))
 		}
 	}
-	if len(f.deployments) != 1 {
-		return append(out, fmt.Sprintf("control plane: want one Deployment (corput control-plane), have %d", len(f.deployments)))
+	deps := f.deploymentsOf(controlPlaneComponent)
+	if len(deps) != 1 {
+		return append(out, fmt.Sprintf("control plane: want one Deployment (corput control-plane, %s=%s), have %d", componentLabel, controlPlaneComponent, len(deps)))
 	}
-	c := &controlPlane{gw: f, dep: f.deployments[0], services: f.servicesOf(controlPlaneComponent)}
+	c := &controlPlane{gw: f, dep: deps[0], services: f.servicesOf(controlPlaneComponent)}
 	c.pod = &c.dep.Spec.Template.Spec
 	c.podLabels = labels.Set(c.dep.Spec.Template.Labels)
 	if len(c.pod.Containers) != 1 {
@@ -154,7 +155,7 @@ func checkCPSelectors(c *controlPlane) []string {
 	gateway := []struct {
 		what string
 		sel  *metav1.LabelSelector
-	}{{"StatefulSet " + c.gw.sts.Name, c.gw.sts.Spec.Selector}}
+	}{{c.gw.wl.String(), c.gw.wl.selector}}
 	for _, s := range c.gw.services {
 		gateway = append(gateway, struct {
 			what string
@@ -371,6 +372,12 @@ func checkCPGateways(c *controlPlane) []string {
 		return nil // reported by checkCPSource
 	}
 	var out []string
+	if fs := c.gw.config.Fleet.Server; fs != "" && fs != addr {
+		out = append(out, fmt.Sprintf("fleet.server %q is not the control plane's Service %s", fs, addr))
+	}
+	if _, follower := c.args["follow"]; follower && c.gw.config.Fleet.Server != "" {
+		out = append(out, "fleet.server names a --follow control plane, which assigns no positions; point it at the writer")
+	}
 	xds := 0
 	for _, o := range c.gw.config.Origins {
 		if o.Discovery.Type != config.DiscoveryXDS {

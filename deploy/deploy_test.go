@@ -3,6 +3,7 @@ package deploy
 import (
 	"io/fs"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,12 +29,13 @@ type mutation struct {
 
 type mutations []mutation
 
-// run applies each mutation to a copy of dir in Files and checks that
-// report, given the mutated files, names the expected problem.
-func (ms mutations) run(t *testing.T, dir string, report func(fs.FS) string) {
+// run applies each mutation to a copy of dir in Files (after the edits
+// given first) and checks that report, given the mutated files, names the
+// expected problem.
+func (ms mutations) run(t *testing.T, dir string, report func(fs.FS) string, first ...mutation) {
 	for _, mu := range ms {
 		t.Run(mu.name, func(t *testing.T) {
-			got := report(mutated(t, dir, mu))
+			got := report(mutated(t, dir, append(slices.Clone(first), mu)...))
 			t.Logf("reported: %s", got)
 			if !strings.Contains(got, mu.wantError) {
 				t.Errorf("want a problem containing %q, got:\n%s", mu.wantError, got)
@@ -42,8 +44,9 @@ func (ms mutations) run(t *testing.T, dir string, report func(fs.FS) string) {
 	}
 }
 
-// mutated returns a copy of dir in Files with the mutation applied.
-func mutated(t *testing.T, dir string, mu mutation) fs.FS {
+// mutated returns a copy of dir in Files with the mutations applied, in
+// order.
+func mutated(t *testing.T, dir string, mus ...mutation) fs.FS {
 	t.Helper()
 	out := fstest.MapFS{}
 	err := fs.WalkDir(Files, dir, func(p string, d fs.DirEntry, err error) error {
@@ -57,11 +60,13 @@ func mutated(t *testing.T, dir string, mu mutation) fs.FS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := out[mu.file]
-	if f == nil || !strings.Contains(string(f.Data), mu.old) {
-		t.Fatalf("%s: %q not found in %s/%s; update the mutation", mu.name, mu.old, dir, mu.file)
+	for _, mu := range mus {
+		f := out[mu.file]
+		if f == nil || !strings.Contains(string(f.Data), mu.old) {
+			t.Fatalf("%s: %q not found in %s/%s; update the mutation", mu.name, mu.old, dir, mu.file)
+		}
+		f.Data = []byte(strings.Replace(string(f.Data), mu.old, mu.new, 1))
 	}
-	f.Data = []byte(strings.Replace(string(f.Data), mu.old, mu.new, 1))
 	return out
 }
 

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/discovery"
 )
 
 // strictDecode decodes one YAML (or JSON) document into v the way the API
@@ -244,11 +245,50 @@ type fleetCheck struct {
 	check func(f *fleet) []string
 }
 
+// workload is the gateways' controller: the StatefulSet (positions from
+// the pod ordinal), or a Deployment (positions from the control plane,
+// fleet.server).
+type workload struct {
+	kind, name  string
+	replicas    *int32
+	selector    *metav1.LabelSelector
+	template    *corev1.PodTemplateSpec
+	serviceName string // the StatefulSet's governing Service
+}
+
+func (w workload) String() string { return w.kind + " " + w.name }
+
+// gatewayWorkload returns the one StatefulSet or gateway Deployment.
+func (m *manifests) gatewayWorkload() (workload, error) {
+	var out []workload
+	for _, s := range m.statefulSets {
+		out = append(out, workload{"StatefulSet", s.Name, s.Spec.Replicas, s.Spec.Selector, &s.Spec.Template, s.Spec.ServiceName})
+	}
+	for _, d := range m.deploymentsOf(gatewayComponent) {
+		out = append(out, workload{"Deployment", d.Name, d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template, ""})
+	}
+	if len(out) != 1 {
+		return workload{}, fmt.Errorf("want exactly one gateway StatefulSet or Deployment (%s=%s), have %d", componentLabel, gatewayComponent, len(out))
+	}
+	return out[0], nil
+}
+
+// deploymentsOf returns the Deployments of one component.
+func (m *manifests) deploymentsOf(component string) []*appsv1.Deployment {
+	var out []*appsv1.Deployment
+	for _, d := range m.deployments {
+		if d.Labels[componentLabel] == component {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // fleet is the decoded manifests reduced to the one gateway they describe.
 type fleet struct {
 	*manifests
 	services  []*corev1.Service // the gateways' (component gateway), not the control plane's
-	sts       *appsv1.StatefulSet
+	wl        workload
 	pod       *corev1.PodSpec
 	podLabels labels.Set
 	container *corev1.Container
@@ -259,13 +299,16 @@ type fleet struct {
 // problems runs every check and returns what is wrong, each prefixed by
 // the check's name.
 func (m *manifests) problems() []string {
-	if len(m.statefulSets) != 1 || len(m.kustomizations) != 1 {
-		return []string{fmt.Sprintf("want exactly one StatefulSet and Kustomization, have %d and %d",
-			len(m.statefulSets), len(m.kustomizations))}
+	if len(m.kustomizations) != 1 {
+		return []string{fmt.Sprintf("want exactly one Kustomization, have %d", len(m.kustomizations))}
 	}
-	f := &fleet{manifests: m, sts: m.statefulSets[0], services: m.servicesOf(gatewayComponent)}
-	f.pod = &f.sts.Spec.Template.Spec
-	f.podLabels = labels.Set(f.sts.Spec.Template.Labels)
+	wl, err := m.gatewayWorkload()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	f := &fleet{manifests: m, wl: wl, services: m.servicesOf(gatewayComponent)}
+	f.pod = &wl.template.Spec
+	f.podLabels = labels.Set(wl.template.Labels)
 	if len(f.pod.Containers) != 1 {
 		return []string{fmt.Sprintf("want one container in the gateway pod, have %d", len(f.pod.Containers))}
 	}
@@ -322,7 +365,7 @@ func (f *fleet) matchesPod(what string, ls *metav1.LabelSelector) []string {
 }
 
 func checkSelectors(f *fleet) []string {
-	out := f.matchesPod("StatefulSet "+f.sts.Name, f.sts.Spec.Selector)
+	out := f.matchesPod(f.wl.String(), f.wl.selector)
 	for _, s := range f.services {
 		out = append(out, f.matchesPod("Service "+s.Name, &metav1.LabelSelector{MatchLabels: s.Spec.Selector})...)
 	}
@@ -361,7 +404,7 @@ func checkServices(f *fleet) []string {
 	governing := false
 	for _, s := range f.services {
 		headless := s.Spec.ClusterIP == corev1.ClusterIPNone
-		if s.Name == f.sts.Spec.ServiceName && headless {
+		if s.Name == f.wl.serviceName && headless {
 			governing = true
 		}
 		for _, sp := range s.Spec.Ports {
@@ -378,8 +421,8 @@ func checkServices(f *fleet) []string {
 			}
 		}
 	}
-	if !governing {
-		out = append(out, fmt.Sprintf("serviceName %q names no headless Service (clusterIP: None)", f.sts.Spec.ServiceName))
+	if !governing && f.wl.kind == "StatefulSet" {
+		out = append(out, fmt.Sprintf("serviceName %q names no headless Service (clusterIP: None)", f.wl.serviceName))
 	}
 	return out
 }
@@ -418,24 +461,49 @@ func (f *fleet) env(name string) (corev1.EnvVar, bool) {
 }
 
 func checkFleetEnv(f *fleet) []string {
+	switch {
+	case f.config != nil && f.config.Fleet.Server != "":
+		return checkFleetFromControlPlane(f)
+	case f.config == nil && f.wl.kind != "StatefulSet":
+		return nil // reported by the config check
+	case f.wl.kind != "StatefulSet":
+		return []string{f.wl.String() + ": its pods have no dense ordinals; set fleet.server in the ConfigMap so the control plane assigns the positions"}
+	}
 	var out []string
-	inst, ok := f.env("CORPUT_FLEET_INSTANCE")
+	inst, ok := f.env(discovery.EnvFleetInstance)
 	if !ok || inst.ValueFrom == nil || inst.ValueFrom.FieldRef == nil || inst.ValueFrom.FieldRef.FieldPath != podIndexField {
 		out = append(out, "CORPUT_FLEET_INSTANCE must come from the downward API field "+podIndexField)
 	}
 	// The size is the ConfigMap's fleet.size, which a reload applies in
 	// place; a variable would win over it and change only with a rollout.
-	if _, ok := f.env("CORPUT_FLEET_SIZE"); ok {
+	if _, ok := f.env(discovery.EnvFleetSize); ok {
 		out = append(out, "CORPUT_FLEET_SIZE is set: it overrides the ConfigMap's fleet.size, so a resize would roll every pod; set fleet.size in the ConfigMap instead")
 	}
 	switch {
-	case f.sts.Spec.Replicas == nil:
+	case f.wl.replicas == nil:
 		out = append(out, "spec.replicas is not set; the ConfigMap's fleet.size must equal it")
 	case f.config == nil: // reported by the config check
-	case !f.config.Written("fleet.size") || f.config.Fleet.Size != int(*f.sts.Spec.Replicas):
-		out = append(out, fmt.Sprintf("the ConfigMap's fleet.size is %d but spec.replicas is %d; change both together", f.config.Fleet.Size, *f.sts.Spec.Replicas))
+	case !f.config.Written("fleet.size") || f.config.Fleet.Size != int(*f.wl.replicas):
+		out = append(out, fmt.Sprintf("the ConfigMap's fleet.size is %d but spec.replicas is %d; change both together", f.config.Fleet.Size, *f.wl.replicas))
 	case f.config.Written("fleet.instance"):
 		out = append(out, "the ConfigMap sets fleet.instance: every pod would read it; the instance is the pod ordinal (CORPUT_FLEET_INSTANCE)")
+	}
+	return out
+}
+
+// checkFleetFromControlPlane: with fleet.server the control plane is the
+// only source of positions (the gateway refuses a CORPUT_FLEET_* beside
+// it), and it registers under the pod's name; whether fleet.server is the
+// control plane's Service is checkCPGateways'.
+func checkFleetFromControlPlane(f *fleet) []string {
+	var out []string
+	for _, k := range []string{discovery.EnvFleetInstance, discovery.EnvFleetSize} {
+		if _, ok := f.env(k); ok {
+			out = append(out, k+" is set: with fleet.server the gateway refuses to start; the control plane assigns the position")
+		}
+	}
+	if f.config.Fleet.NodeID != "" {
+		out = append(out, fmt.Sprintf("fleet.node_id %q is the same for every pod: leave it unset, so each registers under its pod name", f.config.Fleet.NodeID))
 	}
 	return out
 }
