@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,8 +43,11 @@ type Options struct {
 
 	Debounce       time.Duration // < 0: none; 0 = DefaultDebounce
 	FollowInterval time.Duration // 0 = DefaultFollowInterval
-	Clock          clock.Clock   // the debounce's clock; nil = clock.Real()
-	Logger         *slog.Logger  // nil = slog.Default()
+	// FleetGrace is how long the writer holds a gateway's fleet position
+	// after its last fleet stream closed; 0 = DefaultFleetGrace.
+	FleetGrace time.Duration
+	Clock      clock.Clock  // the debounce's and fleet grace's clock; nil = clock.Real()
+	Logger     *slog.Logger // nil = slog.Default()
 }
 
 // ControlPlane is a running `corput control-plane`: the ADS server, its
@@ -53,6 +57,7 @@ type ControlPlane struct {
 	metrics *Metrics
 	server  *Server
 	writer  *writer   // nil for a follower
+	fleet   *fleet    // nil for a follower
 	follow  *follower // nil for the writer
 	relay   *relay    // nil unless relaying
 	log     *slog.Logger
@@ -84,6 +89,9 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("--clusters names the clusters to relay: it needs --relay ADDR"))
 	case o.Relay != "" && o.Source == "" && len(o.Clusters) == 0:
 		errs = append(errs, errors.New("--relay needs the clusters to relay: --clusters a,b or a --source file of origins"))
+	}
+	if o.FleetGrace < 0 {
+		errs = append(errs, fmt.Errorf("--fleet-grace %v: must be > 0", o.FleetGrace))
 	}
 	if o.Relay != "" {
 		if _, _, err := net.SplitHostPort(o.Relay); err != nil {
@@ -129,6 +137,9 @@ func Start(opts Options) (*ControlPlane, error) {
 	if opts.FollowInterval <= 0 {
 		opts.FollowInterval = DefaultFollowInterval
 	}
+	if opts.FleetGrace == 0 {
+		opts.FleetGrace = DefaultFleetGrace
+	}
 	if opts.RelayNodeID == "" {
 		opts.RelayNodeID = DefaultRelayNodeID
 	}
@@ -152,6 +163,12 @@ func Start(opts Options) (*ControlPlane, error) {
 		prefix = strconv.FormatUint(c.writer.state.Generation, 10) + "."
 	}
 	c.server = NewServer(prefix, c.metrics, c.log)
+	if !opts.Follow {
+		if err := c.startFleet(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if err := c.listen(); err != nil {
 		c.Close()
 		return nil, err
@@ -191,8 +208,23 @@ func Start(opts Options) (*ControlPlane, error) {
 		c.goRun(func() { _ = w.Run(ctx) })
 	}
 	c.log.Info("control plane: serving", "listen", c.Addr(), "admin", c.AdminAddr(), "state", opts.StatePath,
-		"source", opts.Source, "relay", opts.Relay, "origins", len(specs), "debounce", opts.Debounce)
+		"source", opts.Source, "relay", opts.Relay, "origins", len(specs), "debounce", opts.Debounce, "fleet_grace", opts.FleetGrace)
 	return c, nil
+}
+
+// startFleet restores the persisted fleet positions and has the server
+// count fleet streams for them, before anything is served.
+func (c *ControlPlane) startFleet() error {
+	f, err := newFleet(&fleet{
+		clk: c.opts.Clock, grace: c.opts.FleetGrace, log: c.log, metrics: c.metrics,
+		persist: c.writer.persistFleet, publish: c.server.publishFleet,
+	}, c.writer.snapshot().Fleet)
+	if err != nil {
+		return err
+	}
+	c.fleet = f
+	c.server.setFleet(f)
+	return nil
 }
 
 func (c *ControlPlane) goRun(f func()) {
@@ -290,7 +322,16 @@ func (c *ControlPlane) State() *State {
 	return c.writer.snapshot()
 }
 
-// Close stops the sources, the writer (releasing the state lock), the
+// Fleet lists the fleet positions in instance order; nil for a follower,
+// which assigns none.
+func (c *ControlPlane) Fleet() []FleetMember {
+	if c.fleet == nil {
+		return nil
+	}
+	return c.fleet.members()
+}
+
+// Close stops the sources, the fleet, the writer (releasing the state lock), the
 // ADS server (cutting every stream: gateways keep their last accepted
 // assignment) and the admin listener.
 func (c *ControlPlane) Close() {
@@ -300,6 +341,9 @@ func (c *ControlPlane) Close() {
 		}
 		if c.relay != nil {
 			c.relay.stop()
+		}
+		if c.fleet != nil {
+			c.fleet.close()
 		}
 		if c.writer != nil {
 			c.writer.close()
@@ -380,9 +424,10 @@ func (r *relay) stop() {
 	r.stopLocked()
 }
 
-// adminHandler serves /healthz, /readyz and /metrics.
+// adminHandler serves /healthz, /readyz, /metrics and /admin/fleet.
 func (c *ControlPlane) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/fleet", c.serveFleet)
 	mux.Handle("GET /metrics", c.metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "ok\n")
@@ -395,6 +440,17 @@ func (c *ControlPlane) adminHandler() http.Handler {
 		writeText(w, http.StatusOK, "ready\n")
 	})
 	return mux
+}
+
+// serveFleet lists the fleet positions as JSON: [{"node", "instance",
+// "connected"}] in instance order. A follower assigns none: 404.
+func (c *ControlPlane) serveFleet(w http.ResponseWriter, _ *http.Request) {
+	if c.fleet == nil {
+		writeText(w, http.StatusNotFound, "a follower assigns no fleet positions: ask the writer\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(c.fleet.members())
 }
 
 func writeText(w http.ResponseWriter, code int, s string) {

@@ -20,6 +20,10 @@ type Metrics struct {
 	StateWrites *prometheus.CounterVec // result: ok, error
 	Endpoints   *prometheus.GaugeVec   // origin
 	Subsets     *prometheus.GaugeVec   // origin
+
+	FleetSize      prometheus.Gauge   // fleet positions assigned (the size served)
+	FleetConnected prometheus.Gauge   // nodes with an open fleet stream
+	FleetMoves     prometheus.Counter // gateways moved by compaction
 }
 
 // NewMetrics creates and registers the control plane's collectors.
@@ -39,7 +43,14 @@ func NewMetrics() *Metrics {
 		Help: "Endpoints on an origin's ring as published."}, []string{"origin"})
 	m.Subsets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corput_controlplane_subsets",
 		Help: "An origin's subset count as published (ring_subsets)."}, []string{"origin"})
+	m.FleetSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_controlplane_fleet_size",
+		Help: "Fleet positions assigned (the fleet size served), connected or held for their grace."})
+	m.FleetConnected = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_controlplane_fleet_connected",
+		Help: "Gateways (node ids) with an open fleet-position stream."})
+	m.FleetMoves = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_fleet_moves_total",
+		Help: "Gateways moved to another fleet position by compaction (the highest into a released hole)."})
 	m.Registry.MustRegister(m.Pushes, m.Responses, m.NACKs, m.Connected, m.StateWrites, m.Endpoints, m.Subsets,
+		m.FleetSize, m.FleetConnected, m.FleetMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "error"} {
 		m.StateWrites.WithLabelValues(r)

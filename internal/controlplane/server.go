@@ -15,6 +15,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/corput/corput/internal/discovery"
 )
 
 // Server is the ADS server: go-control-plane's state-of-the-world server
@@ -23,23 +26,42 @@ import (
 // cache update that last set it, so a response carries only the clusters
 // that changed since the stream last got them (EDS is not a full-state
 // type): an origin that did not change is not sent again.
+//
+// A second LinearCache, of type discovery.FleetType, holds the fleet
+// positions, one resource per node id; a MuxCache serves each request
+// from the cache of its type URL. A stream's first fleet subscription,
+// named by the node id it presents, is counted by the fleet (fleetMembers)
+// until the stream closes. A follower has no fleet: its fleet cache stays
+// empty, so a gateway asking it gets no position.
 type Server struct {
-	cache   *cachev3.LinearCache
-	grpc    *grpc.Server
-	cancel  context.CancelFunc
-	metrics *Metrics
-	log     *slog.Logger
+	cache      *cachev3.LinearCache // EDS
+	fleetCache *cachev3.LinearCache // fleet positions
+	grpc       *grpc.Server
+	cancel     context.CancelFunc
+	metrics    *Metrics
+	log        *slog.Logger
 
-	mu      sync.Mutex // guards following
-	streams map[int64]*stream
-	names   map[string]bool // the origins published
+	mu          sync.Mutex // guards following
+	streams     map[int64]*stream
+	names       map[string]bool // the origins published
+	members     fleetMembers    // nil for a follower
+	fleetLogged map[string]bool // nodes told a follower assigns no position
+}
+
+// fleetMembers is told of the nodes' fleet streams.
+type fleetMembers interface {
+	connect(node string)
+	disconnect(node string)
 }
 
 // stream is one gateway's ADS stream.
 type stream struct {
-	node   string
-	last   *discoveryv3.DiscoveryResponse // the last response sent, for NACK logs
-	warned map[string]bool                // unknown clusters already logged
+	node      string
+	last      *discoveryv3.DiscoveryResponse // the last EDS response sent, for NACK logs
+	warned    map[string]bool                // unknown clusters already logged
+	fleetSeen bool                           // a fleet subscription came (only the first counts)
+	fleet     string                         // the node counted as connected by this stream
+	fleetLast *discoveryv3.DiscoveryResponse // the last fleet response sent, for NACK logs
 }
 
 // NewServer returns a server whose version_info strings start with
@@ -47,15 +69,21 @@ type stream struct {
 func NewServer(prefix string, m *Metrics, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cache:   cachev3.NewLinearCache(resource.EndpointType, cachev3.WithVersionPrefix(prefix)),
-		grpc:    grpc.NewServer(),
-		cancel:  cancel,
-		metrics: m,
-		log:     log,
-		streams: map[int64]*stream{},
-		names:   map[string]bool{},
+		cache:       cachev3.NewLinearCache(resource.EndpointType, cachev3.WithVersionPrefix(prefix)),
+		fleetCache:  cachev3.NewLinearCache(discovery.FleetType, cachev3.WithVersionPrefix(prefix)),
+		grpc:        grpc.NewServer(),
+		cancel:      cancel,
+		metrics:     m,
+		log:         log,
+		streams:     map[int64]*stream{},
+		names:       map[string]bool{},
+		fleetLogged: map[string]bool{},
 	}
-	ads := serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
+	mux := &cachev3.MuxCache{
+		Classify: func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		Caches:   map[string]cachev3.Cache{resource.EndpointType: s.cache, discovery.FleetType: s.fleetCache},
+	}
+	ads := serverv3.NewServer(ctx, mux, serverv3.CallbackFuncs{
 		StreamOpenFunc:     s.opened,
 		StreamClosedFunc:   s.closed,
 		StreamRequestFunc:  s.request,
@@ -126,6 +154,41 @@ func (s *Server) Assignment(name string) (*endpointv3.ClusterLoadAssignment, boo
 	return cla, ok
 }
 
+// setFleet makes the server count fleet streams for m (the writer's
+// fleet); call it before Serve.
+func (s *Server) setFleet(m fleetMembers) {
+	s.mu.Lock()
+	s.members = m
+	s.mu.Unlock()
+}
+
+// publishFleet sets the changed nodes' positions and removes the given
+// nodes, as one cache update of the fleet cache.
+func (s *Server) publishFleet(changed map[string]position, removed []string) error {
+	if len(changed) == 0 && len(removed) == 0 {
+		return nil
+	}
+	res := make(map[string]types.Resource, len(changed))
+	for node, p := range changed {
+		res[node] = discovery.FleetResource(p.instance, p.size)
+	}
+	return s.fleetCache.UpdateResources(res, removed)
+}
+
+// FleetPosition returns the fleet position served to node.
+func (s *Server) FleetPosition(node string) (discovery.Fleet, bool) {
+	r, ok := s.fleetCache.GetResources()[node]
+	if !ok {
+		return discovery.Fleet{}, false
+	}
+	a, err := anypb.New(r)
+	if err != nil {
+		return discovery.Fleet{}, false
+	}
+	f, err := discovery.FleetFromResource(a)
+	return f, err == nil
+}
+
 func (s *Server) opened(_ context.Context, id int64, _ string) error {
 	s.mu.Lock()
 	s.streams[id] = &stream{}
@@ -136,19 +199,24 @@ func (s *Server) opened(_ context.Context, id int64, _ string) error {
 
 func (s *Server) closed(id int64, node *corev3.Node) {
 	s.mu.Lock()
+	st := s.streams[id]
 	delete(s.streams, id)
+	members := s.members
 	s.mu.Unlock()
+	if st != nil && st.fleet != "" && members != nil {
+		members.disconnect(st.fleet)
+	}
 	s.metrics.Connected.Dec()
 	s.log.Debug("control plane: gateway stream closed", "node", node.GetId(), "stream", id)
 }
 
 func (s *Server) request(id int64, req *discoveryv3.DiscoveryRequest) error {
-	s.mu.Lock()
-	st := s.streams[id]
-	if st == nil {
-		st = &stream{}
-		s.streams[id] = st
+	if req.GetTypeUrl() == discovery.FleetType {
+		s.fleetRequest(id, req)
+		return nil
 	}
+	s.mu.Lock()
+	st := s.streamLocked(id)
 	if n := req.GetNode().GetId(); n != "" && st.node == "" {
 		st.node = n
 		s.log.Info("control plane: gateway connected", "node", n, "stream", id, "clusters", req.GetResourceNames())
@@ -190,12 +258,70 @@ func (s *Server) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 }
 
 func (s *Server) response(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
-	s.metrics.Responses.Inc()
+	fleet := resp.GetTypeUrl() == discovery.FleetType
+	if !fleet {
+		s.metrics.Responses.Inc()
+	}
 	s.mu.Lock()
-	if st := s.streams[id]; st != nil {
+	if st := s.streams[id]; st != nil && fleet {
+		st.fleetLast = resp
+	} else if st != nil {
 		st.last = resp
 	}
 	s.mu.Unlock()
+}
+
+// streamLocked returns stream id's record, creating it.
+func (s *Server) streamLocked(id int64) *stream {
+	st := s.streams[id]
+	if st == nil {
+		st = &stream{}
+		s.streams[id] = st
+	}
+	return st
+}
+
+// fleetRequest handles a fleet-position request. The stream's first one
+// joins its node to the fleet, if it names exactly the node id the stream
+// presents; later ones (ACKs, NACKs) change nothing.
+func (s *Server) fleetRequest(id int64, req *discoveryv3.DiscoveryRequest) {
+	node := req.GetNode().GetId()
+	s.mu.Lock()
+	st := s.streamLocked(id)
+	first := !st.fleetSeen
+	st.fleetSeen = true
+	members := s.members
+	valid := node != "" && slices.Equal(req.GetResourceNames(), []string{node})
+	if first && valid && members != nil {
+		st.fleet = node
+	}
+	tell := first && members == nil && !s.fleetLogged[node]
+	if tell {
+		s.fleetLogged[node] = true
+	}
+	last := st.fleetLast
+	s.mu.Unlock()
+	switch {
+	case tell:
+		s.log.Info("control plane (follower): a gateway asks for its fleet position; fleet positions come from the writer, a follower serves none",
+			"node", node)
+	case first && members != nil && !valid:
+		s.log.Warn("control plane: a fleet-position subscription must name exactly the node id the stream presents; ignored",
+			"node", node, "stream", id, "names", req.GetResourceNames())
+	case first && members != nil:
+		members.connect(node)
+	}
+	if req.GetErrorDetail() == nil {
+		return
+	}
+	s.metrics.NACKs.Inc()
+	rejected := ""
+	if last != nil && last.GetNonce() == req.GetResponseNonce() {
+		rejected = last.GetVersionInfo()
+	}
+	s.log.Warn("control plane: a gateway rejected (NACK) its fleet position; it is not sent to it again until the position changes",
+		"node", node, "stream", id, "rejected_version", rejected, "kept_version", req.GetVersionInfo(),
+		"error", req.GetErrorDetail().GetMessage())
 }
 
 // clusterNames lists the clusters of a response, for logs.

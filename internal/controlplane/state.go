@@ -21,7 +21,8 @@ import (
 const StateFormat = 1
 
 // State is what the writer persists and followers serve: per origin, the
-// assignment last published. Its JSON is the state file.
+// assignment last published, and the gateways' fleet positions. Its JSON
+// is the state file.
 type State struct {
 	Format int `json:"format"`
 	// Generation counts the writer's starts on this file; it prefixes the
@@ -29,6 +30,10 @@ type State struct {
 	// string for different content.
 	Generation uint64                 `json:"generation"`
 	Origins    map[string]*Assignment `json:"origins"`
+	// Fleet holds the gateways' fleet positions as last published: the
+	// node id at each instance 0..len-1 (the fleet size). Additive to
+	// format 1: a file without it is an empty fleet.
+	Fleet []string `json:"fleet,omitempty"`
 }
 
 // Assignment is one origin as published: its endpoints with their ring
@@ -117,7 +122,29 @@ func ParseState(data []byte) (*State, error) {
 			return nil, fmt.Errorf("origin %q: %w", name, err)
 		}
 	}
+	if err := validateFleet(s.Fleet); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// validateFleet checks the persisted fleet positions: at most
+// discovery.MaxFleetSize node ids, each non-empty and held once.
+func validateFleet(slots []string) error {
+	if len(slots) > discovery.MaxFleetSize {
+		return fmt.Errorf("fleet: %d positions, more than %d", len(slots), discovery.MaxFleetSize)
+	}
+	seen := make(map[string]int, len(slots))
+	for i, node := range slots {
+		if node == "" {
+			return fmt.Errorf("fleet[%d]: an empty node id", i)
+		}
+		if j, ok := seen[node]; ok {
+			return fmt.Errorf("fleet[%d]: node %q also holds position %d", i, node, j)
+		}
+		seen[node] = i
+	}
+	return nil
 }
 
 // LoadState reads the state file at path. A missing file is an empty
@@ -151,7 +178,7 @@ func (s *State) Marshal() ([]byte, error) {
 
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {
-	out := &State{Format: s.Format, Generation: s.Generation, Origins: make(map[string]*Assignment, len(s.Origins))}
+	out := &State{Format: s.Format, Generation: s.Generation, Origins: make(map[string]*Assignment, len(s.Origins)), Fleet: slices.Clone(s.Fleet)}
 	for name, a := range s.Origins {
 		c := *a
 		c.Endpoints = slices.Clone(a.Endpoints)

@@ -301,6 +301,29 @@ func (w *writer) diff() (map[string]*Assignment, []string) {
 	return changed, removed
 }
 
+// persistFleet writes the state with the fleet's slots at once (the
+// fleet persists before it publishes, as flush does). The fleet calls it
+// holding its own lock: the lock order is fleet.mu, then flushMu.
+func (w *writer) persistFleet(slots []string) error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return errors.New("the writer is closed")
+	}
+	next := w.state.Clone()
+	next.Fleet = slices.Clone(slots)
+	if err := WriteState(w.path, next); err != nil {
+		w.metrics.StateWrites.WithLabelValues("error").Inc()
+		return err
+	}
+	w.metrics.StateWrites.WithLabelValues("ok").Inc()
+	w.state = next
+	return nil
+}
+
 // ready reports whether every origin to serve has been published.
 func (w *writer) ready() bool {
 	w.flushMu.Lock()
