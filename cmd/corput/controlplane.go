@@ -29,11 +29,12 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 // cannot listen, lock or write its state.
 func controlPlaneMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs := flagSet("corput control-plane", stderr,
-		"usage: corput control-plane --state FILE (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D]",
+		"usage: corput control-plane --state FILE (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D] [--fleet-grace D]",
 		"",
 		"Serves EDS (ADS over gRPC) with each endpoint's ring index and its origin's subset count in",
 		`LbEndpoint.metadata.filter_metadata["corput"] (ring_index, ring_subsets), so that every gateway`,
-		"places endpoints on one ring. The indices are persisted in --state; a restart changes none.")
+		"places endpoints on one ring. The indices are persisted in --state; a restart changes none.",
+		"The writer also assigns gateways dense fleet positions by node id (docs/control-plane.md).")
 	var o controlplane.Options
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:18000", "the ADS (gRPC) `ADDR` gateways connect to (their discovery.server)")
 	fs.StringVar(&o.Admin, "admin", "127.0.0.1:9902", "the admin `ADDR`: /healthz, /readyz, /metrics (empty: none)")
@@ -45,12 +46,17 @@ func controlPlaneMain(ctx context.Context, args []string, _, stderr io.Writer) i
 	fs.BoolVar(&o.Follow, "follow", false, "serve the state file another (writer) control plane persists, read-only")
 	fs.DurationVar(&o.FollowInterval, "follow-interval", controlplane.DefaultFollowInterval, "with --follow: how often the state file is read")
 	fs.DurationVar(&o.Debounce, "debounce", controlplane.DefaultDebounce, "how long membership must be quiet before a change is published (0: at once)")
+	fs.DurationVar(&o.FleetGrace, "fleet-grace", controlplane.DefaultFleetGrace, "how long a gateway's fleet position is held after its last stream closed (> 0)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	if o.Debounce == 0 {
 		o.Debounce = -1 // 0 on the command line: no window
+	}
+	if o.FleetGrace <= 0 {
+		fmt.Fprintf(stderr, "corput control-plane: --fleet-grace %v: must be > 0\n", o.FleetGrace)
+		return 2
 	}
 	for _, c := range strings.Split(*clusters, ",") {
 		if c = strings.TrimSpace(c); c != "" {

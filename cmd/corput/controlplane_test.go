@@ -68,6 +68,8 @@ func TestControlPlaneExitCodes(t *testing.T) {
 		{"clusters without relay", []string{"--state", state, "--source", good, "--clusters", "a"}, 2, "needs --relay"},
 		{"relay without clusters", []string{"--state", state, "--relay", "127.0.0.1:1"}, 2, "--relay needs the clusters"},
 		{"bad flag", []string{"--stat", state}, 2, "flag provided but not defined"},
+		{"zero fleet grace", []string{"--state", state, "--source", good, "--fleet-grace", "0s"}, 2, "--fleet-grace 0s: must be > 0"},
+		{"negative fleet grace", []string{"--state", state, "--source", good, "--fleet-grace", "-1s"}, 2, "--fleet-grace -1s: must be > 0"},
 		{"positional", []string{"--state", state, "extra"}, 2, `unexpected argument "extra"`},
 		{"invalid source", []string{"--state", state, "--source", bad}, 2, "origins[0].endpoints[0]"},
 		{"damaged state", []string{"--state", damaged, "--source", good}, 2, "fix or restore it"},

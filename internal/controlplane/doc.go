@@ -8,6 +8,11 @@
 // so that gateways placing endpoints by them agree whatever their
 // histories.
 //
+// The writer also assigns gateways dense fleet positions by node id: a
+// second resource type, discovery.FleetType (a Struct {instance, size}
+// named by the node id), served from its own LinearCache beside the EDS
+// one through a MuxCache (fleet.go).
+//
 // The membership comes from a watched source file (ParseSource), from an
 // upstream ADS server relayed with corput's own xDS client
 // (discovery.XDS), or — for a read-only follower — from the state file a
@@ -30,4 +35,14 @@
 //     linear cache sends a stream only the clusters it has not got.
 //   - A NACK is logged and counted; the rejected version is not resent to
 //     that stream.
+//   - Fleet positions are dense: the node at instance i is the state's
+//     Fleet[i], each node once, and the size served is len(Fleet). A node
+//     joins at the end with its first fleet subscription, keeps its
+//     position while it has a fleet stream and for the grace after its
+//     last one closed, and only the grace's expiry releases it: the
+//     highest moves into the hole, so one gateway moves. A join or release
+//     is persisted at once, then published as one cache update of every
+//     node whose position changed; a failed write publishes nothing and is
+//     tried again. A restart serves the persisted positions and gives each
+//     node a fresh grace. Only the writer assigns; a follower serves none.
 package controlplane

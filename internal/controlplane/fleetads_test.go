@@ -356,3 +356,55 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 		t.Fatalf("the writer's state fleet = %v (%v), want [gw-0]", st.Fleet, err)
 	}
 }
+
+// The gateway's own client (discovery.FleetXDS) follows its position
+// from the writer: its join, the size growing as another joins, and a
+// reconnect after a control-plane restart at the same position with no
+// new emission.
+func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
+	f, _ := newFleetFixture(t)
+	cp := f.start()
+	logger, _ := testLogger()
+	x, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-x",
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []discovery.Fleet
+	emitted := func() []discovery.Fleet {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = x.Run(ctx, func(fl discovery.Fleet) {
+			mu.Lock()
+			got = append(got, fl)
+			mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	at := func(n, instance, size int) {
+		t.Helper()
+		poll.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
+			e := emitted()
+			return len(e) >= n && e[n-1].Instance == instance && e[n-1].Size == size
+		})
+	}
+	at(1, 0, 1)
+	dialFleet(t, cp.Addr(), "gw-y").waitAt(1, 2)
+	at(2, 0, 2)
+
+	cp.Close()
+	poll.Until(t, "the client to notice the control plane is gone", func() bool { return x.Err() != nil })
+	cp = f.start()
+	poll.Until(t, "the client to take the restarted control plane's response", func() bool { return x.Err() == nil })
+	waitConnected(t, cp, "gw-x", true)
+	if e := emitted(); len(e) != 2 {
+		t.Fatalf("the client emitted %v; a restart must not move it", e)
+	}
+}
