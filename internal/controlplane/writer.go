@@ -79,7 +79,7 @@ func openWriter(path string, debounce time.Duration, clk clock.Clock, log *slog.
 		return nil, err
 	}
 	m.StateWrites.WithLabelValues("ok").Inc()
-	log.Info("control plane: state loaded", "file", path, "fresh", fresh, "generation", st.Generation, "origins", len(st.Origins))
+	log.Info("control plane: state loaded", "file", path, "fresh", fresh, "generation", st.Generation, "origins", len(st.Origins), "fleet", len(st.Fleet))
 	w := &writer{
 		path: path, debounce: debounce, clk: clk, log: log, metrics: m, release: release,
 		members: map[string][]discovery.Endpoint{}, known: map[string]bool{},
