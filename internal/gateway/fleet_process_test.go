@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/corput/corput/internal/controlplane"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
@@ -94,4 +97,103 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	}
 	load.halt()
 	load.check(t, "under the control plane's moves")
+}
+
+// TestARollingReplaceUnderTheControlPlane: three `corput serve` processes
+// placed by a real `corput control-plane` (positions by node id, grace 1
+// s), following an origin of 16 endpoints over its EDS (4 subsets of 4;
+// 2 loops per gateway). gw-a and gw-b serve; gw-c joins (size 3), gw-a is
+// stopped, and after the grace the control plane moves gw-c, the highest,
+// into gw-a's position (size 2): a Deployment's rolling update of one pod.
+// Under load through gw-b: no request fails, and gw-b opens no connection
+// through the join, the leave and the compaction (its subsets never
+// change: the cap loops × size stays at or above 4). gw-c's move from 2 of
+// 3 to 0 of 2 keeps its frontends' subsets too ((2·2+l) mod 4 = (0·2+l)
+// mod 4), so it opens none either.
+func TestARollingReplaceUnderTheControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/corput")
+	}
+	origins := startOrigins(t, 16, testorigin.Options{Classes: fastClass})
+	dir := t.TempDir()
+	var src strings.Builder
+	src.WriteString("origins:\n  - name: app\n    subset: {size: 4}\n    endpoints:\n")
+	for _, a := range serverAddrs(origins) {
+		fmt.Fprintf(&src, "      - {address: %q, zone: z1}\n", a)
+	}
+	source := filepath.Join(dir, "origins.yaml")
+	writeFileAtomic(t, source, src.String())
+	cp, err := controlplane.Start(controlplane.Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"),
+		Source: source, FleetGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	start := func(node string) *serveProcess {
+		t.Helper()
+		file := filepath.Join(dir, node+".yaml")
+		writeFileAtomic(t, file, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 2
+fleet: {server: %[1]q, node_id: %[2]s}
+routes: [{path_prefix: /, origin: app}]
+origins:
+  - name: app
+    discovery: {type: xds, server: %[1]q, cluster: app}
+    subset: {size: 4}
+`, cp.Addr(), node))
+		p := startServeWith(t, serveSpec{config: file})
+		poll.Until(t, node+" /readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+		return p
+	}
+	at := func(p *serveProcess, what string, instance, size int) {
+		t.Helper()
+		poll.Until(t, what, func() bool {
+			i, n := fleetPosition(t, p.admin)
+			return i == instance && n == size
+		})
+	}
+	created := func(p *serveProcess) float64 {
+		return scrapeAdmin(t, p.admin).sum("corput_upstream_connections_created_total")
+	}
+
+	a := start("gw-a")
+	b := start("gw-b")
+	at(a, "gw-a at 0 of 2", 0, 2)
+	at(b, "gw-b at 1 of 2", 1, 2)
+	load := startSteadyLoad(t, "http://"+b.listen+"/x", 8)
+	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	bBefore := created(b)
+	if bBefore == 0 {
+		t.Fatal("gw-b counted no connection created: the count below would prove nothing")
+	}
+
+	c := start("gw-c")
+	at(c, "gw-c at 2 of 3", 2, 3)
+	at(b, "gw-b at 1 of 3", 1, 3)
+	cBefore := created(c)
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := a.wait(30 * time.Second); !exited || err != nil {
+		t.Fatalf("gw-a after SIGTERM: exited %v, %v", exited, err)
+	}
+	at(c, "the compaction: gw-c moved to 0 of 2", 0, 2)
+	at(b, "gw-b at 1 of 2 again", 1, 2)
+	want := []controlplane.FleetMember{{Node: "gw-c", Instance: 0, Connected: true}, {Node: "gw-b", Instance: 1, Connected: true}}
+	if got := cp.Fleet(); !slices.Equal(got, want) {
+		t.Errorf("the control plane's fleet: %+v, want %+v", got, want)
+	}
+	poll.Until(t, "more load after the compaction", func() bool { return load.ok.Load() > 400 })
+	load.halt()
+	load.check(t, "through a rolling replace")
+	if n := created(b) - bBefore; n != 0 {
+		t.Errorf("gw-b opened %.0f connections through the join, the leave and the compaction; want 0 (its subsets never changed)", n)
+	}
+	if n := created(c) - cBefore; n != 0 {
+		t.Errorf("gw-c opened %.0f connections for its move from 2 of 3 to 0 of 2; want 0 (the same subsets)", n)
+	}
+	if !strings.Contains(c.log(), "fleet position changed") {
+		t.Errorf("gw-c logged no move:\n%s", c.log())
+	}
 }

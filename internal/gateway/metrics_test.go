@@ -61,7 +61,13 @@ type families map[string]*dto.MetricFamily
 
 func scrapeFamilies(t testing.TB, g *Gateway) families {
 	t.Helper()
-	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/metrics")
+	return scrapeAdmin(t, g.AdminAddr())
+}
+
+// scrapeAdmin parses the /metrics page of the admin listener at addr.
+func scrapeAdmin(t testing.TB, addr string) families {
+	t.Helper()
+	resp, err := adminHTTP.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
