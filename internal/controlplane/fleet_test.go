@@ -29,6 +29,13 @@ type fleetRig struct {
 	removed   [][]string
 }
 
+// connect opens a fleet stream for each node, in order.
+func (r *fleetRig) connect(nodes ...string) {
+	for _, node := range nodes {
+		r.f.connect(node)
+	}
+}
+
 func newFleetRig(t *testing.T, restored ...string) *fleetRig {
 	t.Helper()
 	logger, buf := testLogger()
@@ -140,9 +147,7 @@ func TestFleetJoinsAtTheEnd(t *testing.T) {
 // within it, nothing changes, and the expired timer releases nothing.
 func TestFleetReconnectWithinTheGrace(t *testing.T) {
 	r := newFleetRig(t)
-	for _, node := range []string{"gw-a", "gw-b", "gw-c"} {
-		r.f.connect(node)
-	}
+	r.connect("gw-a", "gw-b", "gw-c")
 	r.f.disconnect("gw-b")
 	if value(r.m.FleetConnected) != 2 {
 		t.Fatalf("fleet_connected %v after a disconnect, want 2", value(r.m.FleetConnected))
@@ -164,9 +169,7 @@ func TestFleetReconnectWithinTheGrace(t *testing.T) {
 // hole, in one update that removes it and sets the others' new size.
 func TestFleetCompactionMovesTheHighest(t *testing.T) {
 	r := newFleetRig(t)
-	for _, node := range []string{"gw-a", "gw-b", "gw-c"} {
-		r.f.connect(node)
-	}
+	r.connect("gw-a", "gw-b", "gw-c")
 	r.f.disconnect("gw-b")
 	r.clk.Advance(30 * time.Second)
 	r.want("gw-a", "gw-c")
@@ -188,9 +191,7 @@ func TestFleetCompactionMovesTheHighest(t *testing.T) {
 // The highest away past the grace: the size shrinks and nobody moves.
 func TestFleetHighestLeaves(t *testing.T) {
 	r := newFleetRig(t)
-	for _, node := range []string{"gw-a", "gw-b", "gw-c"} {
-		r.f.connect(node)
-	}
+	r.connect("gw-a", "gw-b", "gw-c")
 	r.f.disconnect("gw-c")
 	r.clk.Advance(31 * time.Second)
 	r.want("gw-a", "gw-b")

@@ -16,7 +16,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
@@ -42,19 +41,8 @@ type fleetClient struct {
 
 func dialFleet(t *testing.T, addr, node string) *fleetClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &fleetClient{t: t, node: node, conn: conn, stream: stream, cancel: cancel, done: make(chan struct{})}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}}); err != nil {
-		t.Fatal(err)
-	}
+	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}})
+	c := &fleetClient{t: t, node: node, conn: a.conn, stream: a.stream, cancel: a.cancel, done: make(chan struct{})}
 	go c.run()
 	t.Cleanup(c.close)
 	return c

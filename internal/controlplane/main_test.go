@@ -201,6 +201,31 @@ func indicesOf(t *testing.T, cla *endpointv3.ClusterLoadAssignment) (map[string]
 	return out, subsets
 }
 
+// adsStream is one ADS stream of a test gateway, opened with its first
+// request sent; close cuts it.
+type adsStream struct {
+	conn   *grpc.ClientConn
+	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	cancel context.CancelFunc
+}
+
+func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest) adsStream {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(first); err != nil {
+		t.Fatal(err)
+	}
+	return adsStream{conn, stream, cancel}
+}
+
 // adsClient is a minimal ADS client that records every response and
 // answers each with an ACK, or a NACK when nack says so.
 type adsClient struct {
@@ -219,19 +244,8 @@ type adsClient struct {
 
 func dialADS(t *testing.T, addr, node string, names []string, nack func(*discoveryv3.DiscoveryResponse) bool) *adsClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &adsClient{t: t, conn: conn, stream: stream, names: names, nack: nack, cancel: cancel, done: make(chan struct{})}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names}); err != nil {
-		t.Fatal(err)
-	}
+	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names})
+	c := &adsClient{t: t, conn: a.conn, stream: a.stream, names: names, nack: nack, cancel: a.cancel, done: make(chan struct{})}
 	go c.run()
 	t.Cleanup(c.close)
 	return c
