@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "control-plane", summary: "an xDS (EDS) server that hands every gateway the same ring indices", run: runControlPlane})
+	register(command{name: "control-plane", summary: "an xDS server that hands every gateway the same ring indices, and fleet positions by node id", run: runControlPlane})
 }
 
 // runControlPlane is `corput control-plane`: it serves until SIGTERM or
