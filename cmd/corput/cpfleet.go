@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
@@ -17,8 +18,9 @@ import (
 // burst of moves is applied once, at the newest.
 type cpFleet struct {
 	log   *slog.Logger
-	moved chan struct{} // 1-buffered
-	done  chan struct{} // closed when the source's Run returns
+	after func(time.Duration) <-chan time.Time // time.After; a test's clock
+	moved chan struct{}                        // 1-buffered
+	done  chan struct{}                        // closed when the source's Run returns
 
 	mu  sync.Mutex
 	cur discovery.Fleet
@@ -40,7 +42,7 @@ func followFleet(ctx context.Context, cfg *config.Config, in discovery.FleetInpu
 	if err != nil {
 		return nil, err
 	}
-	f := &cpFleet{log: log, moved: make(chan struct{}, 1), done: make(chan struct{}), src: src}
+	f := &cpFleet{log: log, after: time.After, moved: make(chan struct{}, 1), done: make(chan struct{}), src: src}
 	go func() {
 		defer close(f.done)
 		_ = src.Run(ctx, f.set)
@@ -111,15 +113,27 @@ func (f *cpFleet) place(cfg *config.Config) {
 	cfg.Fleet.Instance, cfg.Fleet.Size = fl.Instance, fl.Size
 }
 
-// apply moves the gateway to each new position until ctx ends.
+// moveRetry is how soon a refused move is tried again: until the gateway
+// stands where the control plane placed it, it may share a position with
+// another gateway.
+const moveRetry = time.Second
+
+// apply moves the gateway to each new position until ctx ends. A refused
+// move (logged by move) is tried again every moveRetry, at the newest
+// position, until one is applied.
 func (f *cpFleet) apply(ctx context.Context, move func(instance, size int) error) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-f.moved:
-			fl, _ := f.current()
-			_ = move(fl.Instance, fl.Size) // a refusal is logged; the next move retries
+		case <-retry:
 		case <-ctx.Done():
 			return
+		}
+		fl, _ := f.current()
+		retry = nil
+		if move(fl.Instance, fl.Size) != nil {
+			retry = f.after(moveRetry)
 		}
 	}
 }

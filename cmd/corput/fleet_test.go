@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
@@ -92,5 +96,52 @@ func TestAControlPlanesPositionRefusesOthers(t *testing.T) {
 		if code := runServe(append([]string{"--config", file}, c.args...), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v %s: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// TestARefusedMoveIsRetried: a move the gateway refuses is tried again
+// after moveRetry, at the newest position, until one is applied; a
+// position that arrives meanwhile is the one tried.
+func TestARefusedMoveIsRetried(t *testing.T) {
+	tick := make(chan time.Time)
+	var asked []time.Duration
+	f := &cpFleet{log: slog.New(slog.NewTextHandler(io.Discard, nil)), moved: make(chan struct{}, 1),
+		after: func(d time.Duration) <-chan time.Time { asked = append(asked, d); return tick }}
+	type move struct{ instance, size int }
+	moves := make(chan move)
+	results := make(chan error)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.apply(ctx, func(instance, size int) error {
+			moves <- move{instance, size}
+			return <-results
+		})
+	}()
+	defer func() { cancel(); <-done }()
+
+	f.set(discovery.Fleet{Instance: 1, Size: 3})
+	if m := <-moves; m != (move{1, 3}) {
+		t.Fatalf("first move %v, want 1 of 3", m)
+	}
+	results <- errors.New("refused")
+	f.set(discovery.Fleet{Instance: 0, Size: 2}) // arrives while the retry waits
+	if m := <-moves; m != (move{0, 2}) {
+		t.Fatalf("after the refusal %v, want the newest, 0 of 2", m)
+	}
+	results <- errors.New("refused again")
+	tick <- time.Time{} // the retry's wait ends
+	if m := <-moves; m != (move{0, 2}) {
+		t.Fatalf("the retry %v, want 0 of 2", m)
+	}
+	results <- nil
+	if len(asked) != 2 || asked[0] != moveRetry {
+		t.Fatalf("waits asked for %v, want two of %v", asked, moveRetry)
+	}
+	select {
+	case m := <-moves:
+		t.Fatalf("moved again (%v) after a move was applied", m)
+	case <-time.After(50 * time.Millisecond):
 	}
 }
