@@ -10,6 +10,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/gateway"
 )
 
 // cpFleet follows the fleet position the control plane of fleet.server
@@ -105,6 +106,31 @@ func (f *cpFleet) first(ctx context.Context) (discovery.Fleet, error) {
 			return discovery.Fleet{}, fmt.Errorf("%w (%v)", errNoPosition, f.src.Err())
 		}
 	}
+}
+
+// await waits for the first position and places cfg there. Meanwhile the
+// admin listener (lns.Admin, or cfg's admin address bound here) answers
+// /healthz ok and /readyz 503 (waitingAdmin); its socket is then handed
+// to the gateway in lns.Admin.
+func (f *cpFleet) await(ctx context.Context, cfg *config.Config, lns *gateway.Listeners) (discovery.Fleet, error) {
+	wa, err := serveWhileWaiting(lns.Admin, cfg.Admin.Listen, "waiting for the fleet position from the control plane at "+cfg.Fleet.Server)
+	if err != nil {
+		return discovery.Fleet{}, err
+	}
+	f.log.Info("admin: /healthz answers ok and /readyz 503 while the gateway waits for its fleet position", "admin", wa.Addr())
+	fl, err := f.first(ctx)
+	if err != nil {
+		wa.close()
+		return fl, err
+	}
+	ln, err := wa.handOver()
+	if err != nil {
+		ln.Close()
+		return fl, err
+	}
+	lns.Admin = ln
+	f.place(cfg)
+	return fl, nil
 }
 
 // place sets cfg's position to the newest one.

@@ -123,28 +123,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			<-cpf.done
 		}
 	}()
-	var fleet discovery.Fleet
-	var err error
-	if cfg.Fleet.Server != "" {
-		if cpf, err = followFleet(ctx, cfg, in, log); err != nil {
-			fmt.Fprintln(stderr, "corput serve:", err)
-			return 2
-		}
-		if fleet, err = cpf.first(ctx); err != nil {
-			log.Info("shutting down", "err", err)
-			return 0
-		}
-		cpf.place(cfg)
-	} else if fleet, err = placeInFleet(cfg, in); err != nil {
-		fmt.Fprintln(stderr, "corput serve:", err)
-		return 2
-	}
 	if *adminAddr != "" {
 		cfg.Admin.Listen = *adminAddr
 	}
-	log.Info("fleet position", "instance", fleet.Instance, "instance_from", fleet.InstanceFrom,
-		"size", fleet.Size, "size_from", fleet.SizeFrom)
-
 	lns, err := activatedListeners(os.Getenv, os.Unsetenv, os.Getpid())
 	if err != nil {
 		fmt.Fprintln(stderr, "corput serve:", err)
@@ -153,6 +134,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if lns.Listen != nil || lns.Admin != nil {
 		log.Info("socket activation: serving the sockets handed over", "listen", addrOf(lns.Listen), "admin", addrOf(lns.Admin))
 	}
+	var fleet discovery.Fleet
+	if cfg.Fleet.Server != "" {
+		if cpf, err = followFleet(ctx, cfg, in, log); err != nil {
+			fmt.Fprintln(stderr, "corput serve:", err)
+			return 2
+		}
+		if fleet, err = cpf.await(ctx, cfg, &lns); errors.Is(err, errNoPosition) {
+			log.Info("shutting down", "err", err)
+			return 0
+		} else if err != nil {
+			fmt.Fprintln(stderr, "corput serve:", err)
+			return 1
+		}
+	} else if fleet, err = placeInFleet(cfg, in); err != nil {
+		fmt.Fprintln(stderr, "corput serve:", err)
+		return 2
+	}
+	log.Info("fleet position", "instance", fleet.Instance, "instance_from", fleet.InstanceFrom,
+		"size", fleet.Size, "size_from", fleet.SizeFrom)
+
 	// A reload reads the file again and places the gateway again, from
 	// the same flags, environment and hostname and the file's fleet block:
 	// a new fleet.size or fleet.instance in the file re-subsets in place,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,30 +35,44 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	origins := startOrigins(t, 8, testorigin.Options{Classes: fastClass})
 	file := filepath.Join(t.TempDir(), "corput.yaml")
 	fleet := fmt.Sprintf("fleet: {server: %q, node_id: gw-a}\n", cp.Addr())
-	writeFileAtomic(t, file, serveConfig(nil, origins, fleet))
+	// A fixed admin port, to probe it while the gateway waits.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := free.Addr().String()
+	free.Close()
+	configText := func(routes []string) string {
+		return strings.Replace(serveConfig(routes, origins, fleet), "admin: 127.0.0.1:0", "admin: "+admin, 1)
+	}
+	writeFileAtomic(t, file, configText(nil))
 	set := func(instance, size int) {
 		t.Helper()
 		if err := cp.SetFleet("gw-a", discovery.FleetResource(instance, size)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The position is published only once the gateway has asked for it:
-	// a gateway that served before would log its addresses first.
-	asked := make(chan bool, 1)
+	// The position is published only once the gateway has asked for it
+	// (a gateway that served before would log its addresses first), and
+	// its admin port, meanwhile, says it is alive and not ready.
+	asked := make(chan string, 1)
 	go func() {
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			if slices.ContainsFunc(cp.Requests(), func(r *discoveryv3.DiscoveryRequest) bool {
 				return r.GetTypeUrl() == discovery.FleetType && slices.Equal(r.GetResourceNames(), []string{"gw-a"})
 			}) {
-				asked <- cp.SetFleet("gw-a", discovery.FleetResource(0, 2)) == nil
+				asked <- waitingProbes(admin) + publish(cp)
 				return
 			}
 		}
-		asked <- false
+		asked <- "the gateway never asked for its position as node gw-a"
 	}()
 	p := startServeWith(t, serveSpec{config: file})
-	if !<-asked {
-		t.Fatal("the gateway never asked for its position as node gw-a")
+	if problem := <-asked; problem != "" {
+		t.Fatal(problem)
+	}
+	if p.admin != admin {
+		t.Errorf("the gateway serves its admin API on %s, not on the socket it answered on while waiting (%s)", p.admin, admin)
 	}
 	if log := p.log(); strings.Index(log, "waiting for the control plane") > strings.Index(log, "corput serving") {
 		t.Fatalf("the gateway served before it waited for its position:\n%s", log)
@@ -79,7 +94,7 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 
 	set(1, 2) // compaction moved it
 	moved("the move to 1 of 2", 1, 2)
-	writeFileAtomic(t, file, serveConfig([]string{"/extra/"}, origins, fleet))
+	writeFileAtomic(t, file, configText([]string{"/extra/"}))
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +112,38 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	}
 	load.halt()
 	load.check(t, "under the control plane's moves")
+}
+
+// waitingProbes checks what a gateway waiting for its position answers
+// on its admin port: /healthz 200, /readyz 503 with the reason. It
+// returns what is wrong, or "".
+func waitingProbes(admin string) string {
+	var problems []string
+	for _, c := range []struct {
+		path, body string
+		code       int
+	}{{"/healthz", "ok", 200}, {"/readyz", "waiting for the fleet position", 503}} {
+		resp, err := adminHTTP.Get("http://" + admin + c.path)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("while waiting, %s: %v", c.path, err))
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(string(b), c.body) {
+			problems = append(problems, fmt.Sprintf("while waiting, %s answered %d %q; want %d and %q", c.path, resp.StatusCode, b, c.code, c.body))
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+// publish gives gw-a its first position, 0 of 2; it returns what went
+// wrong, or "".
+func publish(cp *xdstest.Server) string {
+	if err := cp.SetFleet("gw-a", discovery.FleetResource(0, 2)); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // TestARollingReplaceUnderTheControlPlane: three `corput serve` processes
