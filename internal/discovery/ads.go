@@ -32,9 +32,9 @@ type ads struct {
 	dialOpts []grpc.DialOption
 	clock    clock.Clock
 	backoff  backoff
-	// what names the subscription in errors ("clusters a, b"), kept what
-	// stays in force while it fails ("membership").
-	what, kept string
+	// what names the subscription in errors ("clusters a, b"); health's
+	// kept, what stays in force while it fails ("membership").
+	what string
 }
 
 // init sets the subscription up as cfg describes (its server, node,

@@ -61,6 +61,7 @@ func (s *Static) Err() error { return nil }
 // every time it recurs.
 type health struct {
 	log    *slog.Logger
+	kept   string     // what stays in force while failing; "" is "membership"
 	mu     sync.Mutex // guards following
 	err    error
 	warned bool // err was logged (a waiting state set by wait is not)
@@ -81,8 +82,16 @@ func (h *health) fail(err error) {
 	h.err, h.warned = err, true
 	h.mu.Unlock()
 	if !same {
-		h.log.Warn("discovery: keeping the last good membership", "err", err)
+		h.log.Warn("discovery: keeping the last good "+h.what(), "err", err)
 	}
+}
+
+// what is what the source follows, for its log lines.
+func (h *health) what() string {
+	if h.kept == "" {
+		return "membership"
+	}
+	return h.kept
 }
 
 // ok clears the recorded error, logging the recovery once.
@@ -92,7 +101,7 @@ func (h *health) ok() {
 	h.err, h.warned = nil, false
 	h.mu.Unlock()
 	if warned {
-		h.log.Info("discovery: membership source recovered", "was", was)
+		h.log.Info("discovery: "+h.what()+" source recovered", "was", was)
 	}
 }
 
