@@ -216,7 +216,7 @@ func Start(opts Options) (*ControlPlane, error) {
 // count fleet streams for them, before anything is served.
 func (c *ControlPlane) startFleet() error {
 	f, err := newFleet(&fleet{
-		clk: c.opts.Clock, grace: c.opts.FleetGrace, log: c.log, metrics: c.metrics,
+		clk: c.opts.Clock, grace: c.opts.FleetGrace, join: max(c.opts.Debounce, 0), log: c.log, metrics: c.metrics,
 		persist: c.writer.persistFleet, publish: c.server.publishFleet,
 	}, c.writer.snapshot().Fleet)
 	if err != nil {

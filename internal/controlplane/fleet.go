@@ -43,10 +43,13 @@ type FleetMember struct {
 //     grace's expiry releases a slot: the highest slot's node moves into
 //     the hole, so one gateway moves and the slots stay dense.
 //   - A connected node without a slot is in waiting, in the order it
-//     came; it is admitted at the end as soon as the state can be written.
+//     came. The nodes that came within one join window are admitted
+//     together, at the end, as one change (one write, one size step); a
+//     change whose write failed is tried again fleetRetry later.
 type fleet struct {
 	clk     clock.Clock
 	grace   time.Duration
+	join    time.Duration // the join window; 0: each node joins at once
 	log     *slog.Logger
 	metrics *Metrics
 	persist func(slots []string) error                                // writes the state file with slots
@@ -59,7 +62,7 @@ type fleet struct {
 	streams map[string]int         // open fleet streams per node (> 0 only)
 	held    map[string]clock.Timer // grace timers of slot holders without a stream
 	waiting []string               // connected nodes without a slot
-	retry   clock.Timer            // admits waiting nodes after a failed write
+	admit   clock.Timer            // admits the waiting nodes: the join window's end, or a retry
 }
 
 // newFleet restores the persisted slots and publishes them. Every
@@ -114,7 +117,11 @@ func (f *fleet) connect(node string) {
 		return
 	}
 	f.waiting = append(f.waiting, node)
-	f.admitLocked()
+	if f.join <= 0 {
+		f.admitLocked()
+		return
+	}
+	f.admitLaterLocked(f.join)
 }
 
 // disconnect counts a node's fleet stream closed. After its last one, a
@@ -155,7 +162,7 @@ func (f *fleet) admitLocked() {
 	}
 	joining := f.waiting[:n]
 	if !f.commitLocked(append(slices.Clone(f.slots), joining...)) {
-		f.retryLocked()
+		f.admitLaterLocked(fleetRetry)
 		return
 	}
 	for _, node := range joining {
@@ -237,15 +244,17 @@ func (f *fleet) commitLocked(next []string) bool {
 	return true
 }
 
-// retryLocked arms the timer that admits waiting nodes again.
-func (f *fleet) retryLocked() {
-	if f.retry != nil {
-		f.retry.Reset(fleetRetry)
+// admitLaterLocked admits the waiting nodes d from now, unless a timer
+// to admit them is armed already: a node that comes meanwhile joins with
+// the others.
+func (f *fleet) admitLaterLocked(d time.Duration) {
+	if f.admit != nil {
 		return
 	}
-	f.retry = f.clk.AfterFunc(fleetRetry, func() {
+	f.admit = f.clk.AfterFunc(d, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.admit = nil
 		if !f.closed && len(f.waiting) > 0 {
 			f.admitLocked()
 		}
@@ -271,7 +280,7 @@ func (f *fleet) close() {
 	for _, t := range f.held {
 		t.Stop()
 	}
-	if f.retry != nil {
-		f.retry.Stop()
+	if f.admit != nil {
+		f.admit.Stop()
 	}
 }

@@ -259,3 +259,43 @@ func TestFleetStateWriteFailure(t *testing.T) {
 	r.clk.Advance(time.Hour)
 	r.want("gw-b")
 }
+
+// Nodes that subscribe within one join window join together: one state
+// write and one update at the full size, never the sizes in between; one
+// that comes after the window joins in the next. A write that fails is
+// tried again fleetRetry later, with the nodes that came meanwhile.
+func TestFleetJoinWindow(t *testing.T) {
+	r := newFleetRig(t)
+	r.f.join = time.Second
+	r.connect("gw-a", "gw-b")
+	r.clk.Advance(500 * time.Millisecond)
+	r.connect("gw-c")
+	if n := r.updateCount(); n != 0 {
+		t.Fatalf("%d updates inside the join window, want none", n)
+	}
+	r.clk.Advance(500 * time.Millisecond)
+	r.want("gw-a", "gw-b", "gw-c")
+	if n := r.updateCount(); n != 1 {
+		t.Fatalf("three joins within a window published %d updates, want 1", n)
+	}
+	for node, p := range r.updates[0] {
+		if p.size != 3 {
+			t.Errorf("%s was published at size %d, want 3: the fleet grows in one step", node, p.size)
+		}
+	}
+
+	r.mu.Lock()
+	r.fail = true
+	r.mu.Unlock()
+	r.connect("gw-d")
+	r.clk.Advance(time.Second)
+	r.connect("gw-e") // while the retry waits
+	r.mu.Lock()
+	r.fail = false
+	r.mu.Unlock()
+	r.clk.Advance(fleetRetry)
+	r.want("gw-a", "gw-b", "gw-c", "gw-d", "gw-e")
+	if n := r.updateCount(); n != 2 {
+		t.Fatalf("%d updates, want 2: the retry admits gw-d and gw-e together", n)
+	}
+}

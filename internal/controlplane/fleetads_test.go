@@ -122,6 +122,7 @@ func newFleetFixture(t *testing.T) (*fixture, *clock.Fake) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	f.opts.Clock = clk
 	f.opts.Admin = "127.0.0.1:0"
+	f.opts.Debounce = -1 // each join at once, in order (the join window: TestFleetJoinWindow)
 	return f, clk
 }
 
