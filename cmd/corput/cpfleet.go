@@ -19,14 +19,14 @@ import (
 // burst of moves is applied once, at the newest.
 type cpFleet struct {
 	log   *slog.Logger
+	src   *discovery.FleetXDS
 	after func(time.Duration) <-chan time.Time // time.After; a test's clock
 	moved chan struct{}                        // 1-buffered
 	done  chan struct{}                        // closed when the source's Run returns
 
-	mu  sync.Mutex
+	mu  sync.Mutex // guards following
 	cur discovery.Fleet
-	got bool
-	src *discovery.FleetXDS
+	got bool // cur is a position the control plane gave
 }
 
 // followFleet starts following the position of cfg's node id; in says
