@@ -195,6 +195,7 @@ type Plan struct {
 	None        Figures         `json:"no_subsetting"`
 	Saved       Savings         `json:"saved"`
 	Sticky      StickyCost      `json:"sticky"`
+	Rollout     Rollout         `json:"rollout"`    // one gateway replaced: StatefulSet or control plane
 	Candidates  []Candidate     `json:"candidates"` // every size the ring can produce, largest first
 	// SameAs is the `corput subsets` command whose ringsteady row has this
 	// plan's churn and coverage.
@@ -224,6 +225,9 @@ func Make(in Input) (Plan, error) {
 		return Plan{}, err
 	}
 	p.Chosen = in.candidate(ring, p.Size)
+	if p.Rollout, err = rollout(in, addrs, p.Size); err != nil {
+		return Plan{}, err
+	}
 	rep, err := subset.Compare(in.scenario(p.Size), []subset.Algorithm{subset.Ringsteady})
 	if err != nil {
 		return Plan{}, err

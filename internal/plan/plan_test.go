@@ -255,3 +255,42 @@ func BenchmarkMake(b *testing.B) {
 		}
 	}
 }
+
+// TestRollout: one gateway replaced. A StatefulSet's new pod opens its
+// position's pools (the fleet's pairs ÷ G) and nobody else moves. Through
+// the control plane, the gateways that stay open nothing while loops ×
+// size caps no subset count, G+1 included (800 endpoints, 10 × 16, 64
+// subsets ≤ 160 frontends); where the cap binds (400 endpoints of 50 want
+// 8 subsets, 3 × 2 loops give 6 frontends, so 4 subsets, and 8 at the
+// surge), the staying gateways open pools at both resizes. The new pod
+// opens at least its own position's pools, plus those its move adds.
+func TestRollout(t *testing.T) {
+	for _, c := range []struct {
+		in         Input
+		othersZero bool
+	}{
+		{Input{Origins: 800, Gateways: 10, Loops: 16, Subset: 13}, true},
+		{Input{Origins: 400, Gateways: 3, Loops: 2, Subset: 50}, false},
+	} {
+		p, err := Make(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.Rollout
+		pl, err := placement(p.Input, subset.Ringsteady, endpoints(c.in.Origins), p.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(pl.pairs) / float64(c.in.Gateways); r.StatefulSetNew != want {
+			t.Errorf("%+v: a StatefulSet's new pod opens %v pools, want its position's %v", c.in, r.StatefulSetNew, want)
+		}
+		if r.ControlPlaneNew < r.StatefulSetNew {
+			t.Errorf("%+v: through the control plane the new pod opens %v pools, fewer than its position holds (%v)", c.in, r.ControlPlaneNew, r.StatefulSetNew)
+		}
+		if (r.ControlPlaneOthers == 0) != c.othersZero {
+			t.Errorf("%+v: the staying gateways open %v pools; want 0: %v", c.in, r.ControlPlaneOthers, c.othersZero)
+		}
+		t.Logf("%d × %d over %d, subset.size %d: StatefulSet %v new; control plane %v new, %v others",
+			c.in.Gateways, c.in.Loops, c.in.Origins, p.Size, r.StatefulSetNew, r.ControlPlaneNew, r.ControlPlaneOthers)
+	}
+}

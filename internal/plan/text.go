@@ -101,6 +101,11 @@ func (p Plan) writeCosts(w io.Writer) {
 	if p.Input.Lifetime > 0 {
 		conns(fmt.Sprintf("recycling every %s, handshakes/s", p.Input.Lifetime), sub.RecyclePerSec, none.RecyclePerSec)
 	}
+	r := p.Rollout
+	fmt.Fprintf(w, "\none gateway replaced by a rolling update (subset.size %d), pools opened:\n", p.Size)
+	fmt.Fprintf(w, "  StatefulSet (back at its ordinal)               %s at the new gateway, 0 at the others\n", num(r.StatefulSetNew))
+	fmt.Fprintf(w, "  Deployment, positions from the control plane   %s at the new gateway, %s at the others\n",
+		num(r.ControlPlaneNew), num(r.ControlPlaneOthers))
 }
 
 // span prints a..b, or a alone when they are equal.
