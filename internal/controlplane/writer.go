@@ -73,12 +73,10 @@ func openWriter(path string, debounce time.Duration, clk clock.Clock, log *slog.
 		log.Warn("control plane: cannot remove a temporary state file a crash left", "err", err)
 	}
 	st.Generation++
-	if err := WriteState(path, st); err != nil {
-		m.StateWrites.WithLabelValues("error").Inc()
+	if err := writeCounted(path, st, m); err != nil {
 		release()
 		return nil, err
 	}
-	m.StateWrites.WithLabelValues("ok").Inc()
 	log.Info("control plane: state loaded", "file", path, "fresh", fresh, "generation", st.Generation, "origins", len(st.Origins), "fleet", len(st.Fleet))
 	w := &writer{
 		path: path, debounce: debounce, clk: clk, log: log, metrics: m, release: release,
@@ -186,15 +184,12 @@ func (w *writer) flush() {
 	for _, name := range removed {
 		delete(next.Origins, name)
 	}
-	if err := WriteState(w.path, next); err != nil {
-		w.metrics.StateWrites.WithLabelValues("error").Inc()
+	if err := w.commit(next); err != nil {
 		w.log.Error("control plane: state write failed; publishing nothing until it succeeds (gateways keep the last published assignment)",
 			"file", w.path, "err", err)
 		w.retryLater()
 		return
 	}
-	w.metrics.StateWrites.WithLabelValues("ok").Inc()
-	w.state = next
 	for name, a := range changed {
 		w.origins[name].published = a
 	}
@@ -315,12 +310,26 @@ func (w *writer) persistFleet(slots []string) error {
 	}
 	next := w.state.Clone()
 	next.Fleet = slices.Clone(slots)
-	if err := WriteState(w.path, next); err != nil {
-		w.metrics.StateWrites.WithLabelValues("error").Inc()
+	return w.commit(next)
+}
+
+// commit writes next as the state file and, once it is written, holds it
+// as the state. Callers hold flushMu.
+func (w *writer) commit(next *State) error {
+	if err := writeCounted(w.path, next, w.metrics); err != nil {
 		return err
 	}
-	w.metrics.StateWrites.WithLabelValues("ok").Inc()
 	w.state = next
+	return nil
+}
+
+// writeCounted is WriteState, counted in corput_controlplane_state_writes_total.
+func writeCounted(path string, st *State, m *Metrics) error {
+	if err := WriteState(path, st); err != nil {
+		m.StateWrites.WithLabelValues("error").Inc()
+		return err
+	}
+	m.StateWrites.WithLabelValues("ok").Inc()
 	return nil
 }
 
