@@ -118,25 +118,24 @@ func (f *cpFleet) await(ctx context.Context, cfg *config.Config, lns *gateway.Li
 		return discovery.Fleet{}, err
 	}
 	f.log.Info("admin: /healthz answers ok and /readyz 503 while the gateway waits for its fleet position", "admin", wa.Addr())
-	fl, err := f.first(ctx)
-	if err != nil {
+	if _, err := f.first(ctx); err != nil {
 		wa.close()
-		return fl, err
+		return discovery.Fleet{}, err
 	}
 	ln, err := wa.handOver()
 	if err != nil {
 		ln.Close()
-		return fl, err
+		return discovery.Fleet{}, err
 	}
 	lns.Admin = ln
-	f.place(cfg)
-	return fl, nil
+	return f.place(cfg), nil
 }
 
-// place sets cfg's position to the newest one.
-func (f *cpFleet) place(cfg *config.Config) {
+// place sets cfg's position to the newest one, and returns it.
+func (f *cpFleet) place(cfg *config.Config) discovery.Fleet {
 	fl, _ := f.current()
 	cfg.Fleet.Instance, cfg.Fleet.Size = fl.Instance, fl.Size
+	return fl
 }
 
 // moveRetry is how soon a refused move is tried again: until the gateway

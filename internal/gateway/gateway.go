@@ -358,8 +358,9 @@ func (g *Gateway) Start() error {
 	g.mu.Unlock()
 	go func() { g.serveErr <- g.ended("listen", serve()) }()
 	go func() { g.serveErr <- g.ended("admin", admin.Serve(aln)) }()
+	fl := g.st().fleet()
 	g.log.Info("corput serving", "listen", ln.Addr().String(), "admin", aln.Addr().String(), "admin_access", access.Mode(),
-		"loops", g.loops, "fleet_instance", g.st().fleet().Instance, "fleet_size", g.st().fleet().Size)
+		"loops", g.loops, "fleet_instance", fl.Instance, "fleet_size", fl.Size)
 	if access.RefusesProtected() {
 		g.log.Warn("the admin listener is not on loopback and admin.token_file is not set: /admin/*, /debug/pprof/* and the dashboard answer 403; only /metrics, /healthz and /readyz are served",
 			"admin", aln.Addr().String())

@@ -196,11 +196,15 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 // MoveInFleet applies a fleet position given by the control plane of
 // fleet.server: the running configuration at instance of size, applied as a
 // reload that changes only the position (every origin re-subset in place,
-// only the loops whose subset changed opening or draining pools). An
-// error leaves the running position.
+// only the loops whose subset changed opening or draining pools). The
+// position in force already (the one the gateway started at, or a reload
+// placed it at) is no reload at all. An error leaves the running position.
 func (g *Gateway) MoveInFleet(instance, size int) error {
 	g.rl.mu.Lock()
 	defer g.rl.mu.Unlock()
+	if fl := g.st().fleet(); fl.Instance == instance && fl.Size == size {
+		return nil
+	}
 	cur := *g.st().cfg
 	cur.Fleet.Instance, cur.Fleet.Size = instance, size
 	if err := g.reloadLocked(&cur); err != nil {
