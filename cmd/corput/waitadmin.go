@@ -133,6 +133,17 @@ type replay struct {
 	pending []net.Conn
 }
 
+// Close closes the socket and the connections never accepted from it.
+func (r *replay) Close() error {
+	r.mu.Lock()
+	for _, c := range r.pending {
+		c.Close()
+	}
+	r.pending = nil
+	r.mu.Unlock()
+	return r.Listener.Close()
+}
+
 func (r *replay) Accept() (net.Conn, error) {
 	r.mu.Lock()
 	if len(r.pending) > 0 {

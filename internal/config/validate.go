@@ -59,8 +59,11 @@ func (c *Config) diagnose(r *reporter) {
 	checkRange(r, "loops", c.Loops, 0, maxLoops, "0 means one loop per GOMAXPROCS")
 	if c.Fleet.Server != "" {
 		c.checkFleetServer(r) // the position comes from there, checked as it arrives
-	} else if c.checkNoNodeID(r); checkRange(r, "fleet.size", c.Fleet.Size, 1, math.MaxInt32, "the number of gateways in the fleet") {
-		checkRange(r, "fleet.instance", c.Fleet.Instance, 0, c.Fleet.Size-1, "this gateway's index, 0 ≤ instance < fleet.size")
+	} else {
+		c.checkNoNodeID(r)
+		if checkRange(r, "fleet.size", c.Fleet.Size, 1, math.MaxInt32, "the number of gateways in the fleet") {
+			checkRange(r, "fleet.instance", c.Fleet.Instance, 0, c.Fleet.Size-1, "this gateway's index, 0 ≤ instance < fleet.size")
+		}
 	}
 	checkPositive(r, "downstream.read_header_timeout", c.Downstream.ReadHeaderTimeout, "10s")
 	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
