@@ -35,10 +35,15 @@ const (
 
 // servicesOf returns the Services of one component.
 func (m *manifests) servicesOf(component string) []*corev1.Service {
-	var out []*corev1.Service
-	for _, s := range m.services {
-		if s.Labels[componentLabel] == component {
-			out = append(out, s)
+	return ofComponent(m.services, component)
+}
+
+// ofComponent returns the objects whose component label is component.
+func ofComponent[T metav1.Object](objs []T, component string) []T {
+	var out []T
+	for _, o := range objs {
+		if o.GetLabels()[componentLabel] == component {
+			out = append(out, o)
 		}
 	}
 	return out

@@ -113,6 +113,16 @@ func TestManifestsAgree(t *testing.T) {
 	}
 }
 
+// manifestProblems is every problem the checks find in the manifests of
+// fsys, one per line.
+func manifestProblems(fsys fs.FS) string {
+	m, err := loadManifests(fsys)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(m.problems(), "\n")
+}
+
 // TestManifestChecksCatchMistakes proves each check can fail: every
 // mutation is a mistake someone could make, and must be reported.
 func TestManifestChecksCatchMistakes(t *testing.T) {
@@ -181,13 +191,7 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"gateways pointed elsewhere", "configmap.yaml", "server: corput-control-plane:18000", "server: xds-control-plane:18000", "is not the control plane's Service corput-control-plane:18000"},
 		{"gateways following a cluster it does not serve", "configmap.yaml", "cluster: payments", "cluster: pay", `discovery.cluster "pay" is not an origin of the control plane's source file`},
 		{"gateway sizing unlike the control plane's", "configmap.yaml", "min_size: 25, max_size: 50}", "min_size: 20, max_size: 50}", "ring_subsets would be ignored"},
-	}.run(t, "kubernetes", func(fsys fs.FS) string {
-		m, err := loadManifests(fsys)
-		if err != nil {
-			return err.Error()
-		}
-		return strings.Join(m.problems(), "\n")
-	})
+	}.run(t, "kubernetes", manifestProblems)
 }
 
 // TestKustomizeBuild renders the kustomization with kubectl's built-in

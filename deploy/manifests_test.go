@@ -275,13 +275,7 @@ func (m *manifests) gatewayWorkload() (workload, error) {
 
 // deploymentsOf returns the Deployments of one component.
 func (m *manifests) deploymentsOf(component string) []*appsv1.Deployment {
-	var out []*appsv1.Deployment
-	for _, d := range m.deployments {
-		if d.Labels[componentLabel] == component {
-			out = append(out, d)
-		}
-	}
-	return out
+	return ofComponent(m.deployments, component)
 }
 
 // fleet is the decoded manifests reduced to the one gateway they describe.

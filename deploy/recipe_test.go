@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"io/fs"
-	"strings"
 	"testing"
 )
 
@@ -49,11 +47,5 @@ func TestDeploymentRecipeChecksCatchMistakes(t *testing.T) {
 		{"no control plane to place it", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {size: 3}", "its pods have no dense ordinals; set fleet.server"},
 		{"a size beside the control plane", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {server: corput-control-plane:18000, size: 3}", "fleet.size: the control plane at fleet.server assigns"},
 		{"a follower asked for positions", "controlplane.yaml", "            - --source\n            - /etc/corput-control-plane/origins.yaml\n", "            - --follow\n", "assigns no positions"},
-	}.run(t, "kubernetes", func(fsys fs.FS) string {
-		m, err := loadManifests(fsys)
-		if err != nil {
-			return err.Error()
-		}
-		return strings.Join(m.problems(), "\n")
-	}, deploymentRecipe...)
+	}.run(t, "kubernetes", manifestProblems, deploymentRecipe...)
 }
