@@ -20,8 +20,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -52,7 +54,14 @@ func (c *Cert) Issue(name string, use x509.ExtKeyUsage) (*Cert, error) {
 	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c)
 }
 
-func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert) (*Cert, error) {
+// IssueFor is Issue with more subject alternative names besides the
+// loopback ones: each of sans holding "://" is a URI SAN (a SPIFFE id),
+// any other a DNS SAN.
+func (c *Cert) IssueFor(name string, use x509.ExtKeyUsage, sans ...string) (*Cert, error) {
+	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c, sans...)
+}
+
+func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert, sans ...string) (*Cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("certificate %q: generate key: %w", name, err)
@@ -73,6 +82,17 @@ func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage,
 		IsCA:                  isCA,
 		DNSNames:              []string{"localhost"},
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, san := range sans {
+		if !strings.Contains(san, "://") {
+			tmpl.DNSNames = append(tmpl.DNSNames, san)
+			continue
+		}
+		u, err := url.Parse(san)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %q: URI SAN %q: %w", name, san, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
 	}
 	signer, signerKey := tmpl, key
 	if parent != nil {
