@@ -21,6 +21,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/tracing"
+	"github.com/corput/corput/internal/version"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -501,13 +502,15 @@ func (g *Gateway) discoveryRestart() <-chan struct{} {
 }
 
 // ConfigView is GET /admin/config: the running configuration (secrets
-// redacted), its hash and load time, and the last refused reload.
+// redacted), its hash and load time, the last refused reload, and the
+// build that runs it.
 type ConfigView struct {
-	File         string     `json:"file"`
-	Hash         string     `json:"hash"`
-	LoadedAt     time.Time  `json:"loaded_at"`
-	Config       any        `json:"config"`
-	LastRejected *Rejection `json:"last_rejected,omitempty"`
+	File         string       `json:"file"`
+	Hash         string       `json:"hash"`
+	LoadedAt     time.Time    `json:"loaded_at"`
+	Config       any          `json:"config"`
+	LastRejected *Rejection   `json:"last_rejected,omitempty"`
+	Version      version.Info `json:"version"`
 }
 
 // ConfigView implements telemetry.AdminSource: GET /admin/config.
@@ -515,5 +518,5 @@ func (g *Gateway) ConfigView() any {
 	g.rl.mu.Lock()
 	defer g.rl.mu.Unlock()
 	return ConfigView{File: g.rl.file, Hash: g.rl.hash, LoadedAt: g.rl.loadedAt,
-		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected}
+		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected, Version: version.Get()}
 }
