@@ -22,7 +22,9 @@
 //     the replica count (and no CORPUT_FLEET_SIZE overrides it), and the
 //     grace period outlasts the preStop sleep plus the config's drain
 //     timeout. The embedded config passes config.Parse
-//     without a warning, over the files its volume mounts (so the admin
+//     without a warning but plaintext xDS to the control plane (the
+//     manifests ship no certificates; docs/deployment.md, "Securing
+//     xDS"), over the files its volume mounts (so the admin
 //     token file is set and comes from the Secret). The NetworkPolicy keeps
 //     the http port open and admits only label-selected peers (Prometheus)
 //     to the admin port.

@@ -98,7 +98,7 @@ func (c *Config) checkNoNodeID(r *reporter) {
 // only place it comes from.
 func (c *Config) checkFleetServer(r *reporter) {
 	if checkAddr(r, "fleet.server", c.Fleet.Server, addrDial) {
-		checkXDSTransport(r, "fleet", c.Fleet.Server, c.Fleet.TLS)
+		checkXDSTransport(r, "fleet", c.Fleet.Server, c.Fleet.TLS, "anyone on the path can read this gateway's fleet position or hand it another")
 	}
 	for _, k := range []string{"fleet.instance", "fleet.size"} {
 		if c.Written(k) {
@@ -108,11 +108,12 @@ func (c *Config) checkFleetServer(r *reporter) {
 }
 
 // checkXDSTransport checks the tls block beside an xDS server's address
-// (p.server, p.tls), or warns of plaintext to a server off loopback.
-func checkXDSTransport(r *reporter, p, server string, t *XDSTLS) {
+// (p.server, p.tls), or warns of plaintext to a server off loopback,
+// saying what risk means there.
+func checkXDSTransport(r *reporter, p, server string, t *XDSTLS, risk string) {
 	if t == nil {
 		if !tlsfiles.Loopback(server) {
-			r.warnf(p+".server", "plaintext xDS to %s, which is not on loopback: anyone on the path can read the membership or pose as the control plane, and anyone who reaches it can claim this gateway's fleet position; add %s.tls: {ca: FILE} (the CA of the control plane's certificate; with cert and key for mTLS)", server, p)
+			r.warnf(p+".server", "plaintext xDS to %s, which is not on loopback: %s; add %s.tls: {ca: FILE} (the CA of the control plane's certificate; with cert and key for mTLS)", server, risk, p)
 		}
 		return
 	}
@@ -369,7 +370,7 @@ func (o *Origin) checkMembership(r *reporter, p string) {
 		if d.Server == "" {
 			r.errorf(dp+".server", "missing; discovery type xds needs the host:port of the xDS server")
 		} else if checkAddr(r, dp+".server", d.Server, addrDial) {
-			checkXDSTransport(r, dp, d.Server, d.TLS)
+			checkXDSTransport(r, dp, d.Server, d.TLS, "anyone on the path can read the membership, or forge it by posing as the control plane")
 		}
 		if d.Cluster == "" {
 			r.errorf(dp+".cluster", "missing; discovery type xds needs the EDS cluster name")
