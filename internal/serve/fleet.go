@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -161,4 +161,23 @@ func (f *cpFleet) apply(ctx context.Context, move func(instance, size int) error
 			retry = f.after(moveRetry)
 		}
 	}
+}
+
+// placeInFleet resolves the gateway's fleet position from in and the
+// keys of cfg's fleet block the file writes (one it leaves out gives
+// nothing, so that `fleet: {size: 3}` leaves the instance to the
+// environment or the hostname), and sets cfg.Fleet to it.
+func placeInFleet(cfg *config.Config, in discovery.FleetInputs) (discovery.Fleet, error) {
+	if cfg.Written("fleet.instance") {
+		in.ConfigInstance = &cfg.Fleet.Instance
+	}
+	if cfg.Written("fleet.size") {
+		in.ConfigSize = &cfg.Fleet.Size
+	}
+	fleet, err := discovery.ResolveFleet(in)
+	if err != nil {
+		return fleet, err
+	}
+	cfg.Fleet = config.Fleet{Instance: fleet.Instance, Size: fleet.Size}
+	return fleet, nil
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -80,21 +80,28 @@ func TestAControlPlanesPositionRefusesOthers(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	keepProcs(t)
+	two, zero := 2, 0
 	for _, c := range []struct {
-		args []string
-		env  string
-		want string
+		instance, size *int
+		env            string
+		want           string
 	}{
-		{[]string{"--fleet-size", "2"}, "", "--fleet-size: the control plane at fleet.server assigns"},
-		{[]string{"--fleet-instance", "0"}, "", "remove --fleet-instance"},
-		{nil, discovery.EnvFleetInstance, "remove " + discovery.EnvFleetInstance},
+		{nil, &two, "", "--fleet-size: the control plane at fleet.server assigns"},
+		{&zero, nil, "", "remove --fleet-instance"},
+		{nil, nil, discovery.EnvFleetInstance, "remove " + discovery.EnvFleetInstance},
 	} {
 		if c.env != "" {
 			t.Setenv(c.env, "1")
 		}
-		var stderr strings.Builder
-		if code := runServe(append([]string{"--config", file}, c.args...), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("%v %s: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, stderr.String(), c.want)
+		var log strings.Builder
+		err := Run(context.Background(), Options{Config: file, Instance: c.instance, Size: c.size,
+			Logger: slog.New(slog.NewTextHandler(&log, nil)), Diagnostics: io.Discard})
+		if !IsConfigError(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("instance %v, size %v, %s: %v; want a config error with %q", c.instance, c.size, c.env, err, c.want)
+		}
+		if strings.Contains(log.String(), "waiting for the control plane") {
+			t.Errorf("instance %v, size %v, %s: followed the control plane before refusing:\n%s", c.instance, c.size, c.env, log.String())
 		}
 	}
 }
