@@ -167,9 +167,10 @@ func TestTheAdminWaitsForThePositionAndIsHandedOver(t *testing.T) {
 	poll.Until(t, "the gateway's /readyz", func() bool { code, _ := get(admin, "/readyz"); return code == 200 })
 }
 
-// TestSIGTERMEndsTheWaitForAPosition: a gateway that never gets its
-// position stops waiting on SIGTERM, returns nil (exit 0) and closes the
-// admin address it answered on.
+// TestSIGTERMEndsTheWaitForAPosition: while a gateway waits for its
+// position (no gateway runs yet to reload or reopen), SIGHUP and SIGUSR1
+// end nothing; SIGTERM ends the wait, Run returns nil (exit 0) and the
+// admin address it answered on is closed.
 func TestSIGTERMEndsTheWaitForAPosition(t *testing.T) {
 	cp := xdstest.New(t, "127.0.0.1:0")
 	admin := freeAddr(t)
@@ -179,6 +180,11 @@ func TestSIGTERMEndsTheWaitForAPosition(t *testing.T) {
 		code, body := get(admin, "/readyz")
 		return code == 503 && strings.Contains(body, "not ready: waiting for the fleet position from the control plane at "+cp.Addr())
 	})
+	raise(t, syscall.SIGHUP)
+	raise(t, syscall.SIGUSR1)
+	if code, _ := get(admin, "/readyz"); code != 503 {
+		t.Fatalf("/readyz after SIGHUP and SIGUSR1 during the wait: %d, want still waiting (503)", code)
+	}
 	raise(t, syscall.SIGTERM)
 	r.stopped(t)
 	if !strings.Contains(r.log.String(), "stopped before the control plane gave a fleet position") {
