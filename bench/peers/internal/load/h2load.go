@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -30,14 +29,13 @@ func (h H2loadResult) Result() results.Result {
 // H2load runs h2load -c1 -mM -nN against url (h2c by prior knowledge for
 // an http:// URL) and checks it spoke h2c.
 func H2load(ctx context.Context, url string, streams, n int) (H2loadResult, error) {
-	args := []string{"-c1", "-m" + strconv.Itoa(streams), "-n" + strconv.Itoa(n), url}
-	out, err := exec.CommandContext(ctx, "h2load", args...).CombinedOutput()
+	out, err := command(ctx, "h2load", "-c1", "-m"+strconv.Itoa(streams), "-n"+strconv.Itoa(n), url)
 	if err != nil {
-		return H2loadResult{}, fmt.Errorf("h2load %s: %w: %s", strings.Join(args, " "), err, proc.LastLines(string(out), 5))
+		return H2loadResult{}, err
 	}
-	r, err := parseH2load(string(out))
+	r, err := parseH2load(out)
 	if err == nil && r.Protocol != "h2c" {
-		err = fmt.Errorf("h2load spoke %q, not h2c: %s", r.Protocol, proc.LastLines(string(out), 5))
+		err = fmt.Errorf("h2load spoke %q, not h2c: %s", r.Protocol, proc.LastLines(out, 5))
 	}
 	return r, err
 }

@@ -20,14 +20,14 @@ import (
 func ProbeTLS(ctx context.Context, addr string) (results.TLSInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// Its input is the null device: at its end s_client closes after the
+	// handshake.
 	argv := []string{"openssl", "s_client", "-connect", addr, "-servername", "127.0.0.1", "-brief"}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdin = strings.NewReader("") // end of input: it closes after the handshake
-	out, err := cmd.CombinedOutput()
+	out, err := command(ctx, argv...)
 	if err != nil {
-		return results.TLSInfo{}, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, proc.LastLines(string(out), 5))
+		return results.TLSInfo{}, err
 	}
-	t, err := ParseSClient(string(out))
+	t, err := ParseSClient(out)
 	if err != nil {
 		return t, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}

@@ -43,12 +43,22 @@ func (w WrkResult) Result() results.Result {
 
 // Wrk runs wrk -t2 -cN -dD --latency against url.
 func Wrk(ctx context.Context, url string, conns int, d time.Duration) (WrkResult, error) {
-	args := []string{"-t2", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d/time.Second)) + "s", "--latency", url}
-	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
+	out, err := command(ctx, "wrk", "-t2", "-c"+strconv.Itoa(conns), "-d"+strconv.Itoa(int(d/time.Second))+"s", "--latency", url)
 	if err != nil {
-		return WrkResult{}, fmt.Errorf("wrk %s: %w: %s", strings.Join(args, " "), err, proc.LastLines(string(out), 5))
+		return WrkResult{}, err
 	}
-	return parseWrk(string(out))
+	return parseWrk(out)
+}
+
+// command runs argv (its input the null device) and returns what it
+// wrote; a failure is an error that quotes the command line and the end
+// of its output.
+func command(ctx context.Context, argv ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, proc.LastLines(string(out), 5))
+	}
+	return string(out), nil
 }
 
 // parseWrk reads Requests/sec, the requests completed, the 50 % and 99 %

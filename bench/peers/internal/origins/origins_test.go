@@ -95,12 +95,12 @@ func TestStatsReadingsReuseOneConnection(t *testing.T) {
 	}
 }
 
-// TestTallySince reads two real origins (in this process) before and
-// after a few requests: the difference counts the class requests by
+// TestTallyDuring reads two real origins (in this process) around a few
+// requests: the difference counts the class requests by
 // origin, the raw ones apart, every listener's requests, and the
 // connections the client opened; the runner's own stats connection is
 // not among the open ones.
-func TestTallySince(t *testing.T) {
+func TestTallyDuring(t *testing.T) {
 	var g Group
 	for i := 1; i <= 2; i++ {
 		s, err := origin.Start(origin.Options{Listeners: 2, Classes: []workload.Class{{Name: "light", Latency: time.Millisecond}}})
@@ -111,24 +111,25 @@ func TestTallySince(t *testing.T) {
 		g = append(g, &Proc{ID: fmt.Sprint("o", i), Addr: s.Addr(), Endpoints: s.Addrs()})
 	}
 	defer statsClient.CloseIdleConnections()
-	t0, err := g.Tally()
+	before, err := g.Tally()
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	eps := g.Endpoints()
-	for i, path := range []string{"/light", "/light", "/", "/light", "/"} {
-		resp, err := client.Get("http://" + eps[i%len(eps)] + path)
-		if err != nil {
-			t.Fatal(err)
+	d, err := g.During(func() error {
+		for i, path := range []string{"/light", "/light", "/", "/light", "/"} {
+			resp, err := client.Get("http://" + eps[i%len(eps)] + path)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
 		}
-		resp.Body.Close()
-	}
-	t1, err := g.Tally()
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := t1.Since(t0)
 	if len(eps) != 4 || d.Accepted != 5 || d.Raw != 2 || d.Requests != 5 || d.ClassTotal() != 3 || d.Class["o1"] != 2 || d.Class["o2"] != 1 {
 		t.Errorf("endpoints %v, difference %+v; want 4 endpoints, 5 connections, 2 raw and 3 class requests (2 at o1, 1 at o2)", eps, d)
 	}
@@ -138,7 +139,7 @@ func TestTallySince(t *testing.T) {
 	if d.Full != 0 || len(d.Negotiated) != 0 {
 		t.Errorf("handshakes %d, negotiated %v; want none (no TLS)", d.Full, d.Negotiated)
 	}
-	if t0.Open != 0 {
-		t.Errorf("open before the requests: %d; want 0, the stats connections left out", t0.Open)
+	if before.Open != 0 {
+		t.Errorf("open before the requests: %d; want 0, the stats connections left out", before.Open)
 	}
 }

@@ -91,3 +91,20 @@ func (t Tally) ClassTotal() int64 {
 	}
 	return n
 }
+
+// During runs f and returns what the origins of g counted meanwhile: a
+// Tally before f and one after, and their difference.
+func (g Group) During(f func() error) (Tally, error) {
+	t0, err := g.Tally()
+	if err != nil {
+		return Tally{}, err
+	}
+	if err := f(); err != nil {
+		return Tally{}, err
+	}
+	t1, err := g.Tally()
+	if err != nil {
+		return Tally{}, err
+	}
+	return t1.Since(t0), nil
+}

@@ -166,6 +166,28 @@ func testPeerConfig(t *testing.T, p Proxy, members []string, tc *certs.Files, wa
 	}
 }
 
+// startInTest starts p in front of members (skipped when p's executable
+// is not installed), stopped when the test ends, and returns its
+// listening address.
+func startInTest(t *testing.T, ctx context.Context, p Proxy, members []string, tc *certs.Files) string {
+	t.Helper()
+	if p.Bin() != "" {
+		if _, err := exec.LookPath(p.Bin()); err != nil {
+			t.Skipf("%s not installed", p.Bin())
+		}
+	}
+	dir := t.TempDir()
+	ps := proc.New(dir)
+	t.Cleanup(ps.StopAll)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, listen, err := Start(ctx, ps, p, filepath.Join(dir, p.Name()), members, "", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return listen
+}
+
 // TestPeersForwardLikeCorput runs each installed peer with
 // --forwarded-headers (the default) in front of a recording origin: the
 // origin gets the X-Forwarded-For, -Proto and -Host that corput sends for
@@ -192,18 +214,7 @@ func TestPeersForwardLikeCorput(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run(fmt.Sprintf("%s/fwd=%v", name, fwd), func(t *testing.T) {
-				if _, err := exec.LookPath(p.Bin()); err != nil {
-					t.Skipf("%s not installed", p.Bin())
-				}
-				dir := t.TempDir()
-				ps := proc.New(dir)
-				defer ps.StopAll()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_, listen, err := Start(ctx, ps, p, filepath.Join(dir, name), members, "", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				listen := startInTest(t, context.Background(), p, members, nil)
 				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 				resp, err := c.Get("http://" + listen + "/probe")
 				if err != nil {
@@ -269,19 +280,10 @@ func TestProxiesServeTLS(t *testing.T) {
 				if p, err = ByName(name, Corput{}, true); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := exec.LookPath(p.Bin()); err != nil {
-					t.Skipf("%s not installed", p.Bin())
-				}
 			}
-			dir := t.TempDir()
-			ps := proc.New(dir)
-			defer ps.StopAll()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, listen, err := Start(ctx, ps, p, filepath.Join(dir, name), members, "", tc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			listen := startInTest(t, ctx, p, members, tc)
 			get := func(max uint16) (*http.Response, error) {
 				tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MaxVersion: max}, DisableKeepAlives: true}
 				defer tr.CloseIdleConnections()

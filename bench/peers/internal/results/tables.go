@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,16 +38,7 @@ func (r *Results) Markdown() string {
 }
 
 func versions(v map[string]string) string {
-	keys := make([]string, 0, len(v))
-	for k := range v {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + " " + v[k]
-	}
-	return strings.Join(parts, ", ")
+	return joinSorted(v, ", ", func(k, v string) string { return k + " " + v })
 }
 
 // Tables renders the results as report tables, with corput/peer ratios,
@@ -333,16 +325,17 @@ func negotiatedCell(m map[string]int64) string {
 	if len(m) == 0 {
 		return "—"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	return joinSorted(m, "; ", func(k string, n int64) string { return fmt.Sprintf("%s × %d", k, n) })
+}
+
+// joinSorted is m's entries in the order of their keys, each as f writes
+// it, joined by sep.
+func joinSorted[V any](m map[string]V, sep string, f func(string, V) string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, f(k, m[k]))
 	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s × %d", k, m[k])
-	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, sep)
 }
 
 // roundsCell is every round's req/s, in the order they ran.

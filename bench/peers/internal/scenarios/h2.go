@@ -273,11 +273,11 @@ func (b *bench) h2CPUOne(ctx context.Context, p proxies.Proxy, dir string, group
 	if err != nil {
 		return results.Result{}, err
 	}
-	t0, err := group.Tally()
-	if err != nil {
-		return results.Result{}, err
-	}
-	w, err := load.Wrk(ctx, url, o.CPUConns, o.CPUDuration)
+	var w load.WrkResult
+	d, err := group.During(func() (err error) {
+		w, err = load.Wrk(ctx, url, o.CPUConns, o.CPUDuration)
+		return err
+	})
 	if err != nil {
 		return results.Result{}, err
 	}
@@ -285,11 +285,7 @@ func (b *bench) h2CPUOne(ctx context.Context, p proxies.Proxy, dir string, group
 	if err != nil {
 		return results.Result{}, err
 	}
-	t1, err := group.Tally()
-	if err != nil {
-		return results.Result{}, err
-	}
-	reqs := t1.Since(t0).Raw
+	reqs := d.Raw
 	res := w.Result()
 	res.Requests = reqs
 	cpu := (u1.CPU() - u0.CPU()).Seconds()

@@ -46,14 +46,12 @@ func TestJoinResultCountsClassRequestsOnly(t *testing.T) {
 	}
 }
 
-// TestSpreadOf: the per-endpoint figures come from the difference of two
-// tallies over every member (one that got nothing counts), and the
-// per-loop ones from two readings of corput's loops.
+// TestSpreadOf: the per-endpoint figures are over every member (one that
+// got nothing counts), and the per-loop ones come from two readings of
+// corput's loops.
 func TestSpreadOf(t *testing.T) {
 	members := []string{"a", "b", "c", "d"}
-	before := map[string]int64{"a": 5, "b": 5, "c": 0}
-	after := map[string]int64{"a": 15, "b": 35, "c": 20, "d": 0}
-	s := spreadOf(members, before, after)
+	s := spreadOf(members, map[string]int64{"a": 10, "b": 30, "c": 20, "other": 99})
 	want := results.Spread{Endpoints: 4, EndpointsReached: 3, OriginRequests: 60, PerEndpointMean: 15, PerEndpointMax: 30, PerEndpointMin: 0,
 		PerEndpointMaxOverMean: 2, PerEndpointMinOverMean: 0, PerEndpointCV: results.Round3(math.Sqrt((25+225+25+225)/4.0) / 15)}
 	if !sameJSON(s, want) {

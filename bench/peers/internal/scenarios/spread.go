@@ -159,22 +159,18 @@ func (b *bench) spreadOne(ctx context.Context, p proxies.Proxy, l spreadLoad, di
 			return results.Result{}, err
 		}
 	}
-	t0, err := group.Tally()
-	if err != nil {
-		return results.Result{}, err
-	}
-	res, err := l.run(ctx, "http://"+addr+spreadPath)
-	if err != nil {
-		return results.Result{}, err
-	}
-	t1, err := group.Tally()
+	var res results.Result
+	d, err := group.During(func() (err error) {
+		res, err = l.run(ctx, "http://"+addr+spreadPath)
+		return err
+	})
 	if err != nil {
 		return results.Result{}, err
 	}
 	res.Proxy = p.Name()
-	sp := spreadOf(members, t0.Endpoint, t1.Endpoint)
+	sp := spreadOf(members, d.Endpoint)
 	sp.Load = l.name
-	sp.OriginConnections = t1.Accepted - t0.Accepted
+	sp.OriginConnections = d.Accepted
 	if admin != "" {
 		loops1, err := proxies.CorputLoopRequests(admin)
 		if err != nil {
@@ -187,18 +183,18 @@ func (b *bench) spreadOne(ctx context.Context, p proxies.Proxy, l spreadLoad, di
 	return res, nil
 }
 
-// spreadOf is the spread of the requests between two tallies over
-// members.
-func spreadOf(members []string, before, after map[string]int64) results.Spread {
+// spreadOf is the spread over members of the requests each received
+// (counts, by address; a member missing from counts received none).
+func spreadOf(members []string, counts map[string]int64) results.Spread {
 	s := results.Spread{Endpoints: len(members)}
 	if len(members) == 0 {
 		return s
 	}
-	counts := make([]float64, len(members))
+	xs := make([]float64, len(members))
 	s.PerEndpointMin = math.MaxInt64
 	for i, m := range members {
-		n := after[m] - before[m]
-		counts[i] = float64(n)
+		n := counts[m]
+		xs[i] = float64(n)
 		s.OriginRequests += n
 		s.PerEndpointMax = max(s.PerEndpointMax, n)
 		s.PerEndpointMin = min(s.PerEndpointMin, n)
@@ -210,7 +206,7 @@ func spreadOf(members []string, before, after map[string]int64) results.Spread {
 	if s.PerEndpointMean > 0 {
 		s.PerEndpointMaxOverMean = results.Round3(float64(s.PerEndpointMax) / s.PerEndpointMean)
 		s.PerEndpointMinOverMean = results.Round3(float64(s.PerEndpointMin) / s.PerEndpointMean)
-		s.PerEndpointCV = results.Round3(stddev(counts, s.PerEndpointMean) / s.PerEndpointMean)
+		s.PerEndpointCV = results.Round3(stddev(xs, s.PerEndpointMean) / s.PerEndpointMean)
 	}
 	s.PerEndpointMean = results.Round3(s.PerEndpointMean)
 	return s
