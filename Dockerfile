@@ -9,11 +9,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 # The whole checkout, .git included: the toolchain stamps the commit into
-# the binary (`corput --version`, GET /admin/config). From a git worktree,
-# whose .git points outside the context, build with
-# --build-arg GOFLAGS=-buildvcs=false.
+# the binary (`corput --version`, GET /admin/config). Build from a clone:
+# from a git worktree, whose .git is a file, the commit is not stamped.
 COPY . .
-ARG GOFLAGS=""
 # Static (no cgo, so no libc to find at run time), with no file system
 # paths (-trimpath) and no symbol or debug tables (-s -w).
 RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/corput ./cmd/corput
