@@ -422,3 +422,22 @@ func TestTLSOptionsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// Plaintext off loopback is warned of at start: relaying from a server
+// that is not on loopback without TLS is; serving on loopback is not.
+func TestPlaintextOffLoopbackIsWarnedOf(t *testing.T) {
+	logger, buf := testLogger()
+	cp, err := Start(Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(t.TempDir(), "state.json"),
+		Relay: "192.0.2.1:18000", Clusters: []string{"payments"}, Debounce: -1, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Close()
+	log := buf.String()
+	if !strings.Contains(log, "relaying from a non-loopback server in plaintext") {
+		t.Errorf("plaintext relay to 192.0.2.1 not warned of:\n%s", log)
+	}
+	if strings.Contains(log, "serving xDS in plaintext") {
+		t.Errorf("plaintext on loopback warned of:\n%s", log)
+	}
+}
