@@ -21,9 +21,10 @@ import (
 // pki is a CA that issues the control plane's and the gateways'
 // certificates as files in one directory.
 type pki struct {
-	t   *testing.T
-	dir string
-	ca  *testcert.Cert
+	t      *testing.T
+	dir    string
+	ca     *testcert.Cert
+	bundle string // the CA's file, once written
 }
 
 func newPKI(t *testing.T, name string) *pki {
@@ -32,27 +33,28 @@ func newPKI(t *testing.T, name string) *pki {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pki{t: t, dir: t.TempDir(), ca: ca}
-	return p
+	return &pki{t: t, dir: t.TempDir(), ca: ca}
 }
 
-// caFile writes the CA's certificate as a bundle file and returns its path.
+// caFile returns the path of the CA's certificate as a bundle file,
+// written the first time.
 func (p *pki) caFile() string {
 	p.t.Helper()
-	path := filepath.Join(p.dir, "ca.pem")
-	writeFile(p.t, path, string(p.ca.CertPEM))
-	return path
+	if p.bundle == "" {
+		var err error
+		if p.bundle, _, err = p.ca.WriteFiles(p.dir, "ca"); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	return p.bundle
 }
 
 // issue writes a certificate for use naming sans (besides localhost and
 // the loopback addresses) and returns its files.
 func (p *pki) issue(base string, use x509.ExtKeyUsage, sans ...string) (certFile, keyFile string) {
 	p.t.Helper()
-	c, err := p.ca.IssueFor(base, use, sans...)
+	certFile, keyFile, err := p.ca.IssueFiles(p.dir, base, use, sans...)
 	if err != nil {
-		p.t.Fatal(err)
-	}
-	if certFile, keyFile, err = c.WriteFiles(p.dir, base); err != nil {
 		p.t.Fatal(err)
 	}
 	return certFile, keyFile

@@ -31,18 +31,16 @@ func TestGatewayFollowsTheControlPlaneOverMTLS(t *testing.T) {
 	}
 	issue := func(base string, use x509.ExtKeyUsage) (string, string) {
 		t.Helper()
-		c, err := ca.IssueFor(base, use)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, key, err := c.WriteFiles(dir, base)
+		cert, key, err := ca.IssueFiles(dir, base, use)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cert, key
 	}
-	caFile := filepath.Join(dir, "ca.pem")
-	writeFileAtomic(t, caFile, string(ca.CertPEM))
+	caFile, _, err := ca.WriteFiles(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cpCert, cpKey := issue("control-plane", x509.ExtKeyUsageServerAuth)
 	gwCert, gwKey := issue("gateway", x509.ExtKeyUsageClientAuth)
 	source := filepath.Join(dir, "origins.yaml")

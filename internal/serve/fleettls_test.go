@@ -27,27 +27,22 @@ func TestFleetPositionOverMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := func(base string, use x509.ExtKeyUsage, sans ...string) (string, string) {
-		t.Helper()
-		c, err := ca.IssueFor(base, use, sans...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, key, err := c.WriteFiles(dir, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert, key
+	caFile, _, err := ca.WriteFiles(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
 	}
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM, 0o600); err != nil {
+	cpCert, cpKey, err := ca.IssueFiles(dir, "control-plane", x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwCert, gwKey, err := ca.IssueFiles(dir, "gateway", x509.ExtKeyUsageClientAuth, "gw-a")
+	if err != nil {
 		t.Fatal(err)
 	}
 	source := filepath.Join(dir, "origins.yaml")
 	if err := os.WriteFile(source, []byte("origins: [{name: a, endpoints: [{address: 127.0.0.1:1}]}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cpCert, cpKey := files("control-plane", x509.ExtKeyUsageServerAuth)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cp, err := controlplane.Start(controlplane.Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"), Source: source,
 		Debounce: -1, TLS: &tlsfiles.Files{CA: caFile, Cert: cpCert, Key: cpKey}, FleetIdentity: true, Logger: quiet})
@@ -55,7 +50,6 @@ func TestFleetPositionOverMTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	gwCert, gwKey := files("gateway", x509.ExtKeyUsageClientAuth, "gw-a")
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 fleet: {server: %q, node_id: gw-a, tls: {ca: %s, cert: %s, key: %s}}

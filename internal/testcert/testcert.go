@@ -4,7 +4,8 @@
 // as PEM files.
 //
 // Every key is ECDSA P-256 and every certificate has a random 128-bit
-// serial, names 127.0.0.1, ::1 and localhost, and is valid from an hour ago
+// serial, names 127.0.0.1, ::1 and localhost (and the DNS or URI names
+// IssueFor is given: a workload's identity), and is valid from an hour ago
 // (wall clock, as clients check it against theirs) for a year. Nothing here
 // is fit to protect anything.
 package testcert
@@ -59,6 +60,16 @@ func (c *Cert) Issue(name string, use x509.ExtKeyUsage) (*Cert, error) {
 // any other a DNS SAN.
 func (c *Cert) IssueFor(name string, use x509.ExtKeyUsage, sans ...string) (*Cert, error) {
 	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c, sans...)
+}
+
+// IssueFiles is IssueFor written as dir/base.pem and dir/base.key
+// (WriteFiles): it returns their paths.
+func (c *Cert) IssueFiles(dir, base string, use x509.ExtKeyUsage, sans ...string) (certFile, keyFile string, err error) {
+	leaf, err := c.IssueFor(base, use, sans...)
+	if err != nil {
+		return "", "", err
+	}
+	return leaf.WriteFiles(dir, base)
 }
 
 func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert, sans ...string) (*Cert, error) {

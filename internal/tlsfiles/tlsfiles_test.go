@@ -1,7 +1,6 @@
 package tlsfiles
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,32 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, nil)), b
-}
 
 // pki is a CA and the files of certificates it issued, in one directory.
 type pki struct {
@@ -157,33 +134,51 @@ func echo(c net.Conn, msg string) error {
 
 func serial(c *testcert.Cert) string { return c.Leaf.SerialNumber.Text(16) }
 
+// rotation is a TLS server on the first of two certificates of one CA,
+// installed as files, and a client that trusts the CA.
+type rotation struct {
+	p             *pki
+	first, second *testcert.Cert
+	cert, key     string // the server's files
+	log           *testlog.Buffer
+	server        *server
+	client        *tls.Config
+}
+
+func newRotation(t *testing.T) rotation {
+	t.Helper()
+	r := rotation{p: newPKI(t, "ca")}
+	r.first, r.second = r.p.issue("cp-1", x509.ExtKeyUsageServerAuth), r.p.issue("cp-2", x509.ExtKeyUsageServerAuth)
+	r.cert, r.key = install(t, r.p.dir, "server", r.first)
+	var log *slog.Logger
+	log, r.log = testlog.New(slog.LevelInfo)
+	l, err := New(Files{Cert: r.cert, Key: r.key}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.server = serve(t, l)
+	r.client = &tls.Config{RootCAs: r.p.ca.Pool(), ServerName: "localhost"}
+	return r
+}
+
 // A server's certificate is read again at every handshake: the next
 // connection after a rotation gets the new one, and a connection opened
 // before it keeps working.
 func TestServerUsesARotatedCertificateAtTheNextHandshake(t *testing.T) {
-	p := newPKI(t, "ca")
-	first, second := p.issue("cp-1", x509.ExtKeyUsageServerAuth), p.issue("cp-2", x509.ExtKeyUsageServerAuth)
-	cert, key := install(t, p.dir, "server", first)
-	log, buf := newLog()
-	l, err := New(Files{Cert: cert, Key: key}, log)
-	if err != nil {
-		t.Fatal(err)
+	r := newRotation(t)
+	before, got, err := dial(t, r.server.ln.Addr().String(), r.client)
+	if err != nil || got != serial(r.first) {
+		t.Fatalf("before the rotation: serial %s, err %v; want %s", got, err, serial(r.first))
 	}
-	s := serve(t, l)
-	client := &tls.Config{RootCAs: p.ca.Pool(), ServerName: "localhost"}
-	before, got, err := dial(t, s.ln.Addr().String(), client)
-	if err != nil || got != serial(first) {
-		t.Fatalf("before the rotation: serial %s, err %v; want %s", got, err, serial(first))
-	}
-	install(t, p.dir, "server", second)
-	if _, got, err = dial(t, s.ln.Addr().String(), client); err != nil || got != serial(second) {
-		t.Fatalf("after the rotation: serial %s, err %v; want the new certificate's %s", got, err, serial(second))
+	install(t, r.p.dir, "server", r.second)
+	if _, got, err = dial(t, r.server.ln.Addr().String(), r.client); err != nil || got != serial(r.second) {
+		t.Fatalf("after the rotation: serial %s, err %v; want the new certificate's %s", got, err, serial(r.second))
 	}
 	if err := echo(before, "still up"); err != nil {
 		t.Fatalf("the connection opened before the rotation broke: %v", err)
 	}
-	if !strings.Contains(buf.String(), "TLS files changed") || !strings.Contains(buf.String(), serial(second)) {
-		t.Errorf("the rotation was not logged with the new serial:\n%s", buf)
+	if !strings.Contains(r.log.String(), "TLS files changed") || !strings.Contains(r.log.String(), serial(r.second)) {
+		t.Errorf("the rotation was not logged with the new serial:\n%s", r.log)
 	}
 }
 
@@ -227,28 +222,19 @@ func TestClientUsesARotatedCABundle(t *testing.T) {
 // the old key) keep the last good pair in force, logged once however many
 // handshakes see them; the completed rotation is used.
 func TestFilesThatDoNotLoadKeepTheLastGood(t *testing.T) {
-	p := newPKI(t, "ca")
-	first, second := p.issue("cp-1", x509.ExtKeyUsageServerAuth), p.issue("cp-2", x509.ExtKeyUsageServerAuth)
-	cert, key := install(t, p.dir, "server", first)
-	log, buf := newLog()
-	l, err := New(Files{Cert: cert, Key: key}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := serve(t, l)
-	client := &tls.Config{RootCAs: p.ca.Pool(), ServerName: "localhost"}
-	replace(t, cert, second.CertPEM) // the key is still the first's
+	r := newRotation(t)
+	replace(t, r.cert, r.second.CertPEM) // the key is still the first's
 	for range 3 {
-		if _, got, err := dial(t, s.ln.Addr().String(), client); err != nil || got != serial(first) {
-			t.Fatalf("half-way: serial %s, err %v; want the last good %s", got, err, serial(first))
+		if _, got, err := dial(t, r.server.ln.Addr().String(), r.client); err != nil || got != serial(r.first) {
+			t.Fatalf("half-way: serial %s, err %v; want the last good %s", got, err, serial(r.first))
 		}
 	}
-	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
-		t.Errorf("the half-way files were logged %d times, want once:\n%s", n, buf)
+	if n := strings.Count(r.log.String(), "level=WARN"); n != 1 {
+		t.Errorf("the half-way files were logged %d times, want once:\n%s", n, r.log)
 	}
-	replace(t, key, second.KeyPEM)
-	if _, got, err := dial(t, s.ln.Addr().String(), client); err != nil || got != serial(second) {
-		t.Fatalf("rotation complete: serial %s, err %v; want %s", got, err, serial(second))
+	replace(t, r.key, r.second.KeyPEM)
+	if _, got, err := dial(t, r.server.ln.Addr().String(), r.client); err != nil || got != serial(r.second) {
+		t.Fatalf("rotation complete: serial %s, err %v; want %s", got, err, serial(r.second))
 	}
 }
 
