@@ -30,6 +30,8 @@ const DefaultMaxWaitFactor = 5
 //     no later than MaxWait after the first change that is still pending.
 //   - An update equal to the membership last applied is not applied (a
 //     flap A→B→A inside one window applies nothing).
+//   - An Urgent update (an endpoint is draining) applies at once, with
+//     whatever was pending before it: it is the latest full membership.
 //
 // Apply runs on the clock's goroutine (the timer's, or the caller of Offer
 // for the first update), one call at a time across all origins, and never
@@ -96,7 +98,8 @@ func (d *Debouncer) windowLocked(origin string) window {
 
 // Offer hands an update to the debouncer, which takes ownership of
 // u.Endpoints. It never blocks on a slow apply except for an origin's first
-// update or a zero window, which apply on the caller's goroutine.
+// update, an urgent one or a zero window, which apply on the caller's
+// goroutine.
 func (d *Debouncer) Offer(u Update) {
 	sortEndpoints(u.Endpoints)
 	d.mu.Lock()
@@ -115,7 +118,7 @@ func (d *Debouncer) Offer(u Update) {
 		o.pendingSince = now
 	}
 	o.pending = &u
-	if !o.everApplied || w.length <= 0 {
+	if !o.everApplied || w.length <= 0 || u.Urgent {
 		if o.timer != nil {
 			o.timer.Stop()
 		}
@@ -152,7 +155,7 @@ func (d *Debouncer) fire(origin string) {
 	}
 	o.applied, o.everApplied = u.Endpoints, true
 	d.mu.Unlock()
-	d.apply(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints)})
+	d.apply(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints), Urgent: u.Urgent})
 }
 
 // Close drops pending updates and stops the timers. It waits for an apply

@@ -71,9 +71,9 @@ func TestDebounceMaxWaitBoundsContinuousFlapping(t *testing.T) {
 	// Pending since 0 → applied at 3 s (the 6th offer, made at 2.5 s,
 	// is the latest); pending since 3.0 s → 6 s; since 6.0 s → 9 s.
 	want := []applied{
-		{3 * time.Second, Update{"a", member(6)}},
-		{6 * time.Second, Update{"a", member(12)}},
-		{9 * time.Second, Update{"a", member(18)}},
+		{3 * time.Second, Update{Origin: "a", Endpoints: member(6)}},
+		{6 * time.Second, Update{Origin: "a", Endpoints: member(12)}},
+		{9 * time.Second, Update{Origin: "a", Endpoints: member(18)}},
 	}
 	if len(*got) != len(want) {
 		t.Fatalf("applied %v; want %v", *got, want)

@@ -28,7 +28,8 @@
 //   - The Debouncer applies at most one update per origin per window (after
 //     the first, which applies at once), always the latest offered, never
 //     one equal to the membership last applied, and never later than
-//     MaxWait after the first unapplied change.
+//     MaxWait after the first unapplied change. An Urgent update (an xDS
+//     endpoint of the last membership is now DRAINING) applies at once.
 //   - An xDS client over TLS (XDSConfig.TLS) verifies the server's
 //     certificate against its CA bundle and name, and reads its files
 //     again for every connection (internal/tlsfiles): a rotation is used

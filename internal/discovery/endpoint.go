@@ -32,6 +32,11 @@ type Endpoint struct {
 type Update struct {
 	Origin    string
 	Endpoints []Endpoint // sorted by address, unique addresses
+	// Urgent asks the consumer to apply this update at once, past any
+	// debounce: an endpoint of the membership the source emitted last is
+	// now draining (EDS health status DRAINING: a terminating pod), and
+	// must get no new request (docs/discovery.md, "Draining endpoints").
+	Urgent bool
 }
 
 // Validate reports whether e can be dialled and weighted.

@@ -66,7 +66,11 @@ type XDSConfig struct {
 // load_balancing_weight → Endpoint.Weight (unset = 1), corput's metadata
 // → the shared ring index (ring.go; a response whose indices CheckRing
 // refuses is NACKed), and only endpoints
-// whose health_status is HEALTHY or UNKNOWN are kept. Of the priorities,
+// whose health_status is HEALTHY or UNKNOWN are kept. An update in which
+// an endpoint of the membership emitted last is DRAINING is Urgent: the
+// control plane says that endpoint is going away (a terminating pod), so
+// the gateway stops sending it requests without waiting for its debounce.
+// Of the priorities,
 // the lowest that has such an endpoint is used (priority 0 unless all of it
 // is down). A cluster absent from a response keeps its membership (EDS is
 // not a full-state resource); a ClusterLoadAssignment with no endpoints
@@ -129,16 +133,18 @@ func (x *XDS) Run(ctx context.Context, emit func(Update)) error {
 	defer x.running.Store(false)
 	x.last = map[string][]Endpoint{} // every Run starts by emitting the membership
 	x.run(ctx, func(resp *discoveryv3.DiscoveryResponse) error {
-		updates, err := x.decode(resp)
+		updates, draining, err := x.decode(resp)
 		if err != nil {
 			return err
 		}
-		for _, u := range updates {
-			if prev, ok := x.last[u.Origin]; ok && slices.Equal(prev, u.Endpoints) {
+		for i, u := range updates {
+			prev, ok := x.last[u.Origin]
+			if ok && slices.Equal(prev, u.Endpoints) {
 				continue
 			}
 			x.last[u.Origin] = u.Endpoints
-			emit(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints)})
+			urgent := slices.ContainsFunc(prev, func(e Endpoint) bool { return draining[i][e.Address] })
+			emit(Update{Origin: u.Origin, Endpoints: slices.Clone(u.Endpoints), Urgent: urgent})
 		}
 		return nil
 	})
@@ -146,9 +152,11 @@ func (x *XDS) Run(ctx context.Context, emit func(Update)) error {
 }
 
 // decode turns a response into one Update per origin whose cluster it
-// carries. Any invalid resource rejects the whole response.
-func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, error) {
+// carries, with the addresses its assignment marks DRAINING beside each.
+// Any invalid resource rejects the whole response.
+func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, []map[string]bool, error) {
 	var updates []Update
+	var draining []map[string]bool
 	var errs []error
 	for i, a := range resp.GetResources() {
 		var cla endpointv3.ClusterLoadAssignment
@@ -165,11 +173,33 @@ func (x *XDS) decode(resp *discoveryv3.DiscoveryResponse) ([]Update, error) {
 			errs = append(errs, err)
 			continue
 		}
+		drains := drainingOf(&cla)
 		for _, o := range origins {
 			updates = append(updates, Update{Origin: o, Endpoints: eps})
+			draining = append(draining, drains)
 		}
 	}
-	return updates, errors.Join(errs...)
+	return updates, draining, errors.Join(errs...)
+}
+
+// drainingOf is the set of addresses a ClusterLoadAssignment marks
+// DRAINING, at any priority; nil when there is none.
+func drainingOf(cla *endpointv3.ClusterLoadAssignment) map[string]bool {
+	var out map[string]bool
+	for _, loc := range cla.GetEndpoints() {
+		for _, lbe := range loc.GetLbEndpoints() {
+			if lbe.GetHealthStatus() != corev3.HealthStatus_DRAINING {
+				continue
+			}
+			if sa := lbe.GetEndpoint().GetAddress().GetSocketAddress(); sa != nil {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[net.JoinHostPort(sa.GetAddress(), strconv.FormatUint(uint64(sa.GetPortValue()), 10))] = true
+			}
+		}
+	}
+	return out
 }
 
 // EndpointsFromCLA converts a ClusterLoadAssignment into a membership: the

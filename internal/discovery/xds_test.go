@@ -409,3 +409,72 @@ func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
 		t.Fatalf("a normal start logged a warning or a recovery:\n%s", l)
 	}
 }
+
+// TestXDSDrainingEndpointSkipsTheDebounce: an endpoint of the membership
+// the gateway holds turns DRAINING (a terminating pod). That update is
+// Urgent and passes the debouncer at once, with the fake clock standing
+// still; a change with no draining endpoint (a join) still waits for its
+// window, and so does an endpoint that simply leaves, or a DRAINING one
+// the gateway never had.
+func TestXDSDrainingEndpointSkipsTheDebounce(t *testing.T) {
+	cp := startControlPlane(t, "127.0.0.1:0")
+	set := func(version string, eps ...lbe) { cp.set(version, cla("payments-eds", locality{zone: "a", eps: eps})) }
+	a, b, c, d := lbe{"10.1.0.1:80", 0, 0}, lbe{"10.1.0.2:80", 0, 0}, lbe{"10.1.0.3:80", 0, 0}, lbe{"10.1.0.4:80", 0, 0}
+	drain := func(e lbe) lbe { e.health = corev3.HealthStatus_DRAINING; return e }
+	set("1", a, b, c)
+
+	clk := clock.NewFake(epoch)
+	var mu sync.Mutex
+	var applies []Update
+	deb := NewDebouncer(clk, func(u Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		applies = append(applies, u)
+	})
+	defer deb.Close()
+	cfg := testXDSConfig(cp.Addr(), clock.Real())
+	cfg.Clusters = map[string]string{"payments": "payments-eds"}
+	src, err := NewXDS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, deb.Offer) }()
+	defer func() { cancel(); <-done }()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(applies)
+	}
+	last := func() Update {
+		mu.Lock()
+		defer mu.Unlock()
+		return applies[len(applies)-1]
+	}
+	poll.Until(t, "the first membership", func() bool { return count() == 1 })
+
+	// A join waits for the window.
+	set("2", a, b, c, d)
+	poll.Until(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
+	if n := count(); n != 1 {
+		t.Fatalf("a join applied at once (%d applies); want it to wait for the window", n)
+	}
+	// b drains: applied now, with the pending join, the clock unmoved.
+	set("3", a, drain(b), c, d)
+	poll.Until(t, "the draining endpoint applied past the window", func() bool { return count() == 2 })
+	if u := last(); !u.Urgent || len(u.Endpoints) != 3 || slices.ContainsFunc(u.Endpoints, func(e Endpoint) bool { return e.Address == b.addr }) {
+		t.Fatalf("applied %+v; want urgent, a, c and d (b draining, the join included)", u)
+	}
+	// A DRAINING endpoint the gateway never had, and a plain leave, are
+	// not urgent: both wait for the window.
+	set("4", a, drain(b), c, drain(lbe{"10.1.0.9:80", 0, 0}))
+	poll.Until(t, "the ACK of version 4", func() bool { return cp.Acked("4") })
+	if n := count(); n != 2 {
+		t.Fatalf("a leave or a foreign DRAINING endpoint applied at once (%d applies); want the window", n)
+	}
+	clk.Advance(DefaultDebounce)
+	if u := last(); count() != 3 || u.Urgent || len(u.Endpoints) != 2 {
+		t.Fatalf("after the window: %d applies, last %+v; want a third, not urgent, with a and c", count(), u)
+	}
+}

@@ -17,8 +17,9 @@ import (
 
 // RunDiscovery follows the membership of every origin whose discovery type
 // is file or xds until ctx ends: sources emit full membership sets, a
-// debouncer coalesces each origin's changes within its debounce window, and
-// Apply turns the result into ring deltas and pool changes. Origins sharing
+// debouncer coalesces each origin's changes within its debounce window
+// (an urgent one, an endpoint draining, passes at once), and Apply turns
+// the result into ring deltas and pool changes. Origins sharing
 // an xDS server share one ADS stream. Static origins need nothing here.
 // A reload that adds, removes or changes a file or xDS source restarts the
 // sources on the new configuration (a restarted source starts with a full
@@ -58,7 +59,13 @@ func (g *Gateway) runSources(ctx context.Context) error {
 		if err := g.ApplyMembership(u.Origin, membershipFromDiscovery(u.Endpoints)); err != nil {
 			g.log.Error("apply membership", "origin", u.Origin, "err", err)
 			g.SetSourceError(u.Origin, err)
+			return
 		}
+		// Logged once the pickers have the new membership: a request
+		// that arrives after this line cannot be sent to an endpoint it
+		// removed. urgent: an endpoint drains (discovery.Update.Urgent),
+		// applied past the debounce.
+		g.log.Info("membership applied", "origin", u.Origin, "endpoints", len(u.Endpoints), "urgent", u.Urgent)
 	})
 	defer deb.Close()
 
