@@ -30,12 +30,14 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 // cannot listen, lock or write its state.
 func controlPlaneMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs := flagSet("corput control-plane", stderr,
-		"usage: corput control-plane --state FILE (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D] [--fleet-grace D] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE [--fleet-require-identity]]] [--relay-tls-* ...]",
+		"usage: corput control-plane --state FILE|kubernetes:NAMESPACE/NAME (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D] [--fleet-grace D] [--fleet-listen ADDR [--advertise ADDR] [--lease-duration D] [--lease-retry D] [--id NAME]] [--kubeconfig FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE [--fleet-require-identity]]] [--relay-tls-* ...]",
 		"",
 		"Serves EDS (ADS over gRPC) with each endpoint's ring index and its origin's subset count in",
 		`LbEndpoint.metadata.filter_metadata["corput"] (ring_index, ring_subsets), so that every gateway`,
 		"places endpoints on one ring. The indices are persisted in --state; a restart changes none.",
-		"The writer also assigns gateways dense fleet positions by node id (docs/control-plane.md).")
+		"The writer also assigns gateways dense fleet positions by node id. Origins in --source may name",
+		"Kubernetes Services (their EndpointSlices give the membership), and --state kubernetes:NS/NAME keeps",
+		"the state in ConfigMaps, written by the replica that holds the Lease NAME (docs/control-plane.md).")
 	var f controlPlaneFlags
 	f.bind(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -64,7 +66,7 @@ func (f *controlPlaneFlags) bind(fs *flag.FlagSet) {
 	o := &f.o
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:18000", "the ADS (gRPC) `ADDR` gateways connect to (their discovery.server)")
 	fs.StringVar(&o.Admin, "admin", "127.0.0.1:9902", "the admin `ADDR`: /healthz, /readyz, /metrics (empty: none)")
-	fs.StringVar(&o.StatePath, "state", "", "the state `FILE`: the persisted indices (required; created on the first start)")
+	fs.StringVar(&o.StatePath, "state", "", "the state `FILE`: the persisted indices (required; created on the first start); kubernetes:NAMESPACE/NAME keeps it in ConfigMaps NAME-* of NAMESPACE, written by the replica holding the Lease NAME")
 	fs.StringVar(&o.Source, "source", "", "a watched YAML or JSON `FILE` of origins (name, subset sizing, endpoints); in relay mode, origins without endpoints")
 	fs.StringVar(&o.Relay, "relay", "", "an upstream ADS server's `ADDR`: relay its EDS for the clusters named, with indices added")
 	fs.StringVar(&o.RelayNodeID, "relay-node-id", controlplane.DefaultRelayNodeID, "the node `ID` presented to the --relay server")
@@ -73,6 +75,12 @@ func (f *controlPlaneFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.FollowInterval, "follow-interval", controlplane.DefaultFollowInterval, "with --follow: how often the state file is read")
 	fs.DurationVar(&o.Debounce, "debounce", controlplane.DefaultDebounce, "how long membership must be quiet before a change is published (0: at once)")
 	fs.DurationVar(&o.FleetGrace, "fleet-grace", controlplane.DefaultFleetGrace, "how long a gateway's fleet position is held after its last stream closed (> 0)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "the Kubernetes API's kubeconfig `FILE` (default: the pod's service account)")
+	fs.StringVar(&o.FleetListen, "fleet-listen", "", "with --state kubernetes:…: the fleet-position `ADDR` (gateways' fleet.server): the leader serves it, the other replicas forward it to the leader")
+	fs.StringVar(&o.Advertise, "advertise", "", "with --fleet-listen: the `ADDR` the other replicas reach this one's fleet port at (in a pod: $(POD_IP):PORT)")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", controlplane.DefaultLeaseDuration, "with --state kubernetes:…: how long the Lease holds without a renewal before another replica takes it (whole seconds)")
+	fs.DurationVar(&o.LeaseRetry, "lease-retry", controlplane.DefaultLeaseRetry, "with --state kubernetes:…: how often the leader renews the Lease")
+	fs.StringVar(&o.ID, "id", "", "with --state kubernetes:…: this replica's identity in the Lease (default: the host name, a pod's name)")
 	fs.StringVar(&f.tls.Cert, "tls-cert", "", "serve ADS over TLS with this PEM certificate `FILE` (with --tls-key; read again at every handshake)")
 	fs.StringVar(&f.tls.Key, "tls-key", "", "the PEM private key `FILE` of --tls-cert")
 	fs.StringVar(&f.tls.CA, "tls-client-ca", "", "require client certificates signed by a CA of this PEM bundle `FILE` (mTLS)")

@@ -9,13 +9,16 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"k8s.io/client-go/rest"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
@@ -32,13 +35,18 @@ const DefaultRelayNodeID = "corput-control-plane"
 
 // Options configure a control plane (the flags of `corput control-plane`).
 type Options struct {
-	Listen    string // the ADS (gRPC) address; required
-	Admin     string // the admin HTTP address; "" for none
-	StatePath string // the state file; required
+	Listen string // the ADS (gRPC) address; required
+	Admin  string // the admin HTTP address; "" for none
+	// StatePath is the state file, or "kubernetes:NAMESPACE/NAME"
+	// (StateKubernetesPrefix): the state in ConfigMaps of that namespace
+	// whose names start with NAME, written by the replica that holds the
+	// Lease NAME there; required.
+	StatePath string
 
 	// Exactly one way to know the membership: a source file (Source
-	// without Relay), an upstream ADS server (Relay, with the clusters
-	// from Clusters and/or Source), or the writer's state (Follow).
+	// without Relay; its origins list endpoints or name Kubernetes
+	// Services), an upstream ADS server (Relay, with the clusters from
+	// Clusters and/or Source), or the writer's state file (Follow).
 	Source      string
 	Relay       string
 	RelayNodeID string   // "" = DefaultRelayNodeID
@@ -56,34 +64,57 @@ type Options struct {
 	// RelayTLS dials Relay over TLS with these files (CA, server name,
 	// client certificate); nil: plaintext.
 	RelayTLS *tlsfiles.Files
+	// The Kubernetes API (for Services in the source, or a state in the
+	// API): Kube when set (tests), else the Kubeconfig file, else the
+	// pod's service account.
+	Kube       *rest.Config
+	Kubeconfig string
+	// With the state in the Kubernetes API: the Lease's timing (0 =
+	// DefaultLeaseDuration, DefaultLeaseRetry), this replica's identity
+	// in it ("" = the host name), the fleet port (FleetListen: the leader
+	// assigns fleet positions on it, the others forward it to the leader)
+	// and the address the other replicas reach it at ("" = FleetListen's
+	// own address, which must then be a specific one).
+	LeaseDuration time.Duration
+	LeaseRetry    time.Duration
+	ID            string
+	FleetListen   string
+	Advertise     string
 
 	Debounce       time.Duration // < 0: none; 0 = DefaultDebounce
 	FollowInterval time.Duration // 0 = DefaultFollowInterval
 	// FleetGrace is how long the writer holds a gateway's fleet position
 	// after its last fleet stream closed; 0 = DefaultFleetGrace.
 	FleetGrace time.Duration
-	Clock      clock.Clock  // the debounce's and fleet grace's clock; nil = clock.Real()
+	Clock      clock.Clock  // the debounce's, fleet grace's and Lease's clock; nil = clock.Real()
 	Logger     *slog.Logger // nil = slog.Default()
 }
 
 // ControlPlane is a running `corput control-plane`: the ADS server, its
 // writer (or follower) and sources, and the admin listener.
 type ControlPlane struct {
-	opts    Options
-	metrics *Metrics
-	server  *Server
-	writer  *writer   // nil for a follower
-	fleet   *fleet    // nil for a follower
-	follow  *follower // nil for the writer
-	relay   *relay    // nil unless relaying
-	log     *slog.Logger
+	opts     Options
+	metrics  *Metrics
+	server   *Server
+	follow   *follower   // nil for a writer of a state file
+	relay    *relay      // nil unless relaying
+	kube     *kubeClient // nil without the Kubernetes API
+	source   *kubeSource // nil unless the source names Services
+	kubeRole *kubeRole   // nil unless the state is in the Kubernetes API
+	log      *slog.Logger
 
-	grpcLis  net.Listener
-	admin    *http.Server
-	adminLis net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closed   sync.Once
+	roleMu sync.Mutex // guards following
+	writer *writer    // nil for a follower (a state file's, or a replica without the Lease)
+	fleet  *fleet     // nil for a follower
+	specs  []Origin   // the source file's origins as applied last
+
+	grpcLis   net.Listener
+	fleetPort *fleetPort // nil unless FleetListen
+	admin     *http.Server
+	adminLis  net.Listener
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closed    sync.Once
 }
 
 // validate checks the options' combination.
@@ -93,9 +124,13 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("--listen ADDR is required"))
 	}
 	if o.StatePath == "" {
-		errs = append(errs, errors.New("--state FILE is required"))
+		errs = append(errs, errors.New("--state FILE is required (or --state kubernetes:NAMESPACE/NAME)"))
 	}
+	_, _, kubeState, err := kubeStateRef(o.StatePath)
+	errs = append(errs, err)
 	switch {
+	case o.Follow && kubeState:
+		errs = append(errs, errors.New("--follow reads a state file; with the state in the Kubernetes API every replica follows it, and the one holding the Lease writes"))
 	case o.Follow && (o.Source != "" || o.Relay != "" || len(o.Clusters) > 0):
 		errs = append(errs, errors.New("--follow serves the writer's state: it takes no --source, --relay or --clusters"))
 	case o.Follow:
@@ -126,6 +161,23 @@ func (o *Options) validate() error {
 		if err := checkName(c); err != nil {
 			errs = append(errs, fmt.Errorf("--clusters: %w", err))
 		}
+	}
+	switch {
+	case o.FleetListen != "" && !kubeState:
+		errs = append(errs, errNoFleetPort)
+	case kubeState && o.FleetListen == "":
+		errs = append(errs, errors.New("--fleet-listen ADDR is required with the state in the Kubernetes API: the leader assigns fleet positions there, and the other replicas forward it to the leader"))
+	}
+	if o.Advertise != "" {
+		if _, _, err := net.SplitHostPort(o.Advertise); err != nil {
+			errs = append(errs, fmt.Errorf("--advertise %q is not host:port", o.Advertise))
+		}
+	}
+	if o.LeaseDuration < 0 || (o.LeaseDuration > 0 && o.LeaseDuration%time.Second != 0) {
+		errs = append(errs, fmt.Errorf("--lease-duration %v: a whole number of seconds ≥ 1s (the Lease holds seconds)", o.LeaseDuration))
+	}
+	if o.LeaseRetry < 0 || (o.LeaseRetry > 0 && o.LeaseRetry*3 > max(o.LeaseDuration, DefaultLeaseDuration)*2) {
+		errs = append(errs, fmt.Errorf("--lease-retry %v: must be > 0 and below two thirds of --lease-duration", o.LeaseRetry))
 	}
 	return errors.Join(errs...)
 }
@@ -173,7 +225,17 @@ func Start(opts Options) (*ControlPlane, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.LeaseRetry == 0 {
+		opts.LeaseRetry = min(DefaultLeaseRetry, opts.LeaseDuration/4)
+	}
+	if opts.ID == "" {
+		opts.ID, _ = os.Hostname()
+	}
 	c := &ControlPlane{opts: opts, metrics: NewMetrics(), log: opts.Logger}
+	ns, name, kubeState, _ := kubeStateRef(opts.StatePath)
 	var specs []Origin
 	prefix := "f"
 	if !opts.Follow {
@@ -181,7 +243,27 @@ func Start(opts Options) (*ControlPlane, error) {
 		if specs, err = opts.origins(); err != nil {
 			return nil, configError{err}
 		}
-		if c.writer, err = openWriter(opts.StatePath, opts.Debounce, opts.Clock, c.log, c.metrics); err != nil {
+		c.specs = specs
+	}
+	if kubeState || slices.ContainsFunc(specs, func(o Origin) bool { return o.Services != nil }) {
+		var err error
+		if c.kube, err = newKubeClient(&opts, c.metrics, opts.Clock.Now); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case kubeState:
+		// Every replica serves the same state; a prefix of its own keeps
+		// a replica's version strings from meaning another's content.
+		prefix = "k" + strconv.FormatInt(time.Now().UnixNano(), 36) + "."
+	case !opts.Follow:
+		fs, st, err := openFileStore(opts.StatePath, c.log)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if c.writer, err = openWriter(fs, st, opts.Debounce, opts.Clock, c.log, c.metrics); err != nil {
+			c.Close()
 			return nil, err
 		}
 		prefix = strconv.FormatUint(c.writer.state.Generation, 10) + "."
@@ -203,7 +285,7 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	c.server = NewServer(prefix, c.metrics, c.log, serverOpts...)
 	c.server.identity = opts.FleetIdentity
-	if !opts.Follow {
+	if c.writer != nil {
 		if err := c.startFleet(); err != nil {
 			c.Close()
 			return nil, err
@@ -226,15 +308,23 @@ func Start(opts Options) (*ControlPlane, error) {
 		c.log.Info("control plane: following the writer's state", "state", opts.StatePath, "listen", c.Addr())
 		return c, nil
 	}
-	if err := c.writer.start(c.server); err != nil {
-		c.Close()
-		return nil, err
-	}
 	if opts.Relay != "" {
-		c.relay = &relay{addr: opts.Relay, node: opts.RelayNodeID, tls: opts.RelayTLS, log: c.log, offer: c.writer.offerMembers}
+		c.relay = &relay{addr: opts.Relay, node: opts.RelayNodeID, tls: opts.RelayTLS, log: c.log, offer: c.offerRelayed}
 	}
-	c.apply(ctx, specs)
-	c.writer.flush() // the first set applies at once
+	if c.kube != nil && slices.ContainsFunc(specs, func(o Origin) bool { return o.Services != nil }) {
+		c.source = newKubeSource(c.kube, c.log, c.offer)
+	}
+	if kubeState {
+		c.startKube(ctx, ns, name)
+		c.applySources(ctx)
+	} else {
+		if err := c.writer.start(c.server, nil); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.applySources(ctx)
+		c.writer.flush() // the first set applies at once
+	}
 	if opts.Source != "" {
 		w, err := watch.New([]string{opts.Source}, watch.Options{
 			Debounce: min(watch.DefaultDebounce, max(opts.Debounce, 10*time.Millisecond)),
@@ -247,7 +337,7 @@ func Start(opts Options) (*ControlPlane, error) {
 		}
 		c.goRun(func() { _ = w.Run(ctx) })
 	}
-	c.log.Info("control plane: serving", "listen", c.Addr(), "admin", c.AdminAddr(), "state", opts.StatePath,
+	c.log.Info("control plane: serving", "listen", c.Addr(), "admin", c.AdminAddr(), "fleet_listen", c.FleetAddr(), "state", opts.StatePath,
 		"source", opts.Source, "relay", opts.Relay, "origins", len(specs), "debounce", opts.Debounce, "fleet_grace", opts.FleetGrace,
 		"tls", opts.TLS != nil, "mtls", opts.TLS != nil && opts.TLS.CA != "", "fleet_require_identity", opts.FleetIdentity)
 	c.warnPlaintext()
@@ -268,17 +358,43 @@ func (c *ControlPlane) warnPlaintext() {
 	}
 }
 
+// role returns the writer and fleet, both nil for a follower.
+func (c *ControlPlane) role() (*writer, *fleet) {
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
+	return c.writer, c.fleet
+}
+
+// offer hands a membership from the Kubernetes source to the writer;
+// a follower has none (it serves the writer's state, and its source
+// keeps its caches warm for the day it leads).
+func (c *ControlPlane) offer(name string, m membership, urgent bool) {
+	if w, _ := c.role(); w != nil {
+		w.offer(name, m, urgent)
+	}
+}
+
+// offerRelayed hands a relayed membership to the writer, if this is one.
+func (c *ControlPlane) offerRelayed(name string, eps []discovery.Endpoint) {
+	if w, _ := c.role(); w != nil {
+		w.offerMembers(name, eps)
+	}
+}
+
 // startFleet restores the persisted fleet positions and has the server
 // count fleet streams for them, before anything is served.
 func (c *ControlPlane) startFleet() error {
+	w, _ := c.role()
 	f, err := newFleet(&fleet{
 		clk: c.opts.Clock, grace: c.opts.FleetGrace, join: max(c.opts.Debounce, 0), log: c.log, metrics: c.metrics,
-		persist: c.writer.persistFleet, publish: c.server.publishFleet,
-	}, c.writer.snapshot().Fleet)
+		persist: w.persistFleet, publish: c.server.publishFleet,
+	}, w.snapshot().Fleet)
 	if err != nil {
 		return err
 	}
+	c.roleMu.Lock()
 	c.fleet = f
+	c.roleMu.Unlock()
 	c.server.setFleet(f)
 	return nil
 }
@@ -291,13 +407,27 @@ func (c *ControlPlane) goRun(f func()) {
 	}()
 }
 
-// listen opens the gRPC and admin listeners.
+// listen opens the gRPC, fleet and admin listeners: every socket the
+// control plane serves is opened here.
 func (c *ControlPlane) listen() error {
 	lis, err := net.Listen("tcp", c.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	c.grpcLis = lis
+	if c.opts.FleetListen != "" {
+		fl, err := net.Listen("tcp", c.opts.FleetListen)
+		if err != nil {
+			return fmt.Errorf("--fleet-listen: %w", err)
+		}
+		c.fleetPort = newFleetPort(fl, c.log)
+		if c.opts.Advertise == "" {
+			if ip := fl.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
+				return configError{fmt.Errorf("--fleet-listen %s binds every address: give --advertise HOST:PORT, the address the other replicas reach it at (in a pod: $(POD_IP):PORT)", c.opts.FleetListen)}
+			}
+			c.opts.Advertise = fl.Addr().String()
+		}
+	}
 	if c.opts.Admin == "" {
 		return nil
 	}
@@ -308,16 +438,28 @@ func (c *ControlPlane) listen() error {
 	return nil
 }
 
-// apply hands a set of origins to the writer, and in relay mode makes
-// the upstream subscription follow their names.
-func (c *ControlPlane) apply(ctx context.Context, specs []Origin) {
-	c.writer.setOrigins(specs)
+// applySources hands the source file's origins to the writer (if this is
+// one) and to the sources that follow them: the relay's subscription and
+// the Kubernetes Services.
+func (c *ControlPlane) applySources(ctx context.Context) {
+	c.roleMu.Lock()
+	specs, w := c.specs, c.writer
+	c.roleMu.Unlock()
+	if w != nil {
+		w.setOrigins(specs)
+	}
 	if c.relay != nil {
 		names := make([]string, len(specs))
 		for i, o := range specs {
 			names[i] = o.Name
 		}
 		c.relay.follow(ctx, names)
+	}
+	if c.source != nil {
+		c.source.setOrigins(specs)
+		if w != nil {
+			c.source.reoffer()
+		}
 	}
 }
 
@@ -330,7 +472,10 @@ func (c *ControlPlane) reread(ctx context.Context) {
 		return
 	}
 	c.log.Info("control plane: source file changed", "file", c.opts.Source, "origins", len(specs))
-	c.apply(ctx, specs)
+	c.roleMu.Lock()
+	c.specs = specs
+	c.roleMu.Unlock()
+	c.applySources(ctx)
 }
 
 // pollState has a follower read the state file every FollowInterval.
@@ -350,6 +495,14 @@ func (c *ControlPlane) pollState(ctx context.Context) {
 // Addr is the ADS address served.
 func (c *ControlPlane) Addr() string { return c.grpcLis.Addr().String() }
 
+// FleetAddr is the fleet port's address, "" without one.
+func (c *ControlPlane) FleetAddr() string {
+	if c.fleetPort == nil {
+		return ""
+	}
+	return c.fleetPort.lis.Addr().String()
+}
+
 // AdminAddr is the admin address served, "" without one.
 func (c *ControlPlane) AdminAddr() string {
 	if c.adminLis == nil {
@@ -363,33 +516,41 @@ func (c *ControlPlane) Metrics() *Metrics { return c.metrics }
 
 // Ready reports whether every origin to serve is published.
 func (c *ControlPlane) Ready() bool {
-	if c.follow != nil {
-		return c.follow.ready()
+	if w, _ := c.role(); w != nil {
+		return w.ready()
 	}
-	return c.writer.ready()
+	return c.follow.ready()
+}
+
+// Leading reports whether this replica writes the state: a state file's
+// writer, or the replica that holds the Lease.
+func (c *ControlPlane) Leading() bool {
+	w, _ := c.role()
+	return w != nil
 }
 
 // State returns a copy of the state served: the writer's as last
 // written, or a follower's as last read.
 func (c *ControlPlane) State() *State {
-	if c.follow != nil {
-		return c.follow.snapshot()
+	if w, _ := c.role(); w != nil {
+		return w.snapshot()
 	}
-	return c.writer.snapshot()
+	return c.follow.snapshot()
 }
 
 // Fleet lists the fleet positions in instance order; nil for a follower,
 // which assigns none.
 func (c *ControlPlane) Fleet() []FleetMember {
-	if c.fleet == nil {
-		return nil
+	if _, f := c.role(); f != nil {
+		return f.members()
 	}
-	return c.fleet.members()
+	return nil
 }
 
-// Close stops the sources, the fleet, the writer (releasing the state lock), the
-// ADS server (cutting every stream: gateways keep their last accepted
-// assignment) and the admin listener.
+// Close stops the sources, the election (releasing the Lease), the fleet,
+// the writer (releasing the state file's lock), the ADS server (cutting
+// every stream: gateways keep their last accepted assignment) and the
+// admin listener.
 func (c *ControlPlane) Close() {
 	c.closed.Do(func() {
 		if c.cancel != nil {
@@ -398,11 +559,21 @@ func (c *ControlPlane) Close() {
 		if c.relay != nil {
 			c.relay.stop()
 		}
-		if c.fleet != nil {
-			c.fleet.close()
+		if c.source != nil {
+			c.source.close()
 		}
-		if c.writer != nil {
-			c.writer.close()
+		// The election ends with ctx: it stops leading (closing the
+		// leader's writer and fleet) before it releases the Lease.
+		if c.kubeRole != nil {
+			<-c.kubeRole.elected
+		}
+		if w, f := c.role(); f != nil || w != nil {
+			if f != nil {
+				f.close()
+			}
+			if w != nil {
+				w.close()
+			}
 		}
 		if c.server != nil {
 			c.server.Stop()
@@ -410,12 +581,18 @@ func (c *ControlPlane) Close() {
 		if c.grpcLis != nil {
 			c.grpcLis.Close()
 		}
+		if c.fleetPort != nil {
+			c.fleetPort.close()
+		}
 		if c.admin != nil {
 			c.admin.Close()
 		} else if c.adminLis != nil {
 			c.adminLis.Close()
 		}
 		c.wg.Wait()
+		if c.kube != nil {
+			c.kube.close()
+		}
 	})
 }
 
@@ -490,24 +667,45 @@ func (c *ControlPlane) adminHandler() http.Handler {
 		writeText(w, http.StatusOK, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		detail := c.readyDetail()
 		if !c.Ready() {
-			writeText(w, http.StatusServiceUnavailable, "not ready\n")
+			writeText(w, http.StatusServiceUnavailable, "not ready\n"+detail)
 			return
 		}
-		writeText(w, http.StatusOK, "ready\n")
+		writeText(w, http.StatusOK, "ready\n"+detail)
 	})
 	return mux
+}
+
+// readyDetail follows /readyz's first line: with the state in the
+// Kubernetes API, the replica's role, and whether the API server answers
+// (while it does not, the last good state is served and /readyz stays
+// 200: the gateways are better served by it than by no control plane).
+func (c *ControlPlane) readyDetail() string {
+	var b strings.Builder
+	if c.kubeRole != nil {
+		if c.Leading() {
+			b.WriteString("role: leader (holds the Lease; writes the state, assigns fleet positions)\n")
+		} else {
+			b.WriteString("role: follower (serves the state the leader writes; forwards the fleet port)\n")
+		}
+	}
+	if c.kube != nil {
+		b.WriteString(c.kube.health.detail())
+	}
+	return b.String()
 }
 
 // serveFleet lists the fleet positions as JSON: [{"node", "instance",
 // "connected"}] in instance order. A follower assigns none: 404.
 func (c *ControlPlane) serveFleet(w http.ResponseWriter, _ *http.Request) {
-	if c.fleet == nil {
+	_, f := c.role()
+	if f == nil {
 		writeText(w, http.StatusNotFound, "a follower assigns no fleet positions: ask the writer\n")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(c.fleet.members())
+	_ = json.NewEncoder(w).Encode(f.members())
 }
 
 func writeText(w http.ResponseWriter, code int, s string) {

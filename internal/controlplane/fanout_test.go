@@ -53,8 +53,8 @@ func TestFanOutToAFleet(t *testing.T) {
 			moved++
 		}
 	}
-	if moved != 1 {
-		t.Fatalf("%d endpoints moved for one replaced, want 1 (the highest into the hole)", moved)
+	if moved != 0 {
+		t.Fatalf("%d endpoints moved for one replaced, want 0 (the joiner takes the leaver's index)", moved)
 	}
 	for _, c := range clients {
 		if c.count() != 2 {

@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 )
 
 // follower serves the state a writer persists, read-only: it reads the
-// state file every poll and publishes what changed in it. It never writes
-// and takes no lock, so any number of followers can serve beside the
-// writer (docs/control-plane.md, "Replicas").
+// state file every poll (load), or is handed the state as the Kubernetes
+// API holds it (publish), and publishes what changed in it. It never
+// writes and takes no lock, so any number of followers can serve beside
+// the writer (docs/control-plane.md, "Replicas").
 type follower struct {
-	path    string
+	path    string // the state file; "" when the state comes from the Kubernetes API
 	server  *Server
 	metrics *Metrics
 	log     *slog.Logger
@@ -37,31 +39,49 @@ func (f *follower) load() {
 		st, err = ParseState(data)
 	}
 	if err != nil {
-		if !f.failed {
-			f.log.Warn("control plane (follower): cannot read the writer's state; serving the last good one", "file", f.path, "err", err)
-		}
-		f.failed = true
+		f.refusedLocked(err)
 		return
 	}
+	f.data = data
+	f.publishLocked(st)
+}
+
+// refusedLocked logs, once, that the writer's state cannot be read.
+func (f *follower) refusedLocked(err error) {
+	if !f.failed {
+		f.log.Warn("control plane (follower): cannot read the writer's state; serving the last good one", "state", f.where(), "err", err)
+	}
+	f.failed = true
+}
+
+func (f *follower) where() string {
+	if f.path == "" {
+		return "the Kubernetes API"
+	}
+	return f.path
+}
+
+// publish publishes the changes of st, the writer's state as read.
+func (f *follower) publish(st *State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.publishLocked(st)
+}
+
+// served sets the state taken as published, without publishing it: what
+// a writer in this process published before it stopped.
+func (f *follower) served(st *State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state, f.data = st, nil
+}
+
+func (f *follower) publishLocked(st *State) {
 	if f.failed {
-		f.log.Info("control plane (follower): the writer's state is readable again", "file", f.path)
+		f.log.Info("control plane (follower): the writer's state is readable again", "state", f.where())
 	}
 	f.failed = false
-	f.data = data
-	changed := map[string]*Assignment{}
-	var removed []string
-	for name, a := range st.Origins {
-		if old := f.stateOrigin(name); old == nil || old.Version != a.Version || !old.sameContent(a) {
-			changed[name] = a
-		}
-	}
-	if f.state != nil {
-		for name := range f.state.Origins {
-			if _, ok := st.Origins[name]; !ok {
-				removed = append(removed, name)
-			}
-		}
-	}
+	changed, removed := changesFrom(f.state, st)
 	if err := f.server.Publish(changed, removed); err != nil {
 		f.log.Error("control plane (follower): publish failed", "err", err)
 		return
@@ -72,11 +92,30 @@ func (f *follower) load() {
 	}
 }
 
-func (f *follower) stateOrigin(name string) *Assignment {
-	if f.state == nil {
-		return nil
+// changesFrom lists the origins of next that differ from served (nil:
+// nothing served) in version or content, and those served no longer in
+// next.
+func changesFrom(served, next *State) (map[string]*Assignment, []string) {
+	changed := map[string]*Assignment{}
+	var removed []string
+	for name, a := range next.Origins {
+		var old *Assignment
+		if served != nil {
+			old = served.Origins[name]
+		}
+		if old == nil || old.Version != a.Version || !old.sameContent(a) {
+			changed[name] = a
+		}
 	}
-	return f.state.Origins[name]
+	if served != nil {
+		for name := range served.Origins {
+			if _, ok := next.Origins[name]; !ok {
+				removed = append(removed, name)
+			}
+		}
+	}
+	slices.Sort(removed)
+	return changed, removed
 }
 
 func (f *follower) ready() bool {

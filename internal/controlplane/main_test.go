@@ -25,10 +25,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/kubetest"
 	"github.com/corput/corput/internal/poll"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(kubetest.M(m)) }
 
 // value reads a counter or gauge.
 func value(c prometheus.Metric) float64 {

@@ -26,6 +26,11 @@ type Metrics struct {
 	FleetMoves     prometheus.Counter // gateways moved by compaction
 	FleetRefused   prometheus.Counter // fleet subscriptions refused: node id not the certificate's
 	TLSRefused     prometheus.Counter // TLS handshakes the ADS listener refused
+
+	KubeUp            prometheus.Gauge   // 1 while the Kubernetes API server answers
+	Leader            prometheus.Gauge   // 1 while this replica holds the Lease
+	LeaderTransitions prometheus.Counter // times this replica took the Lease
+	StateConflicts    prometheus.Counter // state writes refused because another writer changed the object
 }
 
 // NewMetrics creates and registers the control plane's collectors.
@@ -55,6 +60,14 @@ func NewMetrics() *Metrics {
 		Help: "Fleet-position subscriptions refused because the node id is not an identity (DNS or URI SAN) of the stream's client certificate (--fleet-require-identity)."})
 	m.TLSRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_tls_handshake_failures_total",
 		Help: "TLS handshakes the ADS listener refused or failed (no client certificate, one of another CA, a client that does not trust the server's)."})
+	m.KubeUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_controlplane_kubernetes_up",
+		Help: "1 while the Kubernetes API server answers the control plane's requests, 0 while it cannot be reached (the last good state is served meanwhile); absent without the Kubernetes API."})
+	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_controlplane_leader",
+		Help: "1 while this replica holds the Lease (writes the state, assigns fleet positions); absent without a state in the Kubernetes API."})
+	m.LeaderTransitions = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_leader_acquired_total",
+		Help: "Times this replica took the Lease."})
+	m.StateConflicts = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_state_conflicts_total",
+		Help: "State writes to the Kubernetes API refused because another writer changed the object (resourceVersion conflict); the object is read again and written over."})
 	m.Registry.MustRegister(m.Pushes, m.Responses, m.NACKs, m.Connected, m.StateWrites, m.Endpoints, m.Subsets,
 		m.FleetSize, m.FleetConnected, m.FleetMoves, m.FleetRefused, m.TLSRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

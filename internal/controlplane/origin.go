@@ -19,13 +19,14 @@ import (
 var unboundedFleet = subset.Fleet{Gateways: 1 << 30, Loops: 1}
 
 // origin is the writer's bookkeeping for one origin: its ring (the index
-// assignment, by subset.Ring's rules), its members' zones and weights, and
-// what was last published.
+// assignment, by subset.Ring's rules), its members' zones and weights, the
+// endpoints that drain, and what was last published.
 type origin struct {
 	name      string
 	sizing    subset.Sizing
 	ring      *subset.Ring // nil until the first membership (or a restored one)
 	members   map[string]discovery.Endpoint
+	draining  []string    // sorted; never on the ring
 	published *Assignment // nil before the first publish
 }
 
@@ -48,6 +49,7 @@ func newOrigin(name string, z subset.Sizing, restored *Assignment) (*origin, err
 	for _, e := range restored.Endpoints {
 		o.members[e.Address] = discovery.Endpoint{Address: e.Address, Zone: e.Zone, Weight: e.Weight}
 	}
+	o.draining = slices.Clone(restored.Draining)
 	o.published = restored
 	return o, nil
 }
@@ -69,13 +71,14 @@ func (o *origin) setSizing(z subset.Sizing) error {
 	return o.ring.SetSizing(z)
 }
 
-// setMembers makes the ring's membership eps. The first membership of an
-// origin is its initial set, shuffled by NewRing (as Zuul does); after
-// that Sync applies the difference: a joining endpoint takes the next
-// index, a leaving one's hole is filled by the highest. A ring that is
-// empty has no index to keep, so the set that refills it is an initial
-// set again, shuffled.
-func (o *origin) setMembers(eps []discovery.Endpoint) error {
+// setMembers makes the ring's membership eps, and draining the endpoints
+// that drain (published DRAINING, never on the ring; an address in both
+// serves). The first membership of an origin is its initial set, shuffled
+// by NewRing (as Zuul does); after that the change is placed by
+// joinIntoHoles: the endpoints that stay keep their indices where they
+// can. A ring that is empty has no index to keep, so the set that refills
+// it is an initial set again, shuffled.
+func (o *origin) setMembers(eps []discovery.Endpoint, draining []string) error {
 	addrs := make([]string, len(eps))
 	members := make(map[string]discovery.Endpoint, len(eps))
 	for i, e := range eps {
@@ -88,11 +91,59 @@ func (o *origin) setMembers(eps []discovery.Endpoint) error {
 			return err
 		}
 		o.ring = ring
-	} else if _, err := o.ring.Sync(addrs); err != nil {
+	} else if _, err := o.ring.Place(joinIntoHoles(o.ring.Indices(), addrs), 0); err != nil {
 		return err
 	}
 	o.members = members
+	o.draining = nil
+	for _, a := range draining {
+		if _, serves := members[a]; !serves {
+			o.draining = append(o.draining, a)
+		}
+	}
+	slices.Sort(o.draining)
+	o.draining = slices.Compact(o.draining)
 	return nil
+}
+
+// joinIntoHoles places the membership want on a ring that holds current
+// (address → index): the endpoints that stay keep their indices below
+// the new size N; the holes below N (indices of endpoints that left, or
+// never held) are filled by the joining endpoints first, in address
+// order, then by the endpoints that stay above N, in index order; the
+// remaining joiners take the indices after. It is subset.Ring.Sync's rule
+// (a hole filled by the highest, a join at the end) with the joins of a
+// batch placed before its leaves: in a rolling update, where a new pod
+// comes as an old one goes, the new pod takes the old one's index and no
+// other endpoint moves, where Sync would move the highest pod that stays.
+func joinIntoHoles(current map[string]int, want []string) map[string]int {
+	n := len(want)
+	out := make(map[string]int, n)
+	taken := make([]bool, n)
+	var joiners, displaced []string
+	for _, a := range want {
+		i, ok := current[a]
+		switch {
+		case !ok:
+			joiners = append(joiners, a)
+		case i < n:
+			out[a] = i
+			taken[i] = true
+		default:
+			displaced = append(displaced, a)
+		}
+	}
+	slices.Sort(joiners)
+	slices.SortFunc(displaced, func(x, y string) int { return cmp.Compare(current[x], current[y]) })
+	next := 0
+	for _, a := range append(joiners, displaced...) {
+		for taken[next] {
+			next++
+		}
+		out[a] = next
+		taken[next] = true
+	}
+	return out
 }
 
 // assignment is what the origin publishes now, versioned as the last
@@ -107,6 +158,7 @@ func (o *origin) assignment() *Assignment {
 		a.Endpoints = append(a.Endpoints, Endpoint{Address: addr, Zone: m.Zone, Weight: m.Weight, Index: i})
 	}
 	slices.SortFunc(a.Endpoints, func(x, y Endpoint) int { return cmp.Compare(x.Index, y.Index) })
+	a.Draining = slices.Clone(o.draining)
 	if o.published != nil {
 		a.Version = o.published.Version
 	}

@@ -33,12 +33,16 @@ func TestWriterDebounce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logger, _ := testLogger()
 	m := NewMetrics()
-	w, err := openWriter(filepath.Join(t.TempDir(), "state.json"), time.Second, clk, logger, m)
+	fs, st, err := openFileStore(filepath.Join(t.TempDir(), "state.json"), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWriter(fs, st, time.Second, clk, logger, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.close()
-	if err := w.start(NewServer("1.", m, logger)); err != nil {
+	if err := w.start(NewServer("1.", m, logger), nil); err != nil {
 		t.Fatal(err)
 	}
 	pushes := func(o string) int { return int(value(m.Pushes.WithLabelValues(o))) }

@@ -101,13 +101,42 @@ func TestAnEmptiedRingRefillsShuffled(t *testing.T) {
 	}
 	addrs := endpoints(10001, 50)
 	for _, eps := range [][]string{nil, addrs} {
-		if err := o.setMembers(members(eps)); err != nil {
+		if err := o.setMembers(members(eps), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want, _ := subset.NewRing(subset.Config{Origin: "payments", Fleet: unboundedFleet}, addrs)
 	if !maps.Equal(o.ring.Indices(), want.Indices()) {
 		t.Fatal("the refilled ring is not the initial shuffle")
+	}
+}
+
+// A batch that both adds and removes places its joins first: a joining
+// endpoint takes a leaving one's index, and the endpoints that stay keep
+// theirs, where Ring.Sync alone would move the highest into the hole and
+// add the joiner at the end. With more leaves than joins, only the
+// endpoints that stay above the new size move, as with Sync.
+func TestJoinsFillTheHolesOfLeaves(t *testing.T) {
+	current := map[string]int{"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+	// One replaced (a rolling update's step): the joiner takes b's index.
+	got := joinIntoHoles(current, []string{"a", "c", "d", "e", "f"})
+	if want := map[string]int{"a": 0, "f": 1, "c": 2, "d": 3, "e": 4}; !maps.Equal(got, want) {
+		t.Fatalf("one replaced: %v, want %v", got, want)
+	}
+	// Two leave (b and d), one joins: the joiner takes the lowest hole,
+	// e (above the new size 4) the other; a and c stay.
+	got = joinIntoHoles(current, []string{"a", "c", "e", "y"})
+	if want := map[string]int{"a": 0, "y": 1, "c": 2, "e": 3}; !maps.Equal(got, want) {
+		t.Fatalf("two out, one in: %v, want %v", got, want)
+	}
+	// More joiners than holes: the rest take the indices after.
+	got = joinIntoHoles(map[string]int{"a": 0, "b": 1}, []string{"a", "c", "d"})
+	if want := map[string]int{"a": 0, "c": 1, "d": 2}; !maps.Equal(got, want) {
+		t.Fatalf("two joiners, one hole: %v, want %v", got, want)
+	}
+	// The result is always a dense ring a Ring accepts.
+	if _, err := subset.OrderByIndex(got); err != nil {
+		t.Fatal(err)
 	}
 }
 

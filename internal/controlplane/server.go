@@ -190,6 +190,18 @@ func (s *Server) publishFleet(changed map[string]position, removed []string) err
 	return s.fleetCache.UpdateResources(res, removed)
 }
 
+// clearFleet removes every fleet position (a replica that stopped
+// leading serves none).
+func (s *Server) clearFleet() {
+	var nodes []string
+	for node := range s.fleetCache.GetResources() {
+		nodes = append(nodes, node)
+	}
+	if len(nodes) > 0 {
+		_ = s.fleetCache.UpdateResources(nil, nodes)
+	}
+}
+
 // FleetPosition returns the fleet position served to node.
 func (s *Server) FleetPosition(node string) (discovery.Fleet, bool) {
 	r, ok := s.fleetCache.GetResources()[node]

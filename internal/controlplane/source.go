@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/subset"
@@ -16,13 +18,33 @@ import (
 
 // Origin is one origin the control plane serves: its name (the EDS
 // cluster name the gateways ask for), its sizing, and — from a source
-// file — its membership.
+// file — its membership, or the Kubernetes Services it follows.
 type Origin struct {
 	Name   string
 	Sizing subset.Sizing
 	// Endpoints is the membership, sorted by address; nil when the
-	// membership comes from elsewhere (relay mode).
+	// membership comes from elsewhere (relay mode, Services).
 	Endpoints []discovery.Endpoint
+	// Services are the Kubernetes Services whose EndpointSlices give the
+	// membership (kubesource.go); nil otherwise.
+	Services []ServiceRef
+}
+
+// ServiceRef names a Kubernetes Service port whose ready endpoints serve
+// an origin.
+type ServiceRef struct {
+	Namespace string `yaml:"namespace"`
+	Name      string `yaml:"name"`
+	// Port is the Service port's name as the EndpointSlices carry it
+	// (ports[].name); "" when the Service has one port.
+	Port string `yaml:"port"`
+}
+
+func (r ServiceRef) String() string {
+	if r.Port == "" {
+		return r.Namespace + "/" + r.Name
+	}
+	return r.Namespace + "/" + r.Name + ":" + r.Port
 }
 
 // sourceFile is the --source file: YAML, or JSON (which YAML reads).
@@ -38,6 +60,7 @@ type sourceOrigin struct {
 		MaxSize int `yaml:"max_size"`
 	} `yaml:"subset"`
 	Endpoints *[]sourceEndpoint `yaml:"endpoints"`
+	Services  []ServiceRef      `yaml:"services"`
 }
 
 type sourceEndpoint struct {
@@ -48,9 +71,10 @@ type sourceEndpoint struct {
 
 // ParseSource reads a source file's content (name is for messages). With
 // endpoints true every origin must list its endpoints (an empty list is
-// an origin with none); with false (relay mode) none may, the membership
-// coming from the upstream server. Every problem is reported at once,
-// each naming its key path.
+// an origin with none) or name the Kubernetes Services that give them;
+// with false (relay mode) none may, the membership coming from the
+// upstream server. Every problem is reported at once, each naming its key
+// path.
 func ParseSource(name string, data []byte, endpoints bool) ([]Origin, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -78,10 +102,25 @@ func ParseSource(name string, data []byte, endpoints bool) ([]Origin, error) {
 		}
 		o := Origin{Name: so.Name, Sizing: z}
 		switch {
+		case !endpoints && (so.Endpoints != nil || so.Services != nil):
+			fail("%s.endpoints, services: not allowed in relay mode, where the upstream server gives the membership", at)
+		case so.Endpoints != nil && so.Services != nil:
+			fail("%s: endpoints and services both given; the membership comes from one of them", at)
+		case so.Services != nil:
+			o.Services = so.Services
+			for j, r := range so.Services {
+				for _, err := range checkService(r) {
+					fail("%s.services[%d].%v", at, j, err)
+				}
+				if slices.Contains(so.Services[:j], r) {
+					fail("%s.services[%d]: %s is listed twice", at, j, r)
+				}
+			}
+			if len(so.Services) == 0 {
+				fail("%s.services: empty; name at least one {namespace, name, port}", at)
+			}
 		case endpoints && so.Endpoints == nil:
-			fail("%s.endpoints: missing; list the origin's endpoints (endpoints: [] for none)", at)
-		case !endpoints && so.Endpoints != nil:
-			fail("%s.endpoints: not allowed in relay mode, where the upstream server gives the membership", at)
+			fail("%s.endpoints: missing; list the origin's endpoints (endpoints: [] for none) or name its Kubernetes services", at)
 		case endpoints:
 			o.Endpoints = []discovery.Endpoint{}
 			addrs := map[string]bool{}
@@ -118,6 +157,24 @@ func ReadSource(path string, endpoints bool) ([]Origin, error) {
 		return nil, fmt.Errorf("source file: %w", err)
 	}
 	return ParseSource(path, data, endpoints)
+}
+
+// checkService checks a Service reference's names as Kubernetes would.
+func checkService(r ServiceRef) []error {
+	var errs []error
+	for _, f := range []struct{ key, v string }{{"namespace", r.Namespace}, {"name", r.Name}, {"port", r.Port}} {
+		if f.v == "" && f.key == "port" {
+			continue
+		}
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("%s: missing; name the Service's %s", f.key, f.key))
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(f.v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a Kubernetes name: %s", f.key, f.v, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
 }
 
 // checkName accepts any name a gateway can put in discovery.cluster: not

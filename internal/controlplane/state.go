@@ -44,6 +44,11 @@ type Assignment struct {
 	Version   uint64     `json:"version"`
 	Subsets   int        `json:"subsets"`
 	Endpoints []Endpoint `json:"endpoints"`
+	// Draining lists, sorted, the addresses of endpoints that drain
+	// (Kubernetes endpoints that are serving and terminating): published
+	// DRAINING with no ring index, so that a gateway stops sending them
+	// requests at once. Additive to format 1.
+	Draining []string `json:"draining,omitempty"`
 }
 
 // Endpoint is one member of an origin with its ring index.
@@ -57,7 +62,14 @@ type Endpoint struct {
 // sameContent reports whether two assignments publish the same thing,
 // whatever their versions.
 func (a *Assignment) sameContent(b *Assignment) bool {
-	return a != nil && b != nil && a.Subsets == b.Subsets && slices.Equal(a.Endpoints, b.Endpoints)
+	return a != nil && b != nil && a.Subsets == b.Subsets && slices.Equal(a.Endpoints, b.Endpoints) && slices.Equal(a.Draining, b.Draining)
+}
+
+func (a *Assignment) clone() *Assignment {
+	c := *a
+	c.Endpoints = slices.Clone(a.Endpoints)
+	c.Draining = slices.Clone(a.Draining)
+	return &c
 }
 
 // Indices returns the assignment's address → index map.
@@ -87,6 +99,18 @@ func (a *Assignment) validate() error {
 		seen[e.Address] = true
 		if err := (discovery.Endpoint{Address: e.Address, Zone: e.Zone, Weight: e.Weight}).Validate(); err != nil {
 			return fmt.Errorf("endpoints[%d]: %w", i, err)
+		}
+	}
+	for i, addr := range a.Draining {
+		if seen[addr] {
+			return fmt.Errorf("draining[%d]: %s is listed twice, or also serves", i, addr)
+		}
+		seen[addr] = true
+		if i > 0 && a.Draining[i-1] > addr {
+			return fmt.Errorf("draining[%d]: %s is out of order; the list is sorted", i, addr)
+		}
+		if err := (discovery.Endpoint{Address: addr, Weight: 1}).Validate(); err != nil {
+			return fmt.Errorf("draining[%d]: %w", i, err)
 		}
 	}
 	return nil
@@ -180,9 +204,7 @@ func (s *State) Marshal() ([]byte, error) {
 func (s *State) Clone() *State {
 	out := &State{Format: s.Format, Generation: s.Generation, Origins: make(map[string]*Assignment, len(s.Origins)), Fleet: slices.Clone(s.Fleet)}
 	for name, a := range s.Origins {
-		c := *a
-		c.Endpoints = slices.Clone(a.Endpoints)
-		out.Origins[name] = &c
+		out.Origins[name] = a.clone()
 	}
 	return out
 }

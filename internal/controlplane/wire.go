@@ -19,8 +19,9 @@ import (
 
 // CLA is the ClusterLoadAssignment the control plane publishes for an
 // origin: one locality per zone (zones in order of name), each endpoint
-// HEALTHY at priority 0 with its weight and corput's metadata. The same
-// assignment always gives the same message.
+// HEALTHY at priority 0 with its weight and corput's metadata, then one
+// locality without a zone holding the draining endpoints, DRAINING. The
+// same assignment always gives the same message.
 func CLA(name string, a *Assignment) *endpointv3.ClusterLoadAssignment {
 	out := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	eps := slices.Clone(a.Endpoints)
@@ -35,7 +36,27 @@ func CLA(name string, a *Assignment) *endpointv3.ClusterLoadAssignment {
 		}
 		loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(e, a.Subsets))
 	}
+	if len(a.Draining) > 0 {
+		loc := &endpointv3.LocalityLbEndpoints{}
+		for _, addr := range a.Draining {
+			loc.LbEndpoints = append(loc.LbEndpoints, drainingEndpoint(addr))
+		}
+		out.Endpoints = append(out.Endpoints, loc)
+	}
 	return out
+}
+
+// drainingEndpoint is an endpoint that drains: DRAINING, no weight, no
+// ring index (gateways leave it out of the ring; one that had it applies
+// its leaving at once, discovery.Update.Urgent).
+func drainingEndpoint(addr string) *endpointv3.LbEndpoint {
+	host, port := splitAddress(addr)
+	sock := &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sock}}}},
+		HealthStatus: corev3.HealthStatus_DRAINING,
+	}
 }
 
 func lbEndpoint(e Endpoint, subsets int) *endpointv3.LbEndpoint {

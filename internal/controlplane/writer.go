@@ -32,20 +32,19 @@ const maxWaitFactor = 5
 // origin its first assignment applies at once, so that a new origin does
 // not wait a window to be served.
 type writer struct {
-	path     string
+	store    store
 	debounce time.Duration
 	clk      clock.Clock
 	log      *slog.Logger
 	server   *Server
 	metrics  *Metrics
-	release  func() // the state lock
 
 	mu      sync.Mutex // guards following; taken after flushMu
 	closed  bool
-	specs   []Origin                        // the pending set of origins; nil: none pending
-	members map[string][]discovery.Endpoint // pending memberships (relay)
-	armed   bool                            // a window is open
-	since   time.Time                       // when the open window's first change came
+	specs   []Origin              // the pending set of origins; nil: none pending
+	members map[string]membership // pending memberships (relay, Kubernetes)
+	armed   bool                  // a window is open
+	since   time.Time             // when the open window's first change came
 	timer   clock.Timer
 	known   map[string]bool // origins published at least once
 
@@ -53,34 +52,63 @@ type writer struct {
 	origins    map[string]*origin
 	state      *State // as last written
 	configured bool   // a set of origins has been applied
+	unsaved    bool   // the store may not hold state: the next flush writes it
 }
 
-// openWriter takes the state's lock, loads the state (a damaged file is
-// an error: starting over would reshuffle the fleet), removes what a
-// crashed write left, and writes the state back with its generation
-// counted up.
-func openWriter(path string, debounce time.Duration, clk clock.Clock, log *slog.Logger, m *Metrics) (*writer, error) {
+// store is where a writer persists its state: the state file
+// (fileStore), or objects in the Kubernetes API (kubeStore).
+type store interface {
+	// write persists st whole; after an error, what st changed may be
+	// partly persisted, and the writer publishes none of it.
+	write(st *State) error
+	// String names the store in logs.
+	String() string
+	// close releases what the store holds (the file's lock).
+	close()
+}
+
+// fileStore is the state file, held by its lock.
+type fileStore struct {
+	path    string
+	release func()
+}
+
+func (f *fileStore) write(st *State) error { return WriteState(f.path, st) }
+func (f *fileStore) String() string        { return "file " + f.path }
+func (f *fileStore) close()                { f.release() }
+
+// openFileStore takes the state file's lock, loads the state (a damaged
+// file is an error: starting over would reshuffle the fleet), removes
+// what a crashed write left, and counts the generation up.
+func openFileStore(path string, log *slog.Logger) (*fileStore, *State, error) {
 	release, err := lockState(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, fresh, err := LoadState(path)
 	if err != nil {
 		release()
-		return nil, configError{err}
+		return nil, nil, configError{err}
 	}
 	if err := RemoveTemps(path); err != nil {
 		log.Warn("control plane: cannot remove a temporary state file a crash left", "err", err)
 	}
 	st.Generation++
-	if err := writeCounted(path, st, m); err != nil {
-		release()
+	log.Info("control plane: state loaded", "file", path, "fresh", fresh, "generation", st.Generation, "origins", len(st.Origins), "fleet", len(st.Fleet))
+	return &fileStore{path: path, release: release}, st, nil
+}
+
+// openWriter writes the loaded state back to its store (a new
+// generation, or the state as the Kubernetes API holds it) and returns
+// the writer that owns it from then on; on an error the store is closed.
+func openWriter(s store, st *State, debounce time.Duration, clk clock.Clock, log *slog.Logger, m *Metrics) (*writer, error) {
+	if err := writeCounted(s, st, m); err != nil {
+		s.close()
 		return nil, err
 	}
-	log.Info("control plane: state loaded", "file", path, "fresh", fresh, "generation", st.Generation, "origins", len(st.Origins), "fleet", len(st.Fleet))
 	w := &writer{
-		path: path, debounce: debounce, clk: clk, log: log, metrics: m, release: release,
-		members: map[string][]discovery.Endpoint{}, known: map[string]bool{},
+		store: s, debounce: debounce, clk: clk, log: log, metrics: m,
+		members: map[string]membership{}, known: map[string]bool{},
 		origins: map[string]*origin{}, state: st,
 	}
 	for name := range st.Origins {
@@ -90,10 +118,21 @@ func openWriter(path string, debounce time.Duration, clk clock.Clock, log *slog.
 }
 
 // start publishes the persisted state as it is: gateways that reconnect
-// to a restarted control plane get the assignment they had.
-func (w *writer) start(s *Server) error {
+// to a restarted control plane get the assignment they had. served is
+// what this process published before (a follower's state, when a replica
+// takes the Lease; nil: nothing): only what differs is published.
+func (w *writer) start(s *Server, served *State) error {
 	w.server = s
-	return s.Publish(w.state.Clone().Origins, nil)
+	return s.Publish(changesFrom(served, w.state.Clone()))
+}
+
+// rewrite writes the state again (another writer changed what the store
+// holds): the next flush commits even with no change of its own.
+func (w *writer) rewrite() {
+	w.flushMu.Lock()
+	w.unsaved = true
+	w.flushMu.Unlock()
+	w.flush()
 }
 
 // setOrigins offers the set of origins to serve (from the source file, or
@@ -105,11 +144,24 @@ func (w *writer) setOrigins(specs []Origin) {
 	w.armLocked(urgent)
 }
 
+// membership is an origin's membership as a source offers it.
+type membership struct {
+	endpoints []discovery.Endpoint // they serve
+	draining  []string             // they drain: published DRAINING, off the ring
+}
+
 // offerMembers offers an origin's membership (relay mode).
 func (w *writer) offerMembers(name string, eps []discovery.Endpoint) {
+	w.offer(name, membership{endpoints: eps}, false)
+}
+
+// offer offers an origin's membership. An urgent one (an endpoint that
+// served now drains) is published at once, with every pending change, as
+// is an origin's first.
+func (w *writer) offer(name string, m membership, urgent bool) {
 	w.mu.Lock()
-	w.members[name] = eps
-	w.armLocked(!w.known[name])
+	w.members[name] = m
+	w.armLocked(urgent || !w.known[name])
 }
 
 // armLocked opens or extends the window, or flushes at once when urgent
@@ -169,12 +221,12 @@ func (w *writer) flush() {
 		return
 	}
 	specs, members := w.specs, w.members
-	w.specs, w.members, w.armed = nil, map[string][]discovery.Endpoint{}, false
+	w.specs, w.members, w.armed = nil, map[string]membership{}, false
 	w.mu.Unlock()
 
 	w.apply(specs, members)
 	changed, removed := w.diff()
-	if len(changed) == 0 && len(removed) == 0 {
+	if len(changed) == 0 && len(removed) == 0 && !w.unsaved {
 		return
 	}
 	next := w.state.Clone()
@@ -186,10 +238,12 @@ func (w *writer) flush() {
 	}
 	if err := w.commit(next); err != nil {
 		w.log.Error("control plane: state write failed; publishing nothing until it succeeds (gateways keep the last published assignment)",
-			"file", w.path, "err", err)
+			"state", w.store, "err", err)
+		w.unsaved = true
 		w.retryLater()
 		return
 	}
+	w.unsaved = false
 	for name, a := range changed {
 		w.origins[name].published = a
 	}
@@ -216,7 +270,7 @@ func (w *writer) flush() {
 // apply applies pending changes to the rings. An origin whose change
 // cannot be applied keeps its ring as it was (the sources validate, so
 // this is a bug's path) and the error is logged.
-func (w *writer) apply(specs []Origin, members map[string][]discovery.Endpoint) {
+func (w *writer) apply(specs []Origin, members map[string]membership) {
 	if specs != nil {
 		w.configured = true
 		want := make(map[string]bool, len(specs))
@@ -234,7 +288,7 @@ func (w *writer) apply(specs []Origin, members map[string][]discovery.Endpoint) 
 				w.log.Error("control plane: sizing refused", "origin", sp.Name, "err", err)
 			}
 			if sp.Endpoints != nil {
-				w.setMembers(o, sp.Endpoints)
+				w.setMembers(o, membership{endpoints: sp.Endpoints})
 			}
 		}
 		for name := range w.origins {
@@ -243,20 +297,20 @@ func (w *writer) apply(specs []Origin, members map[string][]discovery.Endpoint) 
 			}
 		}
 	}
-	for name, eps := range members {
+	for name, m := range members {
 		if o := w.origins[name]; o != nil {
-			w.setMembers(o, eps)
+			w.setMembers(o, m)
 		}
 	}
 }
 
-func (w *writer) setMembers(o *origin, eps []discovery.Endpoint) {
+func (w *writer) setMembers(o *origin, m membership) {
 	before := o.ring
 	var indices map[string]int
 	if before != nil {
 		indices = before.Indices()
 	}
-	if err := o.setMembers(eps); err != nil {
+	if err := o.setMembers(m.endpoints, m.draining); err != nil {
 		w.log.Error("control plane: membership refused", "origin", o.name, "err", err)
 		return
 	}
@@ -316,16 +370,16 @@ func (w *writer) persistFleet(slots []string) error {
 // commit writes next as the state file and, once it is written, holds it
 // as the state. Callers hold flushMu.
 func (w *writer) commit(next *State) error {
-	if err := writeCounted(w.path, next, w.metrics); err != nil {
+	if err := writeCounted(w.store, next, w.metrics); err != nil {
 		return err
 	}
 	w.state = next
 	return nil
 }
 
-// writeCounted is WriteState, counted in corput_controlplane_state_writes_total.
-func writeCounted(path string, st *State, m *Metrics) error {
-	if err := WriteState(path, st); err != nil {
+// writeCounted is a store's write, counted in corput_controlplane_state_writes_total.
+func writeCounted(s store, st *State, m *Metrics) error {
+	if err := s.write(st); err != nil {
 		m.StateWrites.WithLabelValues("error").Inc()
 		return err
 	}
@@ -356,7 +410,7 @@ func (w *writer) snapshot() *State {
 }
 
 // close drops pending changes, waits for a flush in progress and
-// releases the state lock.
+// closes the store (releasing the state file's lock).
 func (w *writer) close() {
 	w.mu.Lock()
 	w.closed = true
@@ -366,7 +420,7 @@ func (w *writer) close() {
 	w.mu.Unlock()
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
-	w.release()
+	w.store.close()
 }
 
 // configError marks an error in the control plane's input (its flags, its
