@@ -144,6 +144,7 @@ func load(o Options) (*server, error) {
 	if o.Admin != "" {
 		cfg.Admin.Listen = o.Admin
 	}
+	logZone(o.Logger, placeInZone(cfg, os.LookupEnv))
 	return s, nil
 }
 
@@ -201,6 +202,7 @@ func (s *server) reload() (*config.Config, error) {
 	if s.o.Admin != "" {
 		next.Admin.Listen = s.o.Admin
 	}
+	placeInZone(next, os.LookupEnv)
 	return next, nil
 }
 
