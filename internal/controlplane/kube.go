@@ -251,13 +251,16 @@ func (k *kubeRole) followState() {
 // leaderSeen is told of each leader the Lease names: a follower forwards
 // the fleet port there.
 func (k *kubeRole) leaderSeen(id, addr string) {
+	if id != "" {
+		k.c.log.Info("control plane: the Lease names a leader", "leader", id, "fleet_address", addr, "this_replica", k.c.opts.ID)
+	}
+	if id == k.c.opts.ID {
+		return // this replica: lead serves the port itself
+	}
 	k.mu.Lock()
 	k.target = addr
 	leading := k.store != nil
 	k.mu.Unlock()
-	if id != "" {
-		k.c.log.Info("control plane: the Lease names a leader", "leader", id, "fleet_address", addr, "this_replica", k.c.opts.ID)
-	}
 	if !leading {
 		k.port.setRole(false, addr)
 	}

@@ -27,9 +27,10 @@ import (
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/kubetest"
 	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(kubetest.M(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(kubetest.M(m))) }
 
 // value reads a counter or gauge.
 func value(c prometheus.Metric) float64 {
