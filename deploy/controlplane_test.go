@@ -14,9 +14,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/controlplane"
@@ -31,6 +33,7 @@ const (
 	gatewayComponent      = "gateway"
 	controlPlaneComponent = "control-plane"
 	xdsPortName           = "xds"
+	fleetPortName         = "fleet"
 )
 
 // servicesOf returns the Services of one component.
@@ -65,9 +68,10 @@ var controlPlaneChecks = []struct {
 	name  string
 	check func(c *controlPlane) []string
 }{
-	{"one writer", checkCPWriter},
+	{"replicas", checkCPReplicas},
 	{"selectors", checkCPSelectors},
 	{"state", checkCPState},
+	{"rbac", checkCPRBAC},
 	{"source", checkCPSource},
 	{"listeners", checkCPListeners},
 	{"probes", checkCPProbes},
@@ -99,19 +103,10 @@ func (f *fleet) controlPlaneProblems() []string {
 		return append(out, fmt.Sprintf("control plane: want one container, have %d", len(c.pod.Containers)))
 	}
 	c.container = &c.pod.Containers[0]
-	c.args = map[string]string{}
-	args := c.container.Args
-	if len(args) == 0 || args[0] != "control-plane" {
+	if args := c.container.Args; len(args) == 0 || args[0] != "control-plane" {
 		return append(out, fmt.Sprintf("control plane: the container runs %q, not corput control-plane", args))
 	}
-	for i := 1; i < len(args); i++ {
-		k, v, eq := strings.Cut(args[i], "=")
-		if !eq && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
-			v = args[i+1]
-			i++
-		}
-		c.args[strings.TrimLeft(k, "-")] = v
-	}
+	c.args = argsOf(c.container.Args)
 	for _, ch := range controlPlaneChecks {
 		for _, p := range ch.check(c) {
 			out = append(out, "control plane "+ch.name+": "+p)
@@ -120,17 +115,28 @@ func (f *fleet) controlPlaneProblems() []string {
 	return out
 }
 
-// checkCPWriter: one replica, replaced by Recreate, so that two writers
-// never hold the state at once.
-func checkCPWriter(c *controlPlane) []string {
-	var out []string
-	if c.dep.Spec.Replicas == nil || *c.dep.Spec.Replicas != 1 {
-		out = append(out, "replicas must be 1: one writer owns the state (followers run with --follow)")
-	}
-	if c.dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		out = append(out, fmt.Sprintf("strategy %q: use Recreate, so the old writer stops before the new one opens the state", c.dep.Spec.Strategy.Type))
+// argsOf maps a `corput control-plane` command line's flags to their
+// values (--flag value and --flag=value).
+func argsOf(args []string) map[string]string {
+	out := map[string]string{}
+	for i := 1; i < len(args); i++ {
+		k, v, eq := strings.Cut(args[i], "=")
+		if !eq && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			v = args[i+1]
+			i++
+		}
+		out[strings.TrimLeft(k, "-")] = v
 	}
 	return out
+}
+
+// checkCPReplicas: two replicas or more, so that one takes the Lease
+// when the other goes.
+func checkCPReplicas(c *controlPlane) []string {
+	if c.dep.Spec.Replicas == nil || *c.dep.Spec.Replicas < 2 {
+		return []string{"replicas must be at least 2: the one that holds the Lease writes, another takes over when it goes"}
+	}
+	return nil
 }
 
 // selects reports whether a non-empty selector selects set.
@@ -194,38 +200,160 @@ func (c *controlPlane) mountOf(dir string) (*corev1.Volume, *corev1.VolumeMount)
 	return &c.pod.Volumes[v], &c.container.VolumeMounts[m]
 }
 
-// checkCPState: --state lives on a writable PersistentVolumeClaim among
-// the manifests, in a directory of its own (the lock and temporary files
-// go beside it), writable by the pod's non-root user.
+// envField returns the downward-API field an environment variable of the
+// container reads, "" when it is not one.
+func (c *controlPlane) envField(name string) string {
+	i := slices.IndexFunc(c.container.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 || c.container.Env[i].ValueFrom == nil || c.container.Env[i].ValueFrom.FieldRef == nil {
+		return ""
+	}
+	return c.container.Env[i].ValueFrom.FieldRef.FieldPath
+}
+
+// podVar reads an argument of the form $(VAR)rest: the variable's name
+// and the rest; "" when the argument starts with no variable.
+func podVar(arg string) (name, rest string) {
+	if !strings.HasPrefix(arg, "$(") {
+		return "", arg
+	}
+	end := strings.IndexByte(arg, ')')
+	if end < 0 {
+		return "", arg
+	}
+	return arg[2:end], arg[end+1:]
+}
+
+// stateName is the NAME of --state kubernetes:$(POD_NAMESPACE)/NAME.
+func (c *controlPlane) stateName() string {
+	_, name, _ := strings.Cut(strings.TrimPrefix(c.args["state"], controlplane.StateKubernetesPrefix), "/")
+	return name
+}
+
+// checkCPState: --state keeps the state in the Kubernetes API, in the
+// pod's own namespace (a variable from the downward API), and no volume
+// holds it: replicas on any nodes share it.
 func checkCPState(c *controlPlane) []string {
 	state := c.args["state"]
-	if state == "" {
-		return []string{"no --state FILE"}
-	}
-	vol, mount := c.mountOf(path.Dir(state))
-	switch {
-	case mount == nil:
-		return []string{fmt.Sprintf("--state %s: nothing is mounted at %s; the state would die with the pod", state, path.Dir(state))}
-	case vol == nil || vol.PersistentVolumeClaim == nil:
-		return []string{fmt.Sprintf("--state %s: the volume at %s is not a PersistentVolumeClaim", state, path.Dir(state))}
+	ref, ok := strings.CutPrefix(state, controlplane.StateKubernetesPrefix)
+	if !ok {
+		return []string{fmt.Sprintf("--state %q: keep the state in the Kubernetes API (kubernetes:$(POD_NAMESPACE)/NAME), which every replica reads and the Lease holder writes", state)}
 	}
 	var out []string
-	if mount.ReadOnly {
-		out = append(out, fmt.Sprintf("--state %s: mounted read-only", state))
+	ns, name, _ := strings.Cut(ref, "/")
+	if v, rest := podVar(ns); v == "" || rest != "" || c.envField(v) != "metadata.namespace" {
+		out = append(out, fmt.Sprintf("--state %q: the namespace must be $(VAR) with VAR from the downward API field metadata.namespace (the manifests carry no namespace)", state))
 	}
-	i := slices.IndexFunc(c.gw.pvcs, func(p *corev1.PersistentVolumeClaim) bool { return p.Name == vol.PersistentVolumeClaim.ClaimName })
-	if i < 0 {
-		return append(out, fmt.Sprintf("PersistentVolumeClaim %s is not among the manifests", vol.PersistentVolumeClaim.ClaimName))
+	if len(validation.IsDNS1123Label(name)) > 0 || len(name) > 40 {
+		out = append(out, fmt.Sprintf("--state %q: NAME %q must be a DNS label of at most 40 characters", state, name))
 	}
-	pvc := c.gw.pvcs[i]
-	if _, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok {
-		out = append(out, fmt.Sprintf("PersistentVolumeClaim %s requests no storage", pvc.Name))
+	for _, v := range c.pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out = append(out, fmt.Sprintf("volume %s is a PersistentVolumeClaim: the state is in the Kubernetes API, and a volume would tie a replica to a node", v.Name))
+		}
 	}
-	if len(pvc.Spec.AccessModes) == 0 {
-		out = append(out, fmt.Sprintf("PersistentVolumeClaim %s has no accessModes", pvc.Name))
+	return out
+}
+
+// rbacGrant is one permission: an API group, a resource, a verb and an
+// object name ("" for any).
+type rbacGrant struct{ group, resource, verb, name string }
+
+func (g rbacGrant) String() string {
+	s := g.verb + " " + g.resource
+	if g.group != "" {
+		s += "." + g.group
 	}
-	if psc := c.pod.SecurityContext; psc == nil || psc.FSGroup == nil {
-		out = append(out, "securityContext.fsGroup is not set: the non-root user cannot write the state volume")
+	if g.name != "" {
+		s += " " + g.name
+	}
+	return s
+}
+
+// controlPlaneNeeds is what the control plane reads and writes: the
+// origins' EndpointSlices and Services, its state's ConfigMaps, and its
+// Lease (named; only create cannot be narrowed to a name).
+func controlPlaneNeeds(lease string) []rbacGrant {
+	var out []rbacGrant
+	for _, v := range []string{"get", "list", "watch"} {
+		out = append(out, rbacGrant{"discovery.k8s.io", "endpointslices", v, ""}, rbacGrant{"", "services", v, ""})
+	}
+	for _, v := range []string{"get", "list", "watch", "create", "update", "delete"} {
+		out = append(out, rbacGrant{"", "configmaps", v, ""})
+	}
+	for _, v := range []string{"get", "list", "watch", "update"} {
+		out = append(out, rbacGrant{"coordination.k8s.io", "leases", v, lease})
+	}
+	return append(out, rbacGrant{"coordination.k8s.io", "leases", "create", ""})
+}
+
+// grants expands a Role's rules; a wildcard stays "*".
+func grants(r *rbacv1.Role) []rbacGrant {
+	var out []rbacGrant
+	for _, rule := range r.Rules {
+		names := rule.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					for _, n := range names {
+						out = append(out, rbacGrant{g, res, v, n})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkCPRBAC: the pod's service account (with its token mounted) is
+// bound to a Role among the manifests that allows what the control plane
+// needs, and nothing more.
+func checkCPRBAC(c *controlPlane) []string {
+	sa := c.pod.ServiceAccountName
+	var out []string
+	i := slices.IndexFunc(c.gw.serviceAccounts, func(s *corev1.ServiceAccount) bool { return s.Name == sa })
+	switch {
+	case sa == "" || i < 0:
+		return []string{fmt.Sprintf("serviceAccountName %q is not a ServiceAccount among the manifests", sa)}
+	case c.pod.AutomountServiceAccountToken != nil && !*c.pod.AutomountServiceAccountToken,
+		c.pod.AutomountServiceAccountToken == nil && c.gw.serviceAccounts[i].AutomountServiceAccountToken != nil && !*c.gw.serviceAccounts[i].AutomountServiceAccountToken:
+		out = append(out, fmt.Sprintf("ServiceAccount %s's token is not mounted: the control plane has no credentials for the Kubernetes API", sa))
+	}
+	var roles []*rbacv1.Role
+	for _, b := range c.gw.roleBindings {
+		if !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Kind == rbacv1.ServiceAccountKind && s.Name == sa }) {
+			continue
+		}
+		j := slices.IndexFunc(c.gw.roles, func(r *rbacv1.Role) bool { return b.RoleRef.Kind == "Role" && r.Name == b.RoleRef.Name })
+		if j < 0 {
+			out = append(out, fmt.Sprintf("RoleBinding %s: roleRef %s %s is not a Role among the manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+			continue
+		}
+		roles = append(roles, c.gw.roles[j])
+	}
+	if len(roles) == 0 {
+		return append(out, fmt.Sprintf("no RoleBinding binds ServiceAccount %s to a Role among the manifests", sa))
+	}
+	var granted []rbacGrant
+	for _, r := range roles {
+		granted = append(granted, grants(r)...)
+	}
+	need := controlPlaneNeeds(c.stateName())
+	covers := func(g, n rbacGrant) bool {
+		return (g.group == n.group || g.group == "*") && (g.resource == n.resource || g.resource == "*") &&
+			(g.verb == n.verb || g.verb == "*") && (g.name == "" || g.name == n.name)
+	}
+	for _, n := range need {
+		if !slices.ContainsFunc(granted, func(g rbacGrant) bool { return covers(g, n) }) {
+			out = append(out, fmt.Sprintf("the Role does not allow %s", n))
+		}
+	}
+	for _, g := range granted {
+		if !slices.Contains(need, g) {
+			out = append(out, fmt.Sprintf("the Role allows %s, which the control plane does not need", g))
+		}
 	}
 	return out
 }
@@ -254,15 +382,23 @@ func (c *controlPlane) sourceOrigins() ([]controlplane.Origin, error) {
 }
 
 // checkCPSource: the source file the pod reads is one the control plane
-// accepts.
+// accepts, and its origins follow Services: addresses written by hand go
+// stale with the first rollout.
 func checkCPSource(c *controlPlane) []string {
 	if c.args["source"] == "" && c.args["relay"] == "" {
 		return []string{"neither --source nor --relay: the control plane has no membership"}
 	}
-	if _, err := c.sourceOrigins(); err != nil {
+	origins, err := c.sourceOrigins()
+	if err != nil {
 		return []string{err.Error()}
 	}
-	return nil
+	var out []string
+	for _, o := range origins {
+		if c.args["relay"] == "" && o.Services == nil {
+			out = append(out, fmt.Sprintf("origin %s lists static endpoints: name its Kubernetes Service (services:), whose pods change with every rollout", o.Name))
+		}
+	}
+	return out
 }
 
 func (c *controlPlane) port(p intstr.IntOrString) (corev1.ContainerPort, bool) {
@@ -274,11 +410,24 @@ func (c *controlPlane) port(p intstr.IntOrString) (corev1.ContainerPort, bool) {
 	return corev1.ContainerPort{}, false
 }
 
-// checkCPListeners: --listen and --admin are the container's xds and
-// admin ports, bound to the pod address.
+// checkCPListeners: --listen, --fleet-listen and --admin are the
+// container's xds, fleet and admin ports, bound to the pod address, and
+// --advertise is the pod's IP at the fleet port.
 func checkCPListeners(c *controlPlane) []string {
 	var out []string
-	for _, l := range []struct{ flag, port string }{{"listen", xdsPortName}, {"admin", adminPortName}} {
+	if adv := c.args["advertise"]; adv != "" {
+		v, rest := podVar(adv)
+		cp, ok := c.port(intstr.FromString(fleetPortName))
+		if v == "" || c.envField(v) != "status.podIP" {
+			out = append(out, fmt.Sprintf("--advertise %q: the host must be $(VAR) with VAR from the downward API field status.podIP", adv))
+		}
+		if !ok || rest != ":"+strconv.Itoa(int(cp.ContainerPort)) {
+			out = append(out, fmt.Sprintf("--advertise %q: the port is not the container port named %q", adv, fleetPortName))
+		}
+	} else {
+		out = append(out, "no --advertise: the other replica cannot forward the fleet port to this one")
+	}
+	for _, l := range []struct{ flag, port string }{{"listen", xdsPortName}, {"fleet-listen", fleetPortName}, {"admin", adminPortName}} {
 		addr, ok := c.args[l.flag]
 		if !ok {
 			out = append(out, fmt.Sprintf("no --%s: the default binds loopback, which the gateways and probes cannot reach", l.flag))
@@ -326,10 +475,14 @@ func checkCPProbes(c *controlPlane) []string {
 
 // xdsAddr is the address the gateways use: Service name and the port
 // targeting the xds container port.
-func (c *controlPlane) xdsAddr() (string, bool) {
+func (c *controlPlane) xdsAddr() (string, bool) { return c.serviceAddr(xdsPortName) }
+
+// serviceAddr is the Service name and the port targeting the container
+// port named port.
+func (c *controlPlane) serviceAddr(port string) (string, bool) {
 	for _, s := range c.services {
 		for _, sp := range s.Spec.Ports {
-			if cp, ok := c.port(sp.TargetPort); ok && cp.Name == xdsPortName {
+			if cp, ok := c.port(sp.TargetPort); ok && cp.Name == port {
 				return net.JoinHostPort(s.Name, strconv.Itoa(int(sp.Port))), true
 			}
 		}
@@ -337,8 +490,8 @@ func (c *controlPlane) xdsAddr() (string, bool) {
 	return "", false
 }
 
-// checkCPService: one in-cluster Service publishes the xds port, and
-// nothing leaves the cluster.
+// checkCPService: one in-cluster Service publishes the xds and fleet
+// ports, and nothing leaves the cluster.
 func checkCPService(c *controlPlane) []string {
 	if len(c.services) != 1 {
 		return []string{fmt.Sprintf("want one Service for the control plane, have %d", len(c.services))}
@@ -351,12 +504,14 @@ func checkCPService(c *controlPlane) []string {
 	for _, sp := range s.Spec.Ports {
 		if cp, ok := c.port(sp.TargetPort); !ok {
 			out = append(out, fmt.Sprintf("Service %s port %q: target %s is no container port", s.Name, sp.Name, sp.TargetPort.String()))
-		} else if cp.Name != xdsPortName {
-			out = append(out, fmt.Sprintf("Service %s publishes the %s port; only xds", s.Name, cp.Name))
+		} else if cp.Name != xdsPortName && cp.Name != fleetPortName {
+			out = append(out, fmt.Sprintf("Service %s publishes the %s port; only xds and fleet", s.Name, cp.Name))
 		}
 	}
-	if _, ok := c.xdsAddr(); !ok {
-		out = append(out, fmt.Sprintf("Service %s publishes no xds port", s.Name))
+	for _, p := range []string{xdsPortName, fleetPortName} {
+		if _, ok := c.serviceAddr(p); !ok {
+			out = append(out, fmt.Sprintf("Service %s publishes no %s port", s.Name, p))
+		}
 	}
 	return out
 }
@@ -377,8 +532,9 @@ func checkCPGateways(c *controlPlane) []string {
 		return nil // reported by checkCPSource
 	}
 	var out []string
-	if fs := c.gw.config.Fleet.Server; fs != "" && fs != addr {
-		out = append(out, fmt.Sprintf("fleet.server %q is not the control plane's Service %s", fs, addr))
+	fleetAddr, _ := c.serviceAddr(fleetPortName)
+	if fs := c.gw.config.Fleet.Server; fs != "" && fs != fleetAddr {
+		out = append(out, fmt.Sprintf("fleet.server %q is not the control plane's fleet port %s (the leader assigns positions there; the other replica forwards it)", fs, fleetAddr))
 	}
 	if _, follower := c.args["follow"]; follower && c.gw.config.Fleet.Server != "" {
 		out = append(out, "fleet.server names a --follow control plane, which assigns no positions; point it at the writer")

@@ -11,11 +11,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/corput/corput/internal/kubetest"
 	"github.com/corput/corput/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(testbin.M(m))
+	goleak.VerifyTestMain(testbin.M(kubetest.M(m)))
 }
 
 // mutation is one plausible mistake in a deployment file and the problem
@@ -90,11 +91,13 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		"PodMonitor": len(m.podMonitors), "Kustomization": len(m.kustomizations),
 		"Secret": len(m.secrets), "NetworkPolicy": len(m.networkPolicies),
 		"Deployment": len(m.deployments), "PersistentVolumeClaim": len(m.pvcs),
+		"Role": len(m.roles), "RoleBinding": len(m.roleBindings),
 	}
 	want := map[string]int{
-		"StatefulSet": 1, "Service": 3, "ConfigMap": 2, "ServiceAccount": 1,
+		"StatefulSet": 1, "Service": 3, "ConfigMap": 2, "ServiceAccount": 2,
 		"PodDisruptionBudget": 1, "PodMonitor": 1, "Kustomization": 1,
-		"Secret": 1, "NetworkPolicy": 1, "Deployment": 1, "PersistentVolumeClaim": 1,
+		"Secret": 1, "NetworkPolicy": 1, "Deployment": 1, "PersistentVolumeClaim": 0,
+		"Role": 1, "RoleBinding": 1,
 	}
 	for k, n := range want {
 		if got[k] != n {
@@ -171,23 +174,33 @@ func TestManifestChecksCatchMistakes(t *testing.T) {
 		{"namespace hard-coded", "serviceaccount.yaml", "  name: corput\n", "  name: corput\n  namespace: prod\n", `sets namespace "prod"`},
 		// The control plane (controlplane.yaml) and the gateways' link to it.
 		{"misspelt field of the Deployment", "controlplane.yaml", "  strategy:", "  stratgy:", `unknown field "spec.stratgy"`},
-		{"two writers", "controlplane.yaml", "  replicas: 1", "  replicas: 2", "control plane one writer: replicas must be 1"},
-		{"writers overlapping in a rollout", "controlplane.yaml", "type: Recreate", "type: RollingUpdate", "use Recreate"},
-		{"state on an emptyDir", "controlplane.yaml", "          persistentVolumeClaim:\n            claimName: corput-control-plane-state", "          emptyDir: {}", "is not a PersistentVolumeClaim"},
-		{"state not on the volume", "controlplane.yaml", "/var/lib/corput/state.json", "/var/lib/other/state.json", "nothing is mounted at /var/lib/other"},
-		{"state read-only", "controlplane.yaml", "              mountPath: /var/lib/corput\n", "              mountPath: /var/lib/corput\n              readOnly: true\n", "mounted read-only"},
-		{"state not writable by the user", "controlplane.yaml", "        fsGroup: 65532\n", "", "fsGroup is not set"},
-		{"claim missing", "controlplane.yaml", "  name: corput-control-plane-state\n", "  name: corput-cp-state\n", "PersistentVolumeClaim corput-control-plane-state is not among the manifests"},
-		{"source the control plane refuses", "controlplane.yaml", "{address: 10.0.0.8:8080, zone: us-east-1b}", "{address: 10.0.0.8, zone: us-east-1b}", "origins[0].endpoints[1]"},
+		{"one replica", "controlplane.yaml", "  replicas: 2", "  replicas: 1", "control plane replicas: replicas must be at least 2"},
+		{"state in a file", "controlplane.yaml", "kubernetes:$(POD_NAMESPACE)/corput-control-plane", "/var/lib/corput/state.json", "keep the state in the Kubernetes API"},
+		{"state in another namespace", "controlplane.yaml", "fieldPath: metadata.namespace", "fieldPath: metadata.name", "the namespace must be $(VAR) with VAR from the downward API field metadata.namespace"},
+		{"state on a volume", "controlplane.yaml", "          configMap:\n            name: corput-control-plane-origins\n", "          configMap:\n            name: corput-control-plane-origins\n        - name: state\n          persistentVolumeClaim: {claimName: corput-state}\n", "volume state is a PersistentVolumeClaim"},
+		{"Lease not in the Role", "controlplane.yaml", "resourceNames: [corput-control-plane]", "resourceNames: [corput]", "the Role does not allow get leases.coordination.k8s.io corput-control-plane"},
+		{"Role wider than needed", "controlplane.yaml", "resources: [configmaps]", "resources: [configmaps, secrets]", "the Role allows get secrets, which the control plane does not need"},
+		{"Lease unnamed in the Role", "controlplane.yaml", "    resourceNames: [corput-control-plane]\n", "", "the Role allows update leases.coordination.k8s.io, which"},
+		{"EndpointSlices not readable", "controlplane.yaml", "resources: [endpointslices]\n    verbs: [get, list, watch]", "resources: [endpointslices]\n    verbs: [get]", "the Role does not allow watch endpointslices.discovery.k8s.io"},
+		{"Role bound to another account", "controlplane.yaml", "  - kind: ServiceAccount\n    name: corput-control-plane", "  - kind: ServiceAccount\n    name: corput", "no RoleBinding binds ServiceAccount corput-control-plane"},
+		{"no token", "controlplane.yaml", "      automountServiceAccountToken: true\n", "      automountServiceAccountToken: false\n", "token is not mounted"},
+		{"static addresses", "controlplane.yaml", "        services:\n          - {name: payments, port: http}", "        endpoints:\n          - {address: 10.0.0.7:8080, zone: us-east-1a}", "origin payments lists static endpoints"},
+		{"source the control plane refuses", "controlplane.yaml", "{name: payments, port: http}", "{name: Payments, port: http}", "is not a Kubernetes name"},
 		{"source moved", "controlplane.yaml", "/etc/corput-control-plane/origins.yaml", "/etc/corput-control-plane/o.yaml", `has no key "o.yaml"`},
 		{"xds on loopback", "controlplane.yaml", "            - 0.0.0.0:18000", "            - 127.0.0.1:18000", "--listen \"127.0.0.1:18000\" binds 127.0.0.1 only"},
+		{"fleet port not the container's", "controlplane.yaml", "            - 0.0.0.0:18001", "            - 0.0.0.0:18002", "--fleet-listen \"0.0.0.0:18002\": port 18002 is not the container port named \"fleet\""},
+		{"fleet port advertised wrong", "controlplane.yaml", "            - $(POD_IP):18001", "            - $(POD_IP):18000", "the port is not the container port named \"fleet\""},
+		{"fleet port advertised on the node", "controlplane.yaml", "fieldPath: status.podIP", "fieldPath: status.hostIP", "VAR from the downward API field status.podIP"},
 		{"admin on the default address", "controlplane.yaml", "            - --admin\n            - 0.0.0.0:9902\n", "", "no --admin"},
 		{"control plane readiness on the wrong path", "controlplane.yaml", "path: /readyz", "path: /ready", "control plane probes: readinessProbe: path"},
 		{"control plane published outside", "controlplane.yaml", "  type: ClusterIP", "  type: LoadBalancer", "(ClusterIP)"},
-		{"control plane admin published", "controlplane.yaml", "      targetPort: xds", "      targetPort: admin", "publishes the admin port; only xds"},
+		{"control plane admin published", "controlplane.yaml", "      targetPort: xds", "      targetPort: admin", "publishes the admin port; only xds and fleet"},
+		{"control plane fleet port unpublished", "controlplane.yaml", "      targetPort: fleet", "      targetPort: xds", "publishes no fleet port"},
 		{"control plane pods labelled as gateways", "controlplane.yaml", "    metadata:\n      labels:\n        app.kubernetes.io/name: corput\n        app.kubernetes.io/component: control-plane\n", "    metadata:\n      labels:\n        app.kubernetes.io/name: corput\n        app.kubernetes.io/component: gateway\n", "selects the control plane's pods too"},
 		{"control plane writable root filesystem", "controlplane.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "control plane security: readOnlyRootFilesystem must be true"},
 		{"control plane left out of the kustomization", "kustomization.yaml", "  - controlplane.yaml\n", "", "controlplane.yaml is not in resources"},
+		{"gateway zone not the pod's", "statefulset.yaml", "metadata.labels['topology.kubernetes.io/zone']", "metadata.labels['zone']", "CORPUT_ZONE must come from the downward API field"},
+		{"one zone for every gateway", "configmap.yaml", "        debounce: 2s\n", "        debounce: 2s\n        zone: {local: us-east-1a}\n", "zone.local \"us-east-1a\" is the same for every pod"},
 		{"gateways pointed elsewhere", "configmap.yaml", "server: corput-control-plane:18000", "server: xds-control-plane:18000", "is not the control plane's Service corput-control-plane:18000"},
 		{"gateways following a cluster it does not serve", "configmap.yaml", "cluster: payments", "cluster: pay", `discovery.cluster "pay" is not an origin of the control plane's source file`},
 		{"gateway sizing unlike the control plane's", "configmap.yaml", "min_size: 25, max_size: 50}", "min_size: 20, max_size: 50}", "ring_subsets would be ignored"},

@@ -2,8 +2,9 @@
 // (docs/deployment.md): Kubernetes manifests in kubernetes/ (a StatefulSet, so every
 // gateway's fleet position is its pod ordinal; its ConfigMap, admin-token
 // Secret, Services, PodDisruptionBudget, PodMonitor, NetworkPolicy and
-// kustomization; and corput control-plane as a one-writer Deployment with
-// its state on a PersistentVolumeClaim, its origins ConfigMap and its
+// kustomization; and corput control-plane as a Deployment of two replicas
+// sharing their state and a Lease in the Kubernetes API, with its origins
+// ConfigMap naming Services, its ServiceAccount, Role, RoleBinding and
 // Service) and the Grafana
 // dashboard grafana/corput.json on the metrics of docs/contract.md.
 //
@@ -28,14 +29,23 @@
 //     token file is set and comes from the Secret). The NetworkPolicy keeps
 //     the http port open and admits only label-selected peers (Prometheus)
 //     to the admin port.
-//   - The control plane is one writer (replicas 1, strategy Recreate)
-//     running flags `corput control-plane` has, its --state on a writable
-//     PersistentVolumeClaim among the manifests (fsGroup set), its --source
-//     a ConfigMap file the control plane accepts, its listeners the pod's
-//     xds and admin ports on the pod address, probed on /readyz and
-//     /healthz, published by one ClusterIP Service (xds only), selected by
-//     nothing of the gateways'; and every gateway xDS origin names that
-//     Service, a cluster of the source file and the same subset sizing.
+//   - The control plane runs two replicas or more with flags `corput
+//     control-plane` has: --state kubernetes:$(POD_NAMESPACE)/NAME (the
+//     namespace from the downward API, no volume), its --source a
+//     ConfigMap file the control plane accepts whose origins name
+//     Services (no static addresses), its listeners the pod's xds, fleet
+//     and admin ports on the pod address, --advertise the pod IP at the
+//     fleet port, probed on /readyz and /healthz, published by one
+//     ClusterIP Service (xds and fleet only), selected by nothing of the
+//     gateways'. Its ServiceAccount (token mounted) is bound to a Role
+//     that allows exactly what it reads and writes (EndpointSlices and
+//     Services: get, list, watch; ConfigMaps; its Lease by name), and
+//     against a real API server (internal/kubetest) that account runs the
+//     control plane and is refused Secrets, Pods and other Leases. Every
+//     gateway xDS origin names that Service, a cluster of the source file
+//     and the same subset sizing, and fleet.server its fleet port; the
+//     gateway's zone is CORPUT_ZONE from the pod's
+//     topology.kubernetes.io/zone label.
 //   - Every container and init container of every workload runs as
 //     non-root with a read-only root filesystem, no privilege escalation
 //     and every capability dropped.

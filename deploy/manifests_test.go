@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/serve"
 )
 
 // strictDecode decodes one YAML (or JSON) document into v the way the API
@@ -97,6 +99,8 @@ var kinds = map[string]func() any{
 	"apps/v1/Deployment":                            func() any { return new(appsv1.Deployment) },
 	"v1/PersistentVolumeClaim":                      func() any { return new(corev1.PersistentVolumeClaim) },
 	"policy/v1/PodDisruptionBudget":                 func() any { return new(policyv1.PodDisruptionBudget) },
+	"rbac.authorization.k8s.io/v1/Role":             func() any { return new(rbacv1.Role) },
+	"rbac.authorization.k8s.io/v1/RoleBinding":      func() any { return new(rbacv1.RoleBinding) },
 	"monitoring.coreos.com/v1/PodMonitor":           func() any { return new(podMonitor) },
 	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return new(kustomization) },
 }
@@ -114,6 +118,8 @@ type manifests struct {
 	networkPolicies []*networkingv1.NetworkPolicy
 	serviceAccounts []*corev1.ServiceAccount
 	pdbs            []*policyv1.PodDisruptionBudget
+	roles           []*rbacv1.Role
+	roleBindings    []*rbacv1.RoleBinding
 	podMonitors     []*podMonitor
 	kustomizations  []*kustomization
 }
@@ -217,6 +223,10 @@ func (m *manifests) add(doc []byte) error {
 		m.serviceAccounts = append(m.serviceAccounts, o)
 	case *policyv1.PodDisruptionBudget:
 		m.pdbs = append(m.pdbs, o)
+	case *rbacv1.Role:
+		m.roles = append(m.roles, o)
+	case *rbacv1.RoleBinding:
+		m.roleBindings = append(m.roleBindings, o)
 	case *podMonitor:
 		m.podMonitors = append(m.podMonitors, o)
 	case *kustomization:
@@ -323,6 +333,7 @@ var fleetChecks = []fleetCheck{
 	{"services", checkServices},
 	{"probes", checkProbes},
 	{"fleet env", checkFleetEnv},
+	{"zone env", checkZoneEnv},
 	{"config", checkConfig},
 	{"drain", checkDrain},
 	{"security", checkSecurity},
@@ -452,6 +463,29 @@ func (f *fleet) env(name string) (corev1.EnvVar, bool) {
 		return corev1.EnvVar{}, false
 	}
 	return f.container.Env[i], true
+}
+
+// zoneLabelField is the pod label the API server copies from the node's
+// zone (the PodTopologyLabels admission, on by default since Kubernetes
+// 1.35).
+const zoneLabelField = "metadata.labels['topology.kubernetes.io/zone']"
+
+// checkZoneEnv: the gateway's zone comes from its pod's zone label
+// (CORPUT_ZONE), and the shared config names none that would hide it.
+func checkZoneEnv(f *fleet) []string {
+	var out []string
+	z, ok := f.env(serve.EnvZone)
+	if !ok || z.ValueFrom == nil || z.ValueFrom.FieldRef == nil || z.ValueFrom.FieldRef.FieldPath != zoneLabelField {
+		out = append(out, serve.EnvZone+" must come from the downward API field "+zoneLabelField+": the gateway's zone, for zone-aware routing")
+	}
+	if f.config != nil {
+		for _, o := range f.config.Origins {
+			if o.Zone.Local != "" {
+				out = append(out, fmt.Sprintf("origin %s: zone.local %q is the same for every pod; leave it out so that each pod takes its own (%s)", o.Name, o.Zone.Local, serve.EnvZone))
+			}
+		}
+	}
+	return out
 }
 
 func checkFleetEnv(f *fleet) []string {
@@ -697,7 +731,15 @@ func checkDrain(f *fleet) []string {
 	return nil
 }
 
-func checkSecurity(f *fleet) []string { return f.securityProblems(f.pod, f.container) }
+// checkSecurity: the gateway's hardening, and no token: corput serve
+// calls no Kubernetes API (the control plane does; checkCPRBAC).
+func checkSecurity(f *fleet) []string {
+	out := f.securityProblems(f.pod, f.container)
+	if f.pod.AutomountServiceAccountToken == nil || *f.pod.AutomountServiceAccountToken {
+		out = append(out, "automountServiceAccountToken must be false: corput serve calls no Kubernetes API")
+	}
+	return out
+}
 
 // securityProblems checks one pod's hardening: the gateway's and the
 // control plane's alike.
@@ -711,9 +753,6 @@ func (m *manifests) securityProblems(pod *corev1.PodSpec, container *corev1.Cont
 		out = append(out, "pod securityContext.seccompProfile must be RuntimeDefault")
 	}
 	out = append(out, containerHardening(container)...)
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		out = append(out, "automountServiceAccountToken must be false: corput calls no Kubernetes API")
-	}
 	if !slices.ContainsFunc(m.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == pod.ServiceAccountName }) {
 		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", pod.ServiceAccountName))
 	}

@@ -19,7 +19,7 @@ var deploymentRecipe = []mutation{
 		new: "            # No CORPUT_FLEET_*: the control plane assigns the position.\n"},
 	{name: "positions from the control plane", file: "configmap.yaml",
 		old: "fleet: {size: 3}             # = the StatefulSet's replicas; the instance is the pod ordinal (env)",
-		new: "fleet: {server: corput-control-plane:18000}   # the position, by pod name, from the control plane"},
+		new: "fleet: {server: corput-control-plane:18001}   # the position, by pod name, from the control plane's leader"},
 }
 
 // TestDeploymentRecipe: the recipe gives manifests that pass every check,
@@ -42,10 +42,10 @@ func TestDeploymentRecipe(t *testing.T) {
 func TestDeploymentRecipeChecksCatchMistakes(t *testing.T) {
 	mutations{
 		{"a fleet variable kept", "statefulset.yaml", "          env:\n", "          env:\n            - {name: CORPUT_FLEET_SIZE, value: \"3\"}\n", "CORPUT_FLEET_SIZE is set: with fleet.server the gateway refuses to start"},
-		{"positions asked elsewhere", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {server: other:18000}", `fleet.server "other:18000" is not the control plane's Service corput-control-plane:18000`},
-		{"one node id for every pod", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {server: corput-control-plane:18000, node_id: gw}", "is the same for every pod"},
-		{"no control plane to place it", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {size: 3}", "its pods have no dense ordinals; set fleet.server"},
-		{"a size beside the control plane", "configmap.yaml", "fleet: {server: corput-control-plane:18000}", "fleet: {server: corput-control-plane:18000, size: 3}", "fleet.size: the control plane at fleet.server assigns"},
-		{"a follower asked for positions", "controlplane.yaml", "            - --source\n            - /etc/corput-control-plane/origins.yaml\n", "            - --follow\n", "assigns no positions"},
+		{"positions asked elsewhere", "configmap.yaml", "fleet: {server: corput-control-plane:18001}", "fleet: {server: other:18001}", `fleet.server "other:18001" is not the control plane's fleet port corput-control-plane:18001`},
+		{"positions asked on the EDS port", "configmap.yaml", "fleet: {server: corput-control-plane:18001}", "fleet: {server: corput-control-plane:18000}", `fleet.server "corput-control-plane:18000" is not the control plane's fleet port corput-control-plane:18001`},
+		{"one node id for every pod", "configmap.yaml", "fleet: {server: corput-control-plane:18001}", "fleet: {server: corput-control-plane:18001, node_id: gw}", "is the same for every pod"},
+		{"no control plane to place it", "configmap.yaml", "fleet: {server: corput-control-plane:18001}", "fleet: {size: 3}", "its pods have no dense ordinals; set fleet.server"},
+		{"a size beside the control plane", "configmap.yaml", "fleet: {server: corput-control-plane:18001}", "fleet: {server: corput-control-plane:18001, size: 3}", "fleet.size: the control plane at fleet.server assigns"},
 	}.run(t, "kubernetes", manifestProblems, deploymentRecipe...)
 }

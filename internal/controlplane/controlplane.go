@@ -198,7 +198,38 @@ func (o *Options) origins() ([]Origin, error) {
 			out = append(out, Origin{Name: c, Sizing: z})
 		}
 	}
+	var missing []string
+	for _, org := range out {
+		for i := range org.Services {
+			if org.Services[i].Namespace != "" {
+				continue
+			}
+			if org.Services[i].Namespace = o.ownNamespace(); org.Services[i].Namespace == "" {
+				missing = append(missing, fmt.Sprintf("%s: origin %s: services[%d].namespace: missing; name the Service's namespace "+
+					"(the default, the control plane's own, is known only in a pod or with --state kubernetes:NAMESPACE/NAME)", o.Source, org.Name, i))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return nil, errors.New(strings.Join(missing, "\n"))
+	}
 	return out, nil
+}
+
+// inClusterNamespace is where a pod reads its own namespace.
+var inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the control plane's namespace: the state's, when it is
+// in the Kubernetes API, else the pod's; "" outside a cluster.
+func (o *Options) ownNamespace() string {
+	if ns, _, ok, err := kubeStateRef(o.StatePath); ok && err == nil {
+		return ns
+	}
+	b, err := os.ReadFile(inClusterNamespace)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Start opens the state, reads the sources and serves. An error in the

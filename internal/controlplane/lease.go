@@ -243,7 +243,11 @@ func (e *elector) holdLease(ctx context.Context) {
 		e.metrics.Leader.Set(0)
 		cancel()
 		<-done
-		e.log.Warn("control plane: this replica steps down: "+why, "lease", e.ns+"/"+e.name, "err", err)
+		level := slog.LevelWarn
+		if ctx.Err() != nil {
+			level = slog.LevelInfo
+		}
+		e.log.Log(context.Background(), level, "control plane: this replica steps down: "+why, "lease", e.ns+"/"+e.name, "err", err)
 	}
 	for {
 		fired, stopTimer := wakeAfter(e.clk, e.retry)

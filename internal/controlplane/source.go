@@ -33,6 +33,8 @@ type Origin struct {
 // ServiceRef names a Kubernetes Service port whose ready endpoints serve
 // an origin.
 type ServiceRef struct {
+	// Namespace is the Service's; "" is the control plane's own (the
+	// state's namespace, or the pod's).
 	Namespace string `yaml:"namespace"`
 	Name      string `yaml:"name"`
 	// Port is the Service port's name as the EndpointSlices carry it
@@ -41,10 +43,14 @@ type ServiceRef struct {
 }
 
 func (r ServiceRef) String() string {
-	if r.Port == "" {
-		return r.Namespace + "/" + r.Name
+	s := r.Name
+	if r.Namespace != "" {
+		s = r.Namespace + "/" + s
 	}
-	return r.Namespace + "/" + r.Name + ":" + r.Port
+	if r.Port != "" {
+		s += ":" + r.Port
+	}
+	return s
 }
 
 // sourceFile is the --source file: YAML, or JSON (which YAML reads).
@@ -163,8 +169,8 @@ func ReadSource(path string, endpoints bool) ([]Origin, error) {
 func checkService(r ServiceRef) []error {
 	var errs []error
 	for _, f := range []struct{ key, v string }{{"namespace", r.Namespace}, {"name", r.Name}, {"port", r.Port}} {
-		if f.v == "" && f.key == "port" {
-			continue
+		if f.v == "" && f.key != "name" {
+			continue // the control plane's namespace; the Service's only port
 		}
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("%s: missing; name the Service's %s", f.key, f.key))
