@@ -131,3 +131,53 @@ func TestControlPlaneRBACSuffices(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGatewayZoneLabelFromItsNode, against a real API server: a gateway
+// pod bound to a node of zone us-east-1b carries that zone in the label
+// the StatefulSet's CORPUT_ZONE reads (the API server's PodTopologyLabels
+// admission, on by default since Kubernetes 1.35, copies it at binding).
+func TestGatewayZoneLabelFromItsNode(t *testing.T) {
+	s := kubetest.Shared(t)
+	m, err := loadManifests(kubernetesFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := s.Namespace(t, "zone")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-", Labels: map[string]string{"topology.kubernetes.io/zone": "us-east-1b"}}}
+	node, err = s.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+	tpl := m.statefulSets[0].Spec.Template
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "corput-0", Namespace: ns, Labels: tpl.Labels}, Spec: *tpl.Spec.DeepCopy()}
+	pod.Spec.Volumes = nil // their ConfigMap and Secret are not created here
+	pod.Spec.Containers[0].VolumeMounts = nil
+	// No controller creates service accounts here: the manifests' one.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.ServiceAccountName, Namespace: ns}}
+	if _, err := s.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}, Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}
+	if err := s.Client.CoreV1().Pods(ns).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := ""
+	for _, e := range got.Spec.Containers[0].Env {
+		if e.Name == "CORPUT_ZONE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			field = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	label := strings.TrimSuffix(strings.TrimPrefix(field, "metadata.labels['"), "']")
+	if z := got.Labels[label]; label == "" || z != "us-east-1b" {
+		t.Fatalf("the bound pod's label %q (CORPUT_ZONE's field %q) is %q; want its node's zone us-east-1b (labels %v)", label, field, z, got.Labels)
+	}
+}
