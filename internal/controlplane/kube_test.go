@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -287,18 +286,18 @@ func TestKubernetesStateWritesAreOptimistic(t *testing.T) {
 	}
 	one := testState(1, "10.0.0.1:80", "10.0.0.2:80")
 	one.Fleet = []string{"gw-0"}
-	if err := a.write(one); err != nil {
+	if wrote, err := a.write(one); err != nil || !wrote {
 		t.Fatal(err)
 	}
 	two := testState(7, "10.0.0.9:80")
-	if err := b.write(two); err == nil || value(mb.StateConflicts) != 1 {
+	if _, err := b.write(two); err == nil || value(mb.StateConflicts) != 1 {
 		t.Fatalf("a write over another writer's objects: err %v, conflicts %v; want a conflict", err, value(mb.StateConflicts))
 	}
 	if got, _ := newKubeStore(s.Client, ns, "cp", fence, logger, ma).load(ctx); got.Origins["payments"].Version != 1 {
 		t.Fatalf("the refused write changed the object: %+v", got.Origins["payments"])
 	}
 	for range 3 { // one conflict per object at most (fleet and payments)
-		if err := b.write(two); err == nil {
+		if _, err := b.write(two); err == nil {
 			break
 		}
 	}
@@ -306,79 +305,21 @@ func TestKubernetesStateWritesAreOptimistic(t *testing.T) {
 	if err != nil || got.Origins["payments"].Version != 7 || len(got.Fleet) != 0 {
 		t.Fatalf("after reading again, the second writer's state: %+v %v (%v); want version 7, no fleet", got.Origins["payments"], got.Fleet, err)
 	}
-	if err := a.write(testState(2, "10.0.0.1:80")); err == nil {
+	if _, err := a.write(testState(2, "10.0.0.1:80")); err == nil {
 		t.Fatal("the first writer, now behind, wrote without a conflict")
+	}
+	// A state the store holds already costs no request.
+	if wrote, err := b.write(two); err != nil || wrote {
+		t.Fatalf("writing the state the objects hold: wrote %v, %v; want nothing sent", wrote, err)
 	}
 	fenced = true
 	before := value(mb.StateConflicts)
-	if err := b.write(testState(8, "10.0.0.8:80")); err != errNotLeading {
+	if _, err := b.write(testState(8, "10.0.0.8:80")); err != errNotLeading {
 		t.Fatalf("a fenced write: %v, want errNotLeading", err)
 	}
 	if got, _ := newKubeStore(s.Client, ns, "cp", fence, logger, ma).load(ctx); got.Origins["payments"].Version != 7 || value(mb.StateConflicts) != before {
 		t.Fatal("a fenced store wrote")
 	}
-}
-
-// cuttable is a TCP proxy to the API server whose connections a test can
-// cut, and whose new connections it can refuse: an API server that
-// cannot be reached, without stopping the shared one.
-type cuttable struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	down   bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newCuttable(t *testing.T, target string) *cuttable {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cuttable{lis: lis, target: target}
-	c.wg.Add(1)
-	go c.serve()
-	t.Cleanup(func() { lis.Close(); c.cut(true); c.wg.Wait() })
-	return c
-}
-
-func (c *cuttable) serve() {
-	defer c.wg.Done()
-	for {
-		in, err := c.lis.Accept()
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		if c.down {
-			c.mu.Unlock()
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", c.target)
-		if err != nil {
-			c.mu.Unlock()
-			in.Close()
-			continue
-		}
-		c.conns = append(c.conns, in, out)
-		c.wg.Add(2)
-		c.mu.Unlock()
-		go func() { defer c.wg.Done(); _, _ = io.Copy(out, in); out.Close() }()
-		go func() { defer c.wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
-	}
-}
-
-// cut closes every connection and, while down, refuses new ones.
-func (c *cuttable) cut(down bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down = down
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	c.conns = nil
 }
 
 // TestKubernetesUnreachableKeepsServing: with the API server out of
@@ -390,9 +331,9 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 	k := newKubeObjects(t, s)
 	k.service("app", nil)
 	k.slice("app", "app-1", 8080, readyEP("10.2.0.1", "z1"), readyEP("10.2.0.2", "z1"))
-	proxy := newCuttable(t, strings.TrimPrefix(s.URL, "https://"))
+	proxy := newService(t, strings.TrimPrefix(s.URL, "https://"))
 	cfg := rest.CopyConfig(s.Config)
-	cfg.Host = "https://" + proxy.lis.Addr().String()
+	cfg.Host = "https://" + proxy.addr()
 
 	dir := t.TempDir()
 	source := filepath.Join(dir, "origins.yaml")
@@ -414,12 +355,13 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := readyz(); code != 200 || body != "ready\n" || value(cp.Metrics().KubeUp) != 1 {
-		t.Fatalf("/readyz %d %q, kubernetes_up %v; want 200, ready, 1", code, body, value(cp.Metrics().KubeUp))
+	up := func() float64 { return metricValue(t, cp.AdminAddr(), "corput_controlplane_kubernetes_up") }
+	if code, body := readyz(); code != 200 || body != "ready\n" || up() != 1 {
+		t.Fatalf("/readyz %d %q, kubernetes_up %v; want 200, ready, 1", code, body, up())
 	}
 
 	proxy.cut(true)
-	poll.Within(t, time.Minute, "the control plane to notice the API server is gone", func() bool { return value(cp.Metrics().KubeUp) == 0 })
+	poll.Within(t, time.Minute, "the control plane to notice the API server is gone", func() bool { return up() == 0 })
 	code, body := readyz()
 	if code != 200 || !strings.Contains(body, "kubernetes API unreachable since") || !strings.Contains(body, "serving the last good state") {
 		t.Fatalf("/readyz while the API server is away: %d %q", code, body)
@@ -433,7 +375,7 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 		got, _ := published(t, cp, "app")
 		return len(got) == 3
 	})
-	poll.Until(t, "kubernetes_up back to 1", func() bool { return value(cp.Metrics().KubeUp) == 1 })
+	poll.Until(t, "kubernetes_up back to 1", func() bool { return up() == 1 })
 	if code, body := readyz(); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz once the API server is back: %d %q", code, body)
 	}
@@ -533,7 +475,7 @@ func TestKubernetesLeaderHandsOver(t *testing.T) {
 	forged := st.Clone()
 	forged.Origins["app"].Endpoints[0].Address, forged.Origins["app"].Endpoints[1].Address =
 		forged.Origins["app"].Endpoints[1].Address, forged.Origins["app"].Endpoints[0].Address
-	if err := store.write(forged); err != nil {
+	if _, err := store.write(forged); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the leader to write its state back", func() bool {

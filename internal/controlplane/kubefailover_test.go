@@ -21,14 +21,16 @@ import (
 	"github.com/corput/corput/internal/testbin"
 )
 
-// service stands in for a Kubernetes Service in front of the control
-// plane's replicas (what kube-proxy does): each connection goes to the
-// next replica, in turn, that accepts it.
+// service is a TCP proxy that stands in for a Kubernetes Service (what
+// kube-proxy does): each connection goes to the next backend, in turn,
+// that accepts it. A test can cut it off (cut): every connection closed
+// and, while down, new ones refused, as an unreachable server.
 type service struct {
 	lis      net.Listener
 	backends []string
 	mu       sync.Mutex
 	next     int
+	down     bool
 	conns    []net.Conn
 	wg       sync.WaitGroup
 }
@@ -43,11 +45,7 @@ func newService(t *testing.T, backends ...string) *service {
 	go s.serve()
 	t.Cleanup(func() {
 		lis.Close()
-		s.mu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.mu.Unlock()
+		s.cut(true)
 		s.wg.Wait()
 	})
 	return s
@@ -64,7 +62,7 @@ func (s *service) serve() {
 		}
 		var out net.Conn
 		s.mu.Lock()
-		for range s.backends {
+		for i := 0; i < len(s.backends) && !s.down; i++ {
 			b := s.backends[s.next%len(s.backends)]
 			s.next++
 			if out, err = net.DialTimeout("tcp", b, time.Second); err == nil {
@@ -82,6 +80,17 @@ func (s *service) serve() {
 		go func() { defer s.wg.Done(); _, _ = io.Copy(out, in); out.Close() }()
 		go func() { defer s.wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
 	}
+}
+
+// cut closes every connection and, while down, refuses new ones.
+func (s *service) cut(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
 }
 
 // kubeFleet is the whole Kubernetes deployment on one machine: pods of

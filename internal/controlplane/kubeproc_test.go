@@ -245,22 +245,40 @@ func (g *gateway) indices(t *testing.T) map[string]int {
 // metricValue reads one series from a /metrics page (0 when absent).
 func metricValue(t *testing.T, admin, series string) float64 {
 	t.Helper()
+	return sumSeries(t, admin, series+" ")
+}
+
+// sumSeries sums every series of a /metrics page whose line starts with
+// prefix.
+func sumSeries(t *testing.T, admin, prefix string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
+	return scrape(string(b), prefix)
+}
+
+// scrape sums the values of the exposition's lines that start with prefix
+// and contain every one of has.
+func scrape(exposition, prefix string, has ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		match := true
+		for _, h := range has {
+			match = match && strings.Contains(line, h)
+		}
+		if match {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += f
 		}
 	}
-	return 0
+	return sum
 }
 
 // regexpFor matches s literally.

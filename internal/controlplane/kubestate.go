@@ -187,34 +187,38 @@ func strictJSON(data string, v any) error {
 
 // write persists st: the objects whose content differs from what was
 // last read or written are updated (or created), and origins no longer in
-// st are deleted. It stops at the first error.
-func (s *kubeStore) write(st *State) error {
+// st are deleted. It stops at the first error, and reports whether it sent
+// any write.
+func (s *kubeStore) write(st *State) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[string]map[string]string{s.fleetObject(): s.fleetData(st.Fleet)}
 	for origin, a := range st.Origins {
 		data, err := s.originData(origin, a)
 		if err != nil {
-			return err
+			return false, err
 		}
 		want[s.objectName(origin)] = data
 	}
+	wrote := false
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if cm := s.objects[name]; cm != nil && maps.Equal(cm.Data, want[name]) {
 			continue
 		}
 		if err := s.putLocked(name, want[name]); err != nil {
-			return err
+			return wrote, err
 		}
+		wrote = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.objects)) {
 		if _, ok := want[name]; !ok {
 			if err := s.deleteLocked(name); err != nil {
-				return err
+				return wrote, err
 			}
+			wrote = true
 		}
 	}
-	return nil
+	return wrote, nil
 }
 
 func (s *kubeStore) fleetData(slots []string) map[string]string {

@@ -45,7 +45,7 @@ func NewMetrics() *Metrics {
 	m.Connected = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_controlplane_gateways_connected",
 		Help: "ADS streams open now (one per gateway and control-plane address)."})
 	m.StateWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corput_controlplane_state_writes_total",
-		Help: "State file writes, by result; nothing is published before its write succeeds."}, []string{"result"})
+		Help: "State writes (the state file, or the Kubernetes objects a change touches), by result; nothing is published before its write succeeds."}, []string{"result"})
 	m.Endpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corput_controlplane_endpoints",
 		Help: "Endpoints on an origin's ring as published."}, []string{"origin"})
 	m.Subsets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corput_controlplane_subsets",
@@ -71,10 +71,22 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.Pushes, m.Responses, m.NACKs, m.Connected, m.StateWrites, m.Endpoints, m.Subsets,
 		m.FleetSize, m.FleetConnected, m.FleetMoves, m.FleetRefused, m.TLSRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The Kubernetes series are registered only by a control plane that
+	// uses the Kubernetes API (registerKube).
 	for _, r := range []string{"ok", "error"} {
 		m.StateWrites.WithLabelValues(r)
 	}
 	return m
+}
+
+// registerKube registers the Kubernetes series: kubernetes_up for any
+// control plane that reads the Kubernetes API, and the Lease's and the
+// state's with the state in it (state true).
+func (m *Metrics) registerKube(state bool) {
+	m.Registry.MustRegister(m.KubeUp)
+	if state {
+		m.Registry.MustRegister(m.Leader, m.LeaderTransitions, m.StateConflicts)
+	}
 }
 
 // Handler serves the Prometheus text exposition.

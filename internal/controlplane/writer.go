@@ -58,9 +58,10 @@ type writer struct {
 // store is where a writer persists its state: the state file
 // (fileStore), or objects in the Kubernetes API (kubeStore).
 type store interface {
-	// write persists st whole; after an error, what st changed may be
-	// partly persisted, and the writer publishes none of it.
-	write(st *State) error
+	// write persists st whole, and reports whether it wrote anything (a
+	// store that holds st already may not); after an error, what st
+	// changed may be partly persisted, and the writer publishes none of it.
+	write(st *State) (wrote bool, err error)
 	// String names the store in logs.
 	String() string
 	// close releases what the store holds (the file's lock).
@@ -73,9 +74,9 @@ type fileStore struct {
 	release func()
 }
 
-func (f *fileStore) write(st *State) error { return WriteState(f.path, st) }
-func (f *fileStore) String() string        { return "file " + f.path }
-func (f *fileStore) close()                { f.release() }
+func (f *fileStore) write(st *State) (bool, error) { return true, WriteState(f.path, st) }
+func (f *fileStore) String() string                { return "file " + f.path }
+func (f *fileStore) close()                        { f.release() }
 
 // openFileStore takes the state file's lock, loads the state (a damaged
 // file is an error: starting over would reshuffle the fleet), removes
@@ -377,13 +378,17 @@ func (w *writer) commit(next *State) error {
 	return nil
 }
 
-// writeCounted is a store's write, counted in corput_controlplane_state_writes_total.
+// writeCounted is a store's write, counted in
+// corput_controlplane_state_writes_total when it wrote something or failed.
 func writeCounted(s store, st *State, m *Metrics) error {
-	if err := s.write(st); err != nil {
+	wrote, err := s.write(st)
+	switch {
+	case err != nil:
 		m.StateWrites.WithLabelValues("error").Inc()
 		return err
+	case wrote:
+		m.StateWrites.WithLabelValues("ok").Inc()
 	}
-	m.StateWrites.WithLabelValues("ok").Inc()
 	return nil
 }
 
