@@ -53,4 +53,17 @@
 //     subscription whose node id is not a DNS or URI SAN of the stream's
 //     verified client certificate ends its stream (PermissionDenied),
 //     counted and logged, and joins, holds or takes no position.
+//   - A batch of membership changes places its joins before its leaves
+//     (joinIntoHoles): a joiner takes a leaver's index, so a rolling
+//     update moves no endpoint that stays.
+//   - From the Kubernetes API: ready endpoints serve, terminating ones
+//     are published DRAINING with no index, and an endpoint that served
+//     turning terminating is published past the debounce. Nothing is
+//     taken from an informer before it has synced; while the API server
+//     cannot be reached the last good state is served.
+//   - With the state in the Kubernetes API, one replica writes: the one
+//     that holds the Lease, and only within two thirds of the Lease's
+//     duration after its last renewal began (the fence). Every write
+//     carries the resourceVersion last seen; the leader's state wins a
+//     conflict, and every replica serves what the objects hold.
 package controlplane
