@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/controlplane"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // syncBuffer is a concurrency-safe stderr.
@@ -109,7 +109,7 @@ func TestControlPlaneServesUntilStopped(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	poll.Until(t, "/readyz", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	waitfor.Until(t, "/readyz", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `corput_controlplane_pushes_total{origin="payments"} 1`) {
 		t.Errorf("/metrics %d:\n%s", code, body)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // fleetClient is a gateway's fleet subscription: an ADS stream asking for
@@ -97,7 +97,7 @@ func (c *fleetClient) last() (instance, size int, ok bool) {
 // waitAt waits until the last position received is instance of size.
 func (c *fleetClient) waitAt(instance, size int) {
 	c.t.Helper()
-	poll.Until(c.t, fmt.Sprintf("%s at instance %d of %d", c.node, instance, size), func() bool {
+	waitfor.Until(c.t, fmt.Sprintf("%s at instance %d of %d", c.node, instance, size), func() bool {
 		i, s, ok := c.last()
 		return ok && i == instance && s == size
 	})
@@ -130,7 +130,7 @@ func newFleetFixture(t *testing.T) (*fixture, *clock.Fake) {
 // open (or closed), so that a grace is armed before the clock moves.
 func waitConnected(t *testing.T, cp *ControlPlane, node string, connected bool) {
 	t.Helper()
-	poll.Until(t, fmt.Sprintf("%s connected=%v", node, connected), func() bool {
+	waitfor.Until(t, fmt.Sprintf("%s connected=%v", node, connected), func() bool {
 		for _, m := range cp.Fleet() {
 			if m.Node == node {
 				return m.Connected == connected
@@ -314,13 +314,13 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 	if r := eds.wait(1); r.clusters["payments"] == nil {
 		t.Fatal("the follower's EDS does not serve payments")
 	}
-	poll.Until(t, "the follower to log that positions come from the writer", func() bool {
+	waitfor.Until(t, "the follower to log that positions come from the writer", func() bool {
 		return strings.Contains(logs.String(), "fleet positions come from the writer")
 	})
 	for _, c := range asking {
 		// The first answer to a subscription holds what the cache has for
 		// it: nothing.
-		poll.Until(t, "the follower's answer", func() bool { return c.responseCount() > 0 })
+		waitfor.Until(t, "the follower's answer", func() bool { return c.responseCount() > 0 })
 		c.close()
 		if n := c.received(); n != 0 {
 			t.Fatalf("a follower served %d fleet positions", n)
@@ -379,7 +379,7 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	at := func(n, instance, size int) {
 		t.Helper()
-		poll.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
+		waitfor.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
 			e := emitted()
 			return len(e) >= n && e[n-1].Instance == instance && e[n-1].Size == size
 		})
@@ -389,9 +389,9 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	at(2, 0, 2)
 
 	cp.Close()
-	poll.Until(t, "the client to notice the control plane is gone", func() bool { return x.Err() != nil })
+	waitfor.Until(t, "the client to notice the control plane is gone", func() bool { return x.Err() != nil })
 	cp = f.start()
-	poll.Until(t, "the client to take the restarted control plane's response", func() bool { return x.Err() == nil })
+	waitfor.Until(t, "the client to take the restarted control plane's response", func() bool { return x.Err() == nil })
 	waitConnected(t, cp, "gw-x", true)
 	if e := emitted(); len(e) != 2 {
 		t.Fatalf("the client emitted %v; a restart must not move it", e)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // A follower (--follow) serves the writer's persisted state read-only:
@@ -55,5 +55,5 @@ func TestFollowerServesTheWritersIndices(t *testing.T) {
 	if s := fl.State(); !slices.Equal(s.Origins["payments"].Endpoints, before.Origins["payments"].Endpoints) {
 		t.Fatal("the follower's state moved without the writer")
 	}
-	poll.Until(t, "the follower to stay ready", fl.Ready)
+	waitfor.Until(t, "the follower to stay ready", fl.Ready)
 }

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -167,7 +167,7 @@ func (f *fixture) version(origin string) uint64 {
 // waitVersion waits until origin's persisted version is v.
 func (f *fixture) waitVersion(origin string, v uint64) {
 	f.t.Helper()
-	poll.Until(f.t, fmt.Sprintf("%s at version %d", origin, v), func() bool { return f.version(origin) == v })
+	waitfor.Until(f.t, fmt.Sprintf("%s at version %d", origin, v), func() bool { return f.version(origin) == v })
 }
 
 // response is one EDS response as a raw client decoded it.
@@ -297,7 +297,7 @@ func (c *adsClient) count() int {
 // wait waits for the n-th response (1-based) and returns it.
 func (c *adsClient) wait(n int) response {
 	c.t.Helper()
-	poll.Until(c.t, fmt.Sprintf("response %d", n), func() bool { return c.count() >= n })
+	waitfor.Until(c.t, fmt.Sprintf("response %d", n), func() bool { return c.count() >= n })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.responses[n-1]

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestParseEndpointsYAMLAndJSON(t *testing.T) {
@@ -240,7 +240,7 @@ func TestFileRevertToLastGoodEmitsNothing(t *testing.T) {
 
 func TestFileMissingAtStartThenCreated(t *testing.T) {
 	h := startFile(t, "")
-	poll.Until(t, "the missing file to be reported", func() bool { return h.src.Err() != nil })
+	waitfor.Until(t, "the missing file to be reported", func() bool { return h.src.Err() != nil })
 	h.none()
 	h.write("endpoints: []\n")
 	h.clk.Advance(time.Second)

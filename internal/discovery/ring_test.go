@@ -15,7 +15,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // indexed builds a membership of addresses a0..: endpoint i has index
@@ -219,7 +219,7 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 			}
 		}
 	}
-	poll.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
+	waitfor.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
 
 	for i, c := range []struct {
 		eps  []xdstest.Endpoint
@@ -236,7 +236,7 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 		// The cache resends a NACKed version, so earlier NACKs may repeat:
 		// wait for the one that names this version's problem.
 		var nack *discoveryv3.DiscoveryRequest
-		poll.Until(t, "a NACK of version "+version, func() bool {
+		waitfor.Until(t, "a NACK of version "+version, func() bool {
 			for _, r := range cp.NACKs()[before:] {
 				if strings.Contains(r.GetErrorDetail().GetMessage(), c.want) {
 					nack = r
@@ -261,5 +261,5 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 	if u := h.next(); u.Origin != "payments" || len(u.Endpoints) != 3 {
 		t.Fatalf("after a valid response: %v", u)
 	}
-	poll.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
+	waitfor.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/corput/corput/internal/accept"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 type lockedBuf struct {
@@ -56,7 +56,7 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 				t.Fatalf("the downstream listener is a %T, not an accept.Listener", ln)
 			}
 			al.Listener.Close() // the socket, not the wrapper: as a fault would
-			poll.Until(t, "the gateway to report not live", func() bool { return !g.Live() })
+			waitfor.Until(t, "the gateway to report not live", func() bool { return !g.Live() })
 			if g.Ready() {
 				t.Error("ready with a dead listener")
 			}

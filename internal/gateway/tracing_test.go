@@ -16,8 +16,8 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/tracing/receiver"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // seen records the traceparent and tracestate each request reached the
@@ -291,7 +291,7 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 				why.Range(func(k, _ any) bool { reasons = append(reasons, k.(string)); return true })
 				t.Errorf("%d of %d requests failed with the receiver blackholed: %q", n, clients*each, reasons)
 			}
-			poll.Until(t, "the exporter to reach the blackhole", func() bool { return bh.Accepted() > 0 })
+			waitfor.Until(t, "the exporter to reach the blackhole", func() bool { return bh.Accepted() > 0 })
 			if got := testutil.ToFloat64(dropped) - before; got < 1 {
 				t.Errorf("corput_tracing_spans_dropped_total rose by %v, want spans dropped (the queue holds %d)", got, 2048)
 			}
@@ -306,7 +306,7 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 func exported(t *testing.T, rc *receiver.Receiver, origin *seen, id string) {
 	t.Helper()
 	parent, _ := origin.get(id)
-	poll.Until(t, "request "+id+"'s server span to reach the receiver", func() bool {
+	waitfor.Until(t, "request "+id+"'s server span to reach the receiver", func() bool {
 		for _, s := range rc.Spans() {
 			if s.Kind == tracepb.Span_SPAN_KIND_SERVER && strings.Contains(parent, s.TraceID) {
 				return true

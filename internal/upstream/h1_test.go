@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func readAll(t testing.TB, resp *http.Response) string {
@@ -143,7 +143,7 @@ func TestH1EarlyBodyClose(t *testing.T) {
 			if tc.path == "/small" {
 				// Make sure the whole small body is in the buffer, as it
 				// is in practice: it came in the same segment.
-				poll.Until(t, "small body buffered", func() bool { return c.(*h1Conn).br.Buffered() >= 96 })
+				waitfor.Until(t, "small body buffered", func() bool { return c.(*h1Conn).br.Buffered() >= 96 })
 			}
 			resp.Body.Close()
 			if got := c.Usable(); got != tc.reused {
@@ -274,7 +274,7 @@ func TestH1PeerClosedIdleIsNotHandedOut(t *testing.T) {
 			}
 			close(closeIt)
 			<-closed
-			poll.Until(t, "peer close detected", func() bool { return !c.Usable() })
+			waitfor.Until(t, "peer close detected", func() bool { return !c.Usable() })
 			var pinged error
 			c.Ping(0, func(err error) { pinged = err })
 			if pinged == nil {
@@ -296,7 +296,7 @@ func TestH1UnaskedBytesMakeIdleUnusable(t *testing.T) {
 	c := mustDial(t, mustDialer(t, Options{}), addr)
 	readAll(t, get(t, c, "http://"+addr+"/"))
 	<-sent
-	poll.Until(t, "stray bytes detected", func() bool { return !c.Usable() })
+	waitfor.Until(t, "stray bytes detected", func() bool { return !c.Usable() })
 }
 
 func TestH1StreamingBodyTrailersAnd1xx(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestH2StreamsFromPeerSettingsAndMultiplexing(t *testing.T) {
@@ -139,7 +139,7 @@ func TestH2GoAwayMakesUnusable(t *testing.T) {
 	readAll(t, get(t, c, o.url("/")))
 	shut := make(chan error, 1)
 	go func() { shut <- o.Config.Shutdown(context.Background()) }() // sends GOAWAY
-	poll.Until(t, "GOAWAY seen", func() bool { return !c.Usable() })
+	waitfor.Until(t, "GOAWAY seen", func() bool { return !c.Usable() })
 	req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
 	if _, err := c.RoundTrip(req); !IsRefusedStream(err) {
 		t.Fatalf("request after GOAWAY: %v, want a retryable refusal", err)
