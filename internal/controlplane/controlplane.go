@@ -16,6 +16,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/watch"
 )
 
@@ -429,16 +430,7 @@ func (c *ControlPlane) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/fleet", c.serveFleet)
 	mux.Handle("GET /metrics", c.metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !c.Ready() {
-			writeText(w, http.StatusServiceUnavailable, "not ready\n")
-			return
-		}
-		writeText(w, http.StatusOK, "ready\n")
-	})
+	telemetry.HandleProbes(mux, nil, c.Ready) // alive while the process runs
 	return mux
 }
 
