@@ -1,6 +1,9 @@
 // Package config owns corput's configuration file: the Go types for every
 // key of the contract in docs/contract.md, the seeds' defaults, a strict YAML
 // decoder and the validation that `corput check` and `corput serve` share.
+// The decoder also reads corput's other YAML files (DecodeNode: the
+// discovery package's endpoints file), so that every file corput reads is
+// held to the same rules.
 //
 // Invariants:
 //   - Unknown keys, duplicate keys, wrong types, malformed durations and

@@ -61,7 +61,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	cfg.file, cfg.lines, cfg.source = name, r.lines, bytes.Clone(data)
 	cfg.normalize(filepath.Dir(name))
 	cfg.diagnose(r)
-	r.diags.sort()
+	r.diags.Sort()
 	if len(r.diags.Errors()) > 0 {
 		return nil, r.diags
 	}

@@ -32,7 +32,7 @@ func (c *Config) Validate() error {
 func (c *Config) Diagnose() Diagnostics {
 	r := &reporter{file: c.file, lines: c.lines}
 	c.diagnose(r)
-	r.diags.sort()
+	r.diags.Sort()
 	return r.diags
 }
 

@@ -158,9 +158,9 @@ endpoints:
 	for name, c := range map[string]struct{ file, want string }{
 		"partly indexed":   {"endpoints:\n  - {address: a:1, ring_index: 0}\n  - {address: b:1}\n", "ring_index is set on 1 of 2 endpoints, not on b:1"},
 		"duplicate":        {"endpoints:\n  - {address: a:1, ring_index: 0}\n  - {address: b:1, ring_index: 0}\n", "ring_index 0 is held by both a:1 and b:1"},
-		"not a number":     {"endpoints:\n  - {address: a:1, ring_index: first}\n", `line 2: endpoints[0]: ring_index "first" is not a whole number`},
+		"not a number":     {"endpoints:\n  - {address: a:1, ring_index: first}\n", `line 2: endpoints[0].ring_index: want a whole number, got "first"`},
 		"negative":         {"endpoints:\n  - {address: a:1, ring_index: -2}\n", `ring_index "-2" is not a whole number in 0..`},
-		"a list":           {"endpoints:\n  - {address: a:1, ring_index: [0]}\n", "ring_index a list is not a whole number"},
+		"a list":           {"endpoints:\n  - {address: a:1, ring_index: [0]}\n", "endpoints[0].ring_index: want a whole number, got a list"},
 		"zero subsets":     {"endpoints:\n  - {address: a:1, ring_index: 0, ring_subsets: 0}\n", `ring_subsets "0" is not a whole number in 1..`},
 		"subsets not pow2": {"endpoints:\n  - {address: a:1, ring_index: 0, ring_subsets: 6}\n", "ring_subsets 6 is not a power of two"},
 	} {
