@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/logtest"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -40,29 +40,6 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
-}
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func testLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
 // endpoints returns n addresses 127.0.0.1:(base+i); none needs to listen.
@@ -121,7 +98,7 @@ type fixture struct {
 	state  string
 	opts   Options
 	cp     *ControlPlane
-	log    *logBuffer
+	log    *logtest.Buffer
 }
 
 func newFixture(t *testing.T, origins map[string][]string) *fixture {
@@ -129,7 +106,7 @@ func newFixture(t *testing.T, origins map[string][]string) *fixture {
 	dir := t.TempDir()
 	f := &fixture{t: t, dir: dir, source: filepath.Join(dir, "origins.yaml"), state: filepath.Join(dir, "state.json")}
 	writeFile(t, f.source, sourceYAML(origins))
-	logger, buf := testLogger()
+	logger, buf := logtest.New(slog.LevelDebug)
 	f.log = buf
 	f.opts = Options{Listen: "127.0.0.1:0", StatePath: f.state, Source: f.source, Debounce: 50 * time.Millisecond, Logger: logger}
 	return f
@@ -320,7 +297,7 @@ func runXDS(t *testing.T, addr, node string, clusters ...string) *xdsClient {
 	for _, c := range clusters {
 		m[c] = c
 	}
-	logger, _ := testLogger()
+	logger, _ := logtest.New(slog.LevelDebug)
 	x, err := discovery.NewXDS(discovery.XDSConfig{Server: addr, NodeID: node, Clusters: m,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
 	if err != nil {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/logtest"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/waitfor"
 )
@@ -31,7 +33,7 @@ func members(addrs []string) []discovery.Endpoint {
 // once; and an origin whose assignment did not change is never pushed.
 func TestWriterDebounce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logger, _ := testLogger()
+	logger, _ := logtest.New(slog.LevelDebug)
 	m := NewMetrics()
 	w, err := openWriter(filepath.Join(t.TempDir(), "state.json"), time.Second, clk, logger, m)
 	if err != nil {

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/logtest"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -123,7 +125,7 @@ type fileHarness struct {
 	cancel  context.CancelFunc
 	done    chan error
 	stopped sync.Once
-	log     *logBuffer
+	log     *logtest.Buffer
 }
 
 func startFile(t *testing.T, initial string) *fileHarness {
@@ -133,7 +135,7 @@ func startFile(t *testing.T, initial string) *fileHarness {
 	if initial != "" {
 		h.write(initial)
 	}
-	logger, buf := newTestLogger()
+	logger, buf := logtest.New(slog.LevelInfo)
 	h.log = buf
 	src, err := NewFile(FileConfig{Origin: "payments", Path: h.path, Clock: h.clk, Logger: logger})
 	if err != nil {

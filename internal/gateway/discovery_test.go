@@ -29,6 +29,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/discovery/xdstest"
+	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/subset"
@@ -182,32 +183,12 @@ func membershipChanges(t testing.TB, g *Gateway) float64 {
 	return scrapeFamilies(t, g).sum("corput_membership_changes_total", "origin", "app")
 }
 
-// syncLog is a log sink that tests read while the gateway writes.
-type syncLog struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.String()
-}
-
-func (l *syncLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	srvs := fastOrigins(t, 4)
 	cp := newControlPlane(t, "127.0.0.1:0")
 	cp.publish(t, "1", srvs[:2])
-	logs := &syncLog{}
-	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logs.logger()})
+	logger, logs := logtest.New(slog.LevelInfo)
+	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()
@@ -570,7 +551,7 @@ func TestFileDiscoveryFollowsEditsAndKeepsLastGoodSetOnGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.yaml")
 	writeFileAtomic(t, path, endpointsYAML(srvs[:2]))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logs := &syncLog{}
+	logger, logs := logtest.New(slog.LevelInfo)
 	g := runGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -581,7 +562,7 @@ origins:
     discovery: {type: file, path: %q}
     balancer: {policy: round_robin}
     slow_start: {window: 0s}
-`, path), Options{Clock: clk, Logger: logs.logger()})
+`, path), Options{Clock: clk, Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
 )
@@ -423,30 +424,12 @@ func (ca *testCA) leaf(t *testing.T, name string, use x509.ExtKeyUsage) (tls.Cer
 	return c.TLS(), certFile, keyFile
 }
 
-// syncBuffer is a log sink for one gateway.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // gatewayWithLog is gatewayTo with the gateway's log kept.
-func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *syncBuffer) {
+func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *logtest.Buffer) {
 	t.Helper()
 	text := top + withEndpoints(cfgText(1, originKeys), addrs...)
-	logs := &syncBuffer{}
-	g := startGateway(t, text, nil, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	logger, logs := logtest.New(slog.LevelInfo)
+	g := startGateway(t, text, nil, Options{Logger: logger})
 	return g, logs
 }
 
