@@ -16,7 +16,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
@@ -28,13 +27,9 @@ import (
 // the resource of type discovery.FleetType named by its node id. It
 // records every response and ACKs it.
 type fleetClient struct {
-	t      *testing.T
-	node   string
-	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	*adsStream
+	t    *testing.T
+	node string
 
 	mu        sync.Mutex
 	responses int
@@ -43,46 +38,26 @@ type fleetClient struct {
 
 func dialFleet(t *testing.T, addr, node string) *fleetClient {
 	t.Helper()
-	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}})
-	c := &fleetClient{t: t, node: node, conn: a.conn, stream: a.stream, cancel: a.cancel, done: make(chan struct{})}
-	go c.run()
-	t.Cleanup(c.close)
+	c := &fleetClient{t: t, node: node}
+	c.adsStream = openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}}, c.answer)
 	return c
 }
 
-func (c *fleetClient) run() {
-	defer close(c.done)
-	for {
-		resp, err := c.stream.Recv()
+// answer records the positions in resp and ACKs it.
+func (c *fleetClient) answer(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	c.mu.Lock()
+	c.responses++
+	for _, a := range resp.GetResources() {
+		f, err := discovery.FleetFromResource(a)
 		if err != nil {
-			return
+			c.t.Errorf("%s: a fleet resource the gateway would refuse: %v", c.node, err)
+			continue
 		}
-		c.mu.Lock()
-		c.responses++
-		for _, a := range resp.GetResources() {
-			f, err := discovery.FleetFromResource(a)
-			if err != nil {
-				c.t.Errorf("%s: a fleet resource the gateway would refuse: %v", c.node, err)
-				continue
-			}
-			c.positions = append(c.positions, f)
-		}
-		c.mu.Unlock()
-		ack := &discoveryv3.DiscoveryRequest{TypeUrl: discovery.FleetType, ResourceNames: []string{c.node},
-			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
-		if err := c.stream.Send(ack); err != nil {
-			return
-		}
+		c.positions = append(c.positions, f)
 	}
-}
-
-// close ends the stream, as a gateway that stops does.
-func (c *fleetClient) close() {
-	c.once.Do(func() {
-		c.cancel()
-		<-c.done
-		c.conn.Close()
-	})
+	c.mu.Unlock()
+	return &discoveryv3.DiscoveryRequest{TypeUrl: discovery.FleetType, ResourceNames: []string{c.node},
+		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 }
 
 // last is the last position received; ok is false before any.

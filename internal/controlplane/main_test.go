@@ -178,15 +178,18 @@ func indicesOf(t *testing.T, cla *endpointv3.ClusterLoadAssignment) (map[string]
 	return out, subsets
 }
 
-// adsStream is one ADS stream of a test gateway, opened with its first
-// request sent; close cuts it.
+// adsStream is one ADS stream of a test gateway: one goroutine answers
+// every response on it until close, which the test's end calls too.
 type adsStream struct {
 	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
 }
 
-func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest) adsStream {
+// openADS opens an ADS stream to addr, sends first, and answers each
+// response with what answer returns (an ACK or a NACK).
+func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest, answer func(*discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest) *adsStream {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -200,19 +203,39 @@ func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest) ads
 	if err := stream.Send(first); err != nil {
 		t.Fatal(err)
 	}
-	return adsStream{conn, stream, cancel}
+	a := &adsStream{conn: conn, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if err := stream.Send(answer(resp)); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(a.close)
+	return a
+}
+
+// close ends the stream, as a gateway that stops does.
+func (a *adsStream) close() {
+	a.once.Do(func() {
+		a.cancel()
+		<-a.done
+		a.conn.Close()
+	})
 }
 
 // adsClient is a minimal ADS client that records every response and
 // answers each with an ACK, or a NACK when nack says so.
 type adsClient struct {
-	t      *testing.T
-	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	names  []string
-	nack   func(*discoveryv3.DiscoveryResponse) bool
-	cancel context.CancelFunc
-	done   chan struct{}
+	*adsStream
+	t     *testing.T
+	names []string
+	nack  func(*discoveryv3.DiscoveryResponse) bool
 
 	mu        sync.Mutex
 	responses []response
@@ -221,48 +244,32 @@ type adsClient struct {
 
 func dialADS(t *testing.T, addr, node string, names []string, nack func(*discoveryv3.DiscoveryResponse) bool) *adsClient {
 	t.Helper()
-	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names})
-	c := &adsClient{t: t, conn: a.conn, stream: a.stream, names: names, nack: nack, cancel: a.cancel, done: make(chan struct{})}
-	go c.run()
-	t.Cleanup(c.close)
+	c := &adsClient{t: t, names: names, nack: nack}
+	c.adsStream = openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names}, c.answer)
 	return c
 }
 
-func (c *adsClient) run() {
-	defer close(c.done)
-	for {
-		resp, err := c.stream.Recv()
-		if err != nil {
-			return
-		}
-		r := response{version: resp.GetVersionInfo(), nonce: resp.GetNonce(), clusters: map[string]*endpointv3.ClusterLoadAssignment{}}
-		for _, a := range resp.GetResources() {
-			var cla endpointv3.ClusterLoadAssignment
-			if err := a.UnmarshalTo(&cla); err == nil {
-				r.clusters[cla.GetClusterName()] = &cla
-			}
-		}
-		next := &discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: c.names, ResponseNonce: resp.GetNonce()}
-		c.mu.Lock()
-		c.responses = append(c.responses, r)
-		if c.nack != nil && c.nack(resp) {
-			next.VersionInfo = c.accepted
-			next.ErrorDetail = &statuspb.Status{Code: 3, Message: "test NACK of " + resp.GetVersionInfo()}
-		} else {
-			c.accepted = resp.GetVersionInfo()
-			next.VersionInfo = c.accepted
-		}
-		c.mu.Unlock()
-		if err := c.stream.Send(next); err != nil {
-			return
+// answer records resp and ACKs it, or NACKs it when c.nack says so.
+func (c *adsClient) answer(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	r := response{version: resp.GetVersionInfo(), nonce: resp.GetNonce(), clusters: map[string]*endpointv3.ClusterLoadAssignment{}}
+	for _, a := range resp.GetResources() {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := a.UnmarshalTo(&cla); err == nil {
+			r.clusters[cla.GetClusterName()] = &cla
 		}
 	}
-}
-
-func (c *adsClient) close() {
-	c.cancel()
-	<-c.done
-	c.conn.Close()
+	next := &discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: c.names, ResponseNonce: resp.GetNonce()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.responses = append(c.responses, r)
+	if c.nack != nil && c.nack(resp) {
+		next.VersionInfo = c.accepted
+		next.ErrorDetail = &statuspb.Status{Code: 3, Message: "test NACK of " + resp.GetVersionInfo()}
+	} else {
+		c.accepted = resp.GetVersionInfo()
+		next.VersionInfo = c.accepted
+	}
+	return next
 }
 
 func (c *adsClient) count() int {
