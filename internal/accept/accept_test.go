@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // The tests run the real accept(2) against a real loopback listener at a
@@ -149,7 +149,7 @@ func TestOutOfDescriptorsBacksOffAndRecovers(t *testing.T) {
 	ln := listen(t)
 	client := dial(t, ln) // queued in the kernel; accepting it needs a descriptor
 	var n counts
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	w := newFakeWait()
 	l := New(ln, Options{Name: "listen", Count: n.count, After: w.after,
 		Logger: logger})
@@ -195,7 +195,7 @@ func TestShedsAtTheLimitOnTheSpare(t *testing.T) {
 	clients := []net.Conn{dial(t, ln), dial(t, ln), dial(t, ln)}
 	const shed = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 	var n counts
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	w := newFakeWait()
 	l := New(ln, Options{Name: "listen", Count: n.count, After: w.after, Shed: []byte(shed),
 		Logger: logger})

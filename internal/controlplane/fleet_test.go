@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // fleetRig is a fleet on a fake clock whose persist and publish record
@@ -21,7 +21,7 @@ type fleetRig struct {
 	clk *clock.Fake
 	m   *Metrics
 	f   *fleet
-	log *logtest.Buffer
+	log *testlog.Buffer
 
 	mu        sync.Mutex
 	fail      bool
@@ -40,7 +40,7 @@ func (r *fleetRig) connect(nodes ...string) {
 
 func newFleetRig(t *testing.T, restored ...string) *fleetRig {
 	t.Helper()
-	logger, buf := logtest.New(slog.LevelDebug)
+	logger, buf := testlog.New(slog.LevelDebug)
 	r := &fleetRig{t: t, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), m: NewMetrics(), log: buf,
 		persisted: slices.Clone(restored), served: map[string]position{}}
 	f, err := newFleet(&fleet{clk: r.clk, grace: 30 * time.Second, log: logger, metrics: r.m,

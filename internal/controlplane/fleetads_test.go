@@ -19,7 +19,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -279,7 +279,7 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 	f, _ := newFleetFixture(t)
 	writer := f.start()
 	dialFleet(t, writer.Addr(), "gw-0").waitAt(0, 1)
-	logger, logs := logtest.New(slog.LevelDebug)
+	logger, logs := testlog.New(slog.LevelDebug)
 	fl, err := Start(Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", StatePath: f.state, Follow: true,
 		FollowInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
@@ -330,7 +330,7 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	f, _ := newFleetFixture(t)
 	cp := f.start()
-	logger, _ := logtest.New(slog.LevelDebug)
+	logger, _ := testlog.New(slog.LevelDebug)
 	x, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-x",
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestFollowerServesTheWritersIndices(t *testing.T) {
 	f := newFixture(t, map[string][]string{"payments": endpoints(11001, 80)})
 	writer := f.start()
-	logger, _ := logtest.New(slog.LevelDebug)
+	logger, _ := testlog.New(slog.LevelDebug)
 	fl, err := Start(Options{Listen: "127.0.0.1:0", StatePath: f.state, Follow: true, FollowInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)

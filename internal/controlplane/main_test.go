@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -98,7 +98,7 @@ type fixture struct {
 	state  string
 	opts   Options
 	cp     *ControlPlane
-	log    *logtest.Buffer
+	log    *testlog.Buffer
 }
 
 func newFixture(t *testing.T, origins map[string][]string) *fixture {
@@ -106,7 +106,7 @@ func newFixture(t *testing.T, origins map[string][]string) *fixture {
 	dir := t.TempDir()
 	f := &fixture{t: t, dir: dir, source: filepath.Join(dir, "origins.yaml"), state: filepath.Join(dir, "state.json")}
 	writeFile(t, f.source, sourceYAML(origins))
-	logger, buf := logtest.New(slog.LevelDebug)
+	logger, buf := testlog.New(slog.LevelDebug)
 	f.log = buf
 	f.opts = Options{Listen: "127.0.0.1:0", StatePath: f.state, Source: f.source, Debounce: 50 * time.Millisecond, Logger: logger}
 	return f
@@ -304,7 +304,7 @@ func runXDS(t *testing.T, addr, node string, clusters ...string) *xdsClient {
 	for _, c := range clusters {
 		m[c] = c
 	}
-	logger, _ := logtest.New(slog.LevelDebug)
+	logger, _ := testlog.New(slog.LevelDebug)
 	x, err := discovery.NewXDS(discovery.XDSConfig{Server: addr, NodeID: node, Clusters: m,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
 	if err != nil {

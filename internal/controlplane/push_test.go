@@ -12,8 +12,8 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/logtest"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -33,7 +33,7 @@ func members(addrs []string) []discovery.Endpoint {
 // once; and an origin whose assignment did not change is never pushed.
 func TestWriterDebounce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logger, _ := logtest.New(slog.LevelDebug)
+	logger, _ := testlog.New(slog.LevelDebug)
 	m := NewMetrics()
 	w, err := openWriter(filepath.Join(t.TempDir(), "state.json"), time.Second, clk, logger, m)
 	if err != nil {

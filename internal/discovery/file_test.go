@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/logtest"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -125,7 +125,7 @@ type fileHarness struct {
 	cancel  context.CancelFunc
 	done    chan error
 	stopped sync.Once
-	log     *logtest.Buffer
+	log     *testlog.Buffer
 }
 
 func startFile(t *testing.T, initial string) *fileHarness {
@@ -135,7 +135,7 @@ func startFile(t *testing.T, initial string) *fileHarness {
 	if initial != "" {
 		h.write(initial)
 	}
-	logger, buf := logtest.New(slog.LevelInfo)
+	logger, buf := testlog.New(slog.LevelInfo)
 	h.log = buf
 	src, err := NewFile(FileConfig{Origin: "payments", Path: h.path, Clock: h.clk, Logger: logger})
 	if err != nil {

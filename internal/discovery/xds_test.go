@@ -16,8 +16,8 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/logtest"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -169,7 +169,7 @@ func (h *xdsHarness) next() Update {
 }
 
 func testXDSConfig(server string, clk clock.Clock) XDSConfig {
-	logger, _ := logtest.New(slog.LevelInfo)
+	logger, _ := testlog.New(slog.LevelInfo)
 	return XDSConfig{
 		Server: server, NodeID: testNode, Zone: "us-east-1a",
 		Clusters:    map[string]string{"payments": "payments-eds", "search": "search-eds"},
@@ -394,7 +394,7 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
 	cp := startControlPlane(t, "127.0.0.1:0") // no snapshot: the server holds the request
 	cfg := testXDSConfig(cp.Addr(), clock.Real())
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	cfg.Logger = logger
 	h := startXDS(t, cfg)
 	waitfor.Until(t, "the request to reach the server", func() bool { return len(cp.Requests()) > 0 })

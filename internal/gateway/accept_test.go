@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/corput/corput/internal/accept"
-	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -20,7 +20,7 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 		name := map[bool]string{true: "fast path", false: "net/http path"}[fast]
 		t.Run(name, func(t *testing.T) {
 			origins := startOrigins(t, 1, testorigin.Options{})
-			logger, logs := logtest.New(slog.LevelInfo)
+			logger, logs := testlog.New(slog.LevelInfo)
 			extra := ""
 			if !fast {
 				extra = "downstream: {fast_path: false}\n"

@@ -29,10 +29,10 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 	"github.com/corput/corput/internal/workload"
 )
@@ -187,7 +187,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	srvs := fastOrigins(t, 4)
 	cp := newControlPlane(t, "127.0.0.1:0")
 	cp.publish(t, "1", srvs[:2])
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
@@ -551,7 +551,7 @@ func TestFileDiscoveryFollowsEditsAndKeepsLastGoodSetOnGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.yaml")
 	writeFileAtomic(t, path, endpointsYAML(srvs[:2]))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := runGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0

@@ -22,9 +22,9 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
-	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // hostileHead is the part of every hostile request before its test bytes.
@@ -425,10 +425,10 @@ func (ca *testCA) leaf(t *testing.T, name string, use x509.ExtKeyUsage) (tls.Cer
 }
 
 // gatewayWithLog is gatewayTo with the gateway's log kept.
-func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *logtest.Buffer) {
+func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *testlog.Buffer) {
 	t.Helper()
 	text := top + withEndpoints(cfgText(1, originKeys), addrs...)
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := startGateway(t, text, nil, Options{Logger: logger})
 	return g, logs
 }

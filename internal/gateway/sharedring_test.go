@@ -28,9 +28,9 @@ import (
 	"github.com/corput/corput/internal/controlplane"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/logtest"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
 
@@ -538,7 +538,7 @@ func TestSharedIndicesIgnoredByOtherAlgorithms(t *testing.T) {
 	cp := newControlPlane(t, "127.0.0.1:0")
 	addrs := addrsOfServers(srvs)
 	cp.publishEndpoints(t, "1", ringEndpoints(indexOf(addrs), 0, true)...)
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := runGateway(t, xdsConfig(cp.Addr(), 2, "    subset: {algorithm: rendezvous, size: 2}\n"), Options{Logger: logger})
 	waitReady(t, g)
 	checkPlacement(t, g, "local")
@@ -574,7 +574,7 @@ func TestSharedIndicesSurviveReloadsOfTheSubsetSettings(t *testing.T) {
 	}
 	cp.publishEndpoints(t, "1", ringEndpoints(r.Indices(), r.Subsets(), true)...)
 	text := xdsConfig(cp.Addr(), 4, "    subset: {size: 4}\n    pool: {prewarm: 0}\n")
-	logger, logs := logtest.New(slog.LevelInfo)
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := runGateway(t, text, Options{Logger: logger})
 	waitReady(t, g)
 	if !sameRing(snapshotOf(g), r.Snapshot()) || snapshotOf(g).Subsets() != 2 {
