@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -356,42 +355,17 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 // fleetRunner runs the gateway's fleet client (discovery.FleetXDS) and
 // records every position it emits.
 type fleetRunner struct {
-	x    *discovery.FleetXDS
-	stop func() // ends Run, as a gateway that stops
-
-	mu  sync.Mutex
-	got []discovery.Fleet
+	x *discovery.FleetXDS
+	*emissions[discovery.Fleet]
 }
 
 func runFleetXDS(t *testing.T, cfg discovery.XDSConfig) *fleetRunner {
 	t.Helper()
-	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
-	if cfg.Logger == nil {
-		cfg.Logger, _ = testlog.New(slog.LevelDebug)
-	}
-	x, err := discovery.NewFleetXDS(cfg)
+	x, err := discovery.NewFleetXDS(clientConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	r := &fleetRunner{x: x, stop: func() { cancel(); <-done }}
-	go func() {
-		defer close(done)
-		_ = x.Run(ctx, func(fl discovery.Fleet) {
-			r.mu.Lock()
-			r.got = append(r.got, fl)
-			r.mu.Unlock()
-		})
-	}()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *fleetRunner) emitted() []discovery.Fleet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
+	return &fleetRunner{x: x, emissions: record(t, x.Run)}
 }
 
 // positions are the emitted positions as {instance, size}.

@@ -290,12 +290,8 @@ func (c *adsClient) wait(n int) response {
 // xdsClient runs corput's own xDS client (the gateway's) against addr and
 // records every membership it emits.
 type xdsClient struct {
-	x      *discovery.XDS
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu      sync.Mutex
-	updates []discovery.Update
+	x *discovery.XDS
+	*emissions[discovery.Update]
 }
 
 func runXDS(t *testing.T, addr, node string, clusters ...string) *xdsClient {
@@ -311,30 +307,53 @@ func runXDSWith(t *testing.T, cfg discovery.XDSConfig, clusters ...string) *xdsC
 	for _, c := range clusters {
 		cfg.Clusters[c] = c
 	}
+	x, err := discovery.NewXDS(clientConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &xdsClient{x: x, emissions: record(t, x.Run)}
+}
+
+// clientConfig is cfg with a test's retry backoff (20 to 100 ms) and, if
+// it has none, a logger.
+func clientConfig(cfg discovery.XDSConfig) discovery.XDSConfig {
 	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	if cfg.Logger == nil {
 		cfg.Logger, _ = testlog.New(slog.LevelDebug)
 	}
-	x, err := discovery.NewXDS(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &xdsClient{x: x, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		_ = x.Run(ctx, func(u discovery.Update) {
-			c.mu.Lock()
-			c.updates = append(c.updates, u)
-			c.mu.Unlock()
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-c.done })
-	return c
+	return cfg
 }
 
-func (c *xdsClient) emitted() []discovery.Update {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]discovery.Update(nil), c.updates...)
+// emissions are the values a gateway's xDS client (discovery.XDS or
+// FleetXDS) emitted while it ran.
+type emissions[T any] struct {
+	stop func() // ends Run, as a gateway that stops; the test's end calls it too
+
+	mu  sync.Mutex
+	got []T
+}
+
+// record runs run (a client's Run) until stop, recording every value it
+// emits.
+func record[T any](t *testing.T, run func(context.Context, func(T)) error) *emissions[T] {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e := &emissions[T]{stop: sync.OnceFunc(func() { cancel(); <-done })}
+	go func() {
+		defer close(done)
+		_ = run(ctx, func(v T) {
+			e.mu.Lock()
+			e.got = append(e.got, v)
+			e.mu.Unlock()
+		})
+	}()
+	t.Cleanup(e.stop)
+	return e
+}
+
+// emitted is every value emitted so far, in order.
+func (e *emissions[T]) emitted() []T {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
 }
