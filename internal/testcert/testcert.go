@@ -4,9 +4,9 @@
 // as PEM files.
 //
 // Every key is ECDSA P-256 and every certificate has a random 128-bit
-// serial, names 127.0.0.1, ::1 and localhost, and is valid from an hour ago
-// (wall clock, as clients check it against theirs) for a year. Nothing here
-// is fit to protect anything.
+// serial, names 127.0.0.1, ::1 and localhost (or the DNS names IssueFor is
+// given), and is valid from an hour ago (wall clock, as clients check it
+// against theirs) for a year. Nothing here is fit to protect anything.
 package testcert
 
 import (
@@ -36,23 +36,32 @@ type Cert struct {
 // NewCA makes a self-signed certificate authority named name: it can only
 // sign certificates.
 func NewCA(name string) (*Cert, error) {
-	return create(name, true, x509.KeyUsageCertSign, nil, nil)
+	return create(name, true, x509.KeyUsageCertSign, nil, nil, nil)
 }
 
 // SelfSigned makes a server certificate named name that is its own CA, so
 // a client trusts it through Pool.
 func SelfSigned(name string) (*Cert, error) {
 	return create(name, true, x509.KeyUsageDigitalSignature|x509.KeyUsageCertSign,
-		[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, nil)
+		[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, nil, nil)
 }
 
 // Issue makes a leaf named name for use (server or client authentication),
 // signed by c.
 func (c *Cert) Issue(name string, use x509.ExtKeyUsage) (*Cert, error) {
-	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c)
+	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c, nil)
 }
 
-func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert) (*Cert, error) {
+// IssueFor is Issue for the DNS names dns ("a.example.com",
+// "*.example.com") instead of localhost; the addresses stay.
+func (c *Cert) IssueFor(name string, use x509.ExtKeyUsage, dns ...string) (*Cert, error) {
+	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c, dns)
+}
+
+func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert, dns []string) (*Cert, error) {
+	if dns == nil {
+		dns = []string{"localhost"}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("certificate %q: generate key: %w", name, err)
@@ -71,7 +80,7 @@ func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage,
 		ExtKeyUsage:           ext,
 		BasicConstraintsValid: true,
 		IsCA:                  isCA,
-		DNSNames:              []string{"localhost"},
+		DNSNames:              dns,
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
 	signer, signerKey := tmpl, key
