@@ -574,7 +574,7 @@ func (a *AccessLog) setDefaults() { *a = AccessLog{Format: AccessLogJSON, Sample
 // LoopCount is the number of loops to run: Loops, or when 0 one per
 // processor the Go runtime was given at start (GOMAXPROCS then: the CPUs,
 // the container's CPU limit, or the GOMAXPROCS variable) — not the
-// processors `corput serve` may add later (cmd/corput, procsPerCPU).
+// processors `corput serve` may add later (internal/serve, procsPerCPU).
 func (c *Config) LoopCount() int {
 	if c.Loops > 0 {
 		return c.Loops
