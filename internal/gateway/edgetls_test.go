@@ -20,18 +20,20 @@ import (
 // TLS on 127.0.0.1, certificates chosen by server name, client
 // certificates, and session tickets shared by a fleet.
 
-// issue writes a server certificate ca signs for dns as dir/base.pem and
-// dir/base.key (a rotation in place when they exist: the files are
-// renamed over).
-func (ca *testCA) issue(t *testing.T, dir, base string, dns ...string) *testcert.Cert {
+// issue writes a server certificate ca signs for dns (besides localhost)
+// as dir/base.pem and dir/base.key, over the ones there (a rotation in
+// place), and returns it.
+func (ca *testCA) issue(t *testing.T, dir, base string, dns ...string) *x509.Certificate {
 	t.Helper()
-	c, err := ca.IssueFor(base, x509.ExtKeyUsageServerAuth, dns...)
+	certFile, keyFile, err := ca.IssueFiles(dir, base, x509.ExtKeyUsageServerAuth, dns...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFileAtomic(t, filepath.Join(dir, base+".pem"), string(c.CertPEM))
-	writeFileAtomic(t, filepath.Join(dir, base+".key"), string(c.KeyPEM))
-	return c
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair.Leaf
 }
 
 // pairKeys is the cert and key keys of dir/base.pem and dir/base.key, for
@@ -80,8 +82,8 @@ func edgeGet(c *http.Client, addr string) (int, *tls.ConnectionState, bool, erro
 // hosts are untouched.
 func TestSNIPerHostCertificatesReloadInPlace(t *testing.T) {
 	ca, dir := newTestCA(t), t.TempDir()
-	certs := map[string]*testcert.Cert{
-		"default":  ca.issue(t, dir, "default", "localhost"),
+	certs := map[string]*x509.Certificate{
+		"default":  ca.issue(t, dir, "default"),
 		"a.test":   ca.issue(t, dir, "a", "a.test"),
 		"b.test":   ca.issue(t, dir, "b", "b.test"),
 		"c.test":   ca.issue(t, dir, "c", "c.test"),
@@ -93,14 +95,14 @@ func TestSNIPerHostCertificatesReloadInPlace(t *testing.T) {
 	}
 	g, _ := fileGateway(t, top+cfgText(1, "    pool: {prewarm: 0}\n"), startOrigins(t, 1, testorigin.Options{Classes: fastClass}))
 
-	sees := func(c *http.Client, host string, want *testcert.Cert) {
+	sees := func(c *http.Client, host string, want *x509.Certificate) {
 		t.Helper()
 		code, st, _, err := edgeGet(c, g.Addr())
 		if err != nil || code != 200 {
 			t.Fatalf("%s: %d, %v", host, code, err)
 		}
-		if got := st.PeerCertificates[0]; !got.Equal(want.Leaf) {
-			t.Fatalf("%s: served %q (serial %x), want %q (serial %x)", host, got.Subject.CommonName, got.SerialNumber, want.Leaf.Subject.CommonName, want.Leaf.SerialNumber)
+		if got := st.PeerCertificates[0]; !got.Equal(want) {
+			t.Fatalf("%s: served %q (serial %x), want %q (serial %x)", host, got.Subject.CommonName, got.SerialNumber, want.Subject.CommonName, want.SerialNumber)
 		}
 	}
 	clients := map[string]*http.Client{}
@@ -124,7 +126,7 @@ func TestSNIPerHostCertificatesReloadInPlace(t *testing.T) {
 	if err != nil || code != 200 || !reused {
 		t.Fatalf("the connection opened before the reload: %d, %v, reused %v; want it to carry on", code, err, reused)
 	}
-	if !st.PeerCertificates[0].Equal(oldB.Leaf) {
+	if !st.PeerCertificates[0].Equal(oldB) {
 		t.Fatal("the connection opened before the reload changed certificate")
 	}
 	for _, host := range []string{"a.test", "c.test", "x.w.test"} {
@@ -138,7 +140,7 @@ func TestSNIPerHostCertificatesReloadInPlace(t *testing.T) {
 // certificate another CA signed.
 func TestClientCertificatesVerifyIfGivenDownstream(t *testing.T) {
 	ca, dir := newTestCA(t), t.TempDir()
-	ca.issue(t, dir, "gw", "localhost")
+	ca.issue(t, dir, "gw")
 	top := fmt.Sprintf("tls: {%s, client_ca: %q, client_auth: verify_if_given, forward_client_cert: true}\n", pairKeys(dir, "gw"), ca.caFile)
 	g, _ := fileGateway(t, top+cfgText(1, "    pool: {prewarm: 0}\n"), startOrigins(t, 1, testorigin.Options{Classes: fastClass}))
 	good, err := ca.Issue("alice", x509.ExtKeyUsageClientAuth)
@@ -184,7 +186,7 @@ func TestClientCertificatesVerifyIfGivenDownstream(t *testing.T) {
 // connection resumed; a gateway with another key file resumes none.
 func TestSessionResumptionAcrossTheFleet(t *testing.T) {
 	ca, dir := newTestCA(t), t.TempDir()
-	ca.issue(t, dir, "gw", "localhost")
+	ca.issue(t, dir, "gw")
 	keys := filepath.Join(dir, "tickets")
 	writeKeys := func(file string, seeds ...byte) {
 		var b strings.Builder
