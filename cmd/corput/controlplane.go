@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -35,50 +35,60 @@ func controlPlaneMain(ctx context.Context, args []string, _, stderr io.Writer) i
 		`LbEndpoint.metadata.filter_metadata["corput"] (ring_index, ring_subsets), so that every gateway`,
 		"places endpoints on one ring. The indices are persisted in --state; a restart changes none.",
 		"The writer also assigns gateways dense fleet positions by node id (docs/control-plane.md).")
-	var o controlplane.Options
+	var f controlPlaneFlags
+	f.bind(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	o, ok := f.options(stderr)
+	if !ok {
+		return 2
+	}
+	return exitCode("corput control-plane", controlplane.Run(ctx, o), controlplane.IsConfigError, stderr)
+}
+
+// controlPlaneFlags are `corput control-plane`'s flags: the options they
+// give, and the ones that need a step before they are options.
+type controlPlaneFlags struct {
+	o        controlplane.Options
+	clusters string
+	level    *string
+}
+
+// bind defines the flags on fs.
+func (f *controlPlaneFlags) bind(fs *flag.FlagSet) {
+	o := &f.o
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:18000", "the ADS (gRPC) `ADDR` gateways connect to (their discovery.server)")
 	fs.StringVar(&o.Admin, "admin", "127.0.0.1:9902", "the admin `ADDR`: /healthz, /readyz, /metrics (empty: none)")
 	fs.StringVar(&o.StatePath, "state", "", "the state `FILE`: the persisted indices (required; created on the first start)")
 	fs.StringVar(&o.Source, "source", "", "a watched YAML or JSON `FILE` of origins (name, subset sizing, endpoints); in relay mode, origins without endpoints")
 	fs.StringVar(&o.Relay, "relay", "", "an upstream ADS server's `ADDR`: relay its EDS for the clusters named, with indices added")
 	fs.StringVar(&o.RelayNodeID, "relay-node-id", controlplane.DefaultRelayNodeID, "the node `ID` presented to the --relay server")
-	clusters := fs.String("clusters", "", "with --relay: comma-separated `NAMES` of the clusters to relay (default sizing)")
+	fs.StringVar(&f.clusters, "clusters", "", "with --relay: comma-separated `NAMES` of the clusters to relay (default sizing)")
 	fs.BoolVar(&o.Follow, "follow", false, "serve the state file another (writer) control plane persists, read-only")
 	fs.DurationVar(&o.FollowInterval, "follow-interval", controlplane.DefaultFollowInterval, "with --follow: how often the state file is read")
 	fs.DurationVar(&o.Debounce, "debounce", controlplane.DefaultDebounce, "how long membership must be quiet before a change is published (0: at once)")
 	fs.DurationVar(&o.FleetGrace, "fleet-grace", controlplane.DefaultFleetGrace, "how long a gateway's fleet position is held after its last stream closed (> 0)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
+	f.level = logLevel(fs)
+}
+
+// options are the parsed flags as options; a value the flags refuse is
+// reported on stderr, and false.
+func (f *controlPlaneFlags) options(stderr io.Writer) (controlplane.Options, bool) {
+	o := f.o
 	if o.Debounce == 0 {
 		o.Debounce = -1 // 0 on the command line: no window
 	}
 	if o.FleetGrace <= 0 {
 		fmt.Fprintf(stderr, "corput control-plane: --fleet-grace %v: must be > 0\n", o.FleetGrace)
-		return 2
+		return o, false
 	}
-	for _, c := range strings.Split(*clusters, ",") {
+	for _, c := range strings.Split(f.clusters, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			o.Clusters = append(o.Clusters, c)
 		}
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(stderr, "corput control-plane: --log-level %q: use debug, info, warn or error\n", *level)
-		return 2
-	}
-	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	cp, err := controlplane.Start(o)
-	if err != nil {
-		fmt.Fprintln(stderr, "corput control-plane:", err)
-		if controlplane.IsConfigError(err) {
-			return 2
-		}
-		return 1
-	}
-	<-ctx.Done()
-	o.Logger.Info("control plane: shutting down; gateways keep their last assignment")
-	cp.Close()
-	return 0
+	var ok bool
+	o.Logger, ok = newLogger("corput control-plane", *f.level, stderr)
+	return o, ok
 }

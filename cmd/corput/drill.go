@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,11 +35,12 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 	}
 	usage = append(usage, "", "The soak drill is meant to run long: corput drill soak --duration 10m.", "")
 	fs := flagSet("corput drill", stderr, usage...)
-	duration := fs.Duration("duration", 0, "how long load runs (default: the drill's short version)")
-	rate := fs.Float64("rate", 0, "mean arrivals per second (default: the drill's)")
-	origins := fs.Int("origins", 0, "endpoints behind the gateway (crash, blackhole; default 10)")
-	poolKeys := fs.String("pool", "", "override pool keys of the gateway, e.g. \"over_cap: reject, acquire_timeout: 100ms\"")
-	seed := fs.Uint64("seed", 1, "seed of the arrival schedule, the class sequence and the gateway")
+	var o drill.Options
+	fs.DurationVar(&o.Duration, "duration", 0, "how long load runs (default: the drill's short version)")
+	fs.Float64Var(&o.Rate, "rate", 0, "mean arrivals per second (default: the drill's)")
+	fs.IntVar(&o.Origins, "origins", 0, "endpoints behind the gateway (crash, blackhole; default 10)")
+	fs.StringVar(&o.Pool, "pool", "", "override pool keys of the gateway, e.g. \"over_cap: reject, acquire_timeout: 100ms\"")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival schedule, the class sequence and the gateway")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	logs := fs.Bool("log", false, "show the gateway's log on stderr")
 	fastPath := fs.Bool("fast-path", true, "serve clients on the fast path (false: net/http's server, downstream.fast_path: false)")
@@ -59,20 +59,23 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "corput drill: unknown drill %q; choose one of %s\n", name, strings.Join(drill.Names(), ", "))
 		return 2
 	}
-	opts := drill.Options{Duration: *duration, Rate: *rate, Origins: *origins, Pool: *poolKeys, Seed: *seed, NetHTTP: !*fastPath}
+	o.NetHTTP = !*fastPath
 	if *logs {
-		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+		o.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
+	return drillRun(name, o, *asJSON, stdout, stderr)
+}
+
+// drillRun runs the drill name until it ends or SIGINT or SIGTERM, and
+// prints its result: as JSON, or as text after a progress bar.
+func drillRun(name string, opts drill.Options, asJSON bool, stdout, stderr io.Writer) int {
 	var bar *progress.Bar
-	if !*asJSON {
-		shown := 0
+	if !asJSON {
 		opts.Progress = func(elapsed, total time.Duration) {
 			if bar == nil {
 				bar = progress.New(stdout, "drill "+name, int(total/time.Second))
 			}
-			s := int(elapsed / time.Second)
-			bar.Add(s - shown)
-			shown = s
+			bar.Set(int(elapsed / time.Second))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -85,10 +88,8 @@ func runDrill(args []string, stdout, stderr io.Writer) int {
 			return 1 // the drill could not run (ports, files)
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+	if asJSON {
+		if err := printJSON(stdout, res); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}

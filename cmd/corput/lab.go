@@ -55,27 +55,35 @@ func runLab(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *liveMode {
-		// --scenario selects a live part; the simulator's other names do
-		// not apply, and run both.
-		part := live.ScenarioAll
-		if *scenario == live.ScenarioSteps || *scenario == live.ScenarioReload {
-			part = *scenario
-		}
-		if err := live.Run(ctx, live.Options{Out: *out, Seed: *seed, Stdout: stdout, Scenario: part}); err != nil {
-			fmt.Fprintf(stderr, "corput lab --live: %v\n", err)
-			return 1
-		}
-		return 0
+		return runLabLive(ctx, live.Options{Out: *out, Seed: *seed, Stdout: stdout, Scenario: *scenario}, stderr)
 	}
-	opts := lab.Options{Scenario: *scenario, Scale: sc, Seed: *seed, Out: *out, Stdout: stdout, Progress: stderr}
-	probe := lab.DefaultScenario(sc, *seed)
-	if err := probe.Select(*scenario); err != nil {
+	return runLabSim(ctx, lab.Options{Scenario: *scenario, Scale: sc, Seed: *seed, Out: *out, Stdout: stdout, Progress: stderr}, stderr)
+}
+
+// runLabLive runs the live lab; o.Scenario selects a live part, and the
+// simulator's other names do not apply (they run both).
+func runLabLive(ctx context.Context, o live.Options, stderr io.Writer) int {
+	if o.Scenario != live.ScenarioSteps && o.Scenario != live.ScenarioReload {
+		o.Scenario = live.ScenarioAll
+	}
+	if err := live.Run(ctx, o); err != nil {
+		fmt.Fprintf(stderr, "corput lab --live: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runLabSim runs the simulator's experiments after a line that names
+// them (an unknown scenario is a usage error, before anything runs).
+func runLabSim(ctx context.Context, opts lab.Options, stderr io.Writer) int {
+	probe := lab.DefaultScenario(opts.Scale, opts.Seed)
+	if err := probe.Select(opts.Scenario); err != nil {
 		fmt.Fprintf(stderr, "corput lab: %v\n", err)
 		return 2
 	}
 	f := probe.Fleet
-	fmt.Fprintf(stdout, "corput lab: scale %s (%d gateways × %d loops × %d endpoints), seed %d, experiments: %s\n\n",
-		sc, f.Gateways, f.Loops, f.Endpoints, *seed, strings.Join(probe.Run, ", "))
+	fmt.Fprintf(opts.Stdout, "corput lab: scale %s (%d gateways × %d loops × %d endpoints), seed %d, experiments: %s\n\n",
+		opts.Scale, f.Gateways, f.Loops, f.Endpoints, opts.Seed, strings.Join(probe.Run, ", "))
 	res, err := lab.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "corput lab: %v\n", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,12 +39,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	var bar *progress.Bar
 	if !f.JSON() {
 		bar = progress.New(stdout, fmt.Sprintf("load %g req/s", opts.Rate), int(opts.Duration/time.Second))
-		shown := 0
-		opts.Progress = func(p loadgen.Progress) {
-			s := int(p.Elapsed / time.Second)
-			bar.Add(s - shown)
-			shown = s
-		}
+		opts.Progress = func(p loadgen.Progress) { bar.Set(int(p.Elapsed / time.Second)) }
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -56,9 +50,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	bar.Done()
 	if f.JSON() {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := printJSON(stdout, rep); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}

@@ -1,6 +1,8 @@
-// Command corput is the gateway's command line: it parses flags, loads
-// configuration and wires packages together. Each subcommand lives in its own
-// file and registers itself; no logic lives here beyond wiring.
+// Command corput is the gateway's command line. Each subcommand lives in
+// its own file and registers itself; it parses its flags and calls into
+// the package that does the work (internal/serve runs `corput serve`,
+// internal/config checks a file, internal/controlplane, lab, drill, …).
+// No logic lives here beyond wiring.
 package main
 
 import (

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -54,16 +53,5 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "corput plan: %v\n", err)
 		return 2
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(p)
-	} else {
-		err = p.WriteText(stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "corput plan: %v\n", err)
-		return 1
-	}
-	return 0
+	return printResult("corput plan", *asJSON, p, p.WriteText, stdout, stderr)
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
-	"golang.org/x/term"
-
+	"github.com/corput/corput/internal/progress"
 	"github.com/corput/corput/internal/subset"
 )
 
@@ -43,29 +40,11 @@ func runSubsets(args []string, stdout, stderr io.Writer) int {
 // printComparison runs sc over every algorithm and prints the ranking as a
 // table or JSON; progress goes to stderr when it is a terminal.
 func printComparison(sc subset.Scenario, asJSON bool, stdout, stderr io.Writer) int {
-	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		sc.Progress = func(done, trials int) {
-			fmt.Fprintf(stderr, "\rsubsets: trial %d/%d", done, trials)
-			if done == trials {
-				fmt.Fprint(stderr, "\r\033[K")
-			}
-		}
-	}
+	sc.Progress = progress.Count(stderr, "subsets: trial")
 	rep, err := subset.Compare(sc, subset.Algorithms())
 	if err != nil {
 		fmt.Fprintf(stderr, "corput subsets: %v\n", err)
 		return 2
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteTable(stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "corput subsets: %v\n", err)
-		return 1
-	}
-	return 0
+	return printResult("corput subsets", asJSON, rep, rep.WriteTable, stdout, stderr)
 }

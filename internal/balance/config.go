@@ -13,10 +13,10 @@ import (
 // Policy names a picking algorithm (config key balancer.policy).
 type Policy string
 
-// The policies. LeastWork is the default (issue 19: it met every target
-// where PeakEWMA, the seed's "Weighted Least Request with Peak EWMA"
-// (LB-PAY-001, Option C), missed the tail under uneven work and cold
-// joins; docs/decisions.md).
+// The policies. LeastWork is the default: it met every target where
+// PeakEWMA, the seed's "Weighted Least Request with Peak EWMA" (LB-PAY-001,
+// Option C), missed the tail under uneven work and cold joins
+// (docs/decisions.md, "The default policy").
 const (
 	RoundRobin   Policy = "round_robin"   // baseline: weighted rotation
 	Random       Policy = "random"        // baseline: weighted uniform draw
@@ -39,7 +39,8 @@ func StickyPolicies() []Policy { return []Policy{Maglev, RingHash} }
 func (p Policy) Sticky() bool { return p == Maglev || p == RingHash }
 
 // CodeUnboundedQueue is the diagnostic for a pending bound that is not in
-// 1..MaxPendingCeiling (seed ADV-UQ-01, INV-LB-05).
+// 1..MaxPendingCeiling: the seed allows at most 50 pending requests per
+// host and rejects an unbounded queue (INV-LB-05, ADV-UQ-01).
 const CodeUnboundedQueue = config.CodeUnboundedQueue
 
 // MaxPendingCeiling is the largest pending bound per endpoint the seed allows.
@@ -140,7 +141,8 @@ const (
 	defaultMinOriginSize     = 6   // Envoy's zone-aware min_cluster_size
 )
 
-// DefaultConfig returns the seeds' defaults (LB-PAY-001 and docs/references.md):
+// DefaultConfig returns the defaults of the payment cluster's seed
+// (LB-PAY-001, docs/spec.md) and of docs/references.md:
 // those of config.DefaultOrigin, the one place they are written, plus the
 // keys the file does not have.
 func DefaultConfig() Config {

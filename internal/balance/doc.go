@@ -3,9 +3,14 @@
 // p2c, least_request, round_robin, random for comparison), slow start for
 // cold endpoints, consecutive-5xx outlier ejection with a cap and panic
 // routing, zone-local routing and a bounded pending queue per endpoint. It
-// implements the second seed, LB-PAY-001 (Option C, MC-BN-01, INV-LB-01,
-// -02, -03, -05, ADV-UQ-01), with the formulas and defaults of Envoy,
-// Finagle and linkerd listed in docs/references.md. docs/balancing.md explains
+// implements the second seed's load balancing (LB-PAY-001, Option C, in
+// docs/spec.md): weighted least request scored by Peak EWMA latency
+// (MC-BN-01); a linear slow start of at least 60 s for new endpoints
+// (INV-LB-01); ejection on three consecutive 5xx (INV-LB-02); never more
+// than 20 % ejected, with panic routing past that (INV-LB-03); and at most
+// 50 pending requests per host, never an unbounded queue (INV-LB-05,
+// ADV-UQ-01). The formulas and defaults are those of Envoy, Finagle and
+// linkerd listed in docs/references.md. docs/balancing.md explains
 // every mechanism and its defaults.
 //
 // # Two levels of state

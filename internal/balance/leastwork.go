@@ -6,7 +6,7 @@ import (
 	"github.com/corput/corput/internal/rng"
 )
 
-// leastWork is cost-aware least request (issue 19): of its candidates,
+// leastWork is cost-aware least request: of its candidates,
 // the one where this request is expected to finish first,
 //
 //		slowness × (work in flight / capacity + cost of this request)
@@ -110,7 +110,8 @@ func (leastWork) choose(g *group, now int64, r *rng.Source, units int64) *entry 
 	return w.warmer(&best)
 }
 
-// warmer is least_work's warm pick (issue 20), as peak_ewma's warmer:
+// warmer is least_work's warm pick (docs/decisions.md, "Preferring an
+// endpoint with a connection ready"), as peak_ewma's warmer:
 // c's entry, or when c's connections on the loop are all busy
 // (NewWarmPicker), so that a request there would dial or wait, the first
 // of the rotation's next warmScan entries that has a stream ready and

@@ -51,8 +51,8 @@ func maxOverMean(counts map[string]int, n int) float64 {
 	return float64(most) / (float64(total) / float64(n))
 }
 
-// TestMaglevTableN100: with N = 100 and M = 65,537 (issue 21's "Maglev
-// table"): slots and 10^6 seeded random keys per endpoint, max/mean
+// TestMaglevTableN100: with N = 100 and M = 65,537 (docs/decisions.md,
+// "Sticky routing", maglev's table size): slots and 10^6 seeded random keys per endpoint, max/mean
 // ≤ 1.05; when one endpoint leaves, the keys that move beyond the ones it
 // held are ≤ 1.5 %, for each of 10 endpoints taken out in turn.
 func TestMaglevTableN100(t *testing.T) {

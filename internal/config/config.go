@@ -11,11 +11,13 @@
 //     written explicitly is never silently replaced by a default.
 //   - A Config returned without error passes Validate: the gateway may use
 //     it without re-checking ranges.
-//   - The three diagnostics of the second seed (LB-PAY-001, ADV-UQ-01,
-//     ADV-AO-01, ADV-BW-01) carry their codes exactly:
-//     ERR_UNBOUNDED_QUEUE_REJECTED (INV-LB-05: at most 50 pending requests
-//     per host), ERR_AVERAGE_ONLY_TARGET_REJECTED (INV-LB-04: percentile
-//     targets) and ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED (MC-WM-01, via
+//   - The three configurations the second seed rejects (LB-PAY-001 in
+//     docs/spec.md) carry their codes exactly: an unbounded pending queue,
+//     ERR_UNBOUNDED_QUEUE_REJECTED (at most 50 pending requests per host:
+//     ADV-UQ-01, INV-LB-05); a latency target given as an average alone,
+//     ERR_AVERAGE_ONLY_TARGET_REJECTED (targets are percentiles: ADV-AO-01,
+//     INV-LB-04); and a workload without cost skew,
+//     ERR_BENCHMARK_WITHOUT_WORKLOAD_REJECTED (ADV-BW-01, via
 //     workload.Mix.Validate).
 //   - Relative file paths (TLS files, discovery.path, access_log.path) are
 //     resolved against the directory of the config file, as Prometheus
@@ -361,7 +363,7 @@ const (
 	PolicyP2C          Policy = "p2c"
 	PolicyLeastRequest Policy = "least_request"
 	PolicyPeakEWMA     Policy = "peak_ewma"
-	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive; the default since issue 19)
+	PolicyLeastWork    Policy = "least_work" // cost-aware least request (additive; the default, docs/decisions.md)
 	PolicyMaglev       Policy = "maglev"     // consistent hashing by lookup table, bounded load (additive)
 	PolicyRingHash     Policy = "ring_hash"  // consistent hashing by ring (ketama), bounded load (additive)
 )
@@ -571,7 +573,7 @@ func (a *AccessLog) setDefaults() { *a = AccessLog{Format: AccessLogJSON, Sample
 // LoopCount is the number of loops to run: Loops, or when 0 one per
 // processor the Go runtime was given at start (GOMAXPROCS then: the CPUs,
 // the container's CPU limit, or the GOMAXPROCS variable) — not the
-// processors `corput serve` may add later (cmd/corput, procsPerCPU).
+// processors `corput serve` may add later (internal/serve, procsPerCPU).
 func (c *Config) LoopCount() int {
 	if c.Loops > 0 {
 		return c.Loops

@@ -87,7 +87,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		{"subset.size", got.Subset.Size, 0},
 		{"subset.min_size", got.Subset.MinSize, 25},
 		{"subset.max_size", got.Subset.MaxSize, 50},
-		{"balancer.policy", got.Balancer.Policy, PolicyLeastWork}, // not the seed's peak_ewma: issue 19 (docs/decisions.md)
+		{"balancer.policy", got.Balancer.Policy, PolicyLeastWork}, // not the seed's peak_ewma: docs/decisions.md, "The default policy"
 		{"balancer.choices", got.Balancer.Choices, 2},
 		{"balancer.ewma_decay", got.Balancer.EWMADecay, 10 * time.Second},
 		{"pool.max_connections", got.Pool.MaxConnections, 64},

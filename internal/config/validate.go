@@ -45,9 +45,9 @@ const (
 	maxChoices        = 16
 	minHeaderBytes    = 1 << 10
 	maxHeaderBytes    = 16 << 20
-	slowStartFloor    = 60 * time.Second // seed INV-LB-01
-	ejectionCapSeed   = 20               // seed INV-LB-03
-	consecutive5xxMax = 3                // seed INV-LB-02
+	slowStartFloor    = 60 * time.Second // the seed's shortest slow start for a new endpoint (INV-LB-01)
+	ejectionCapSeed   = 20               // the seed's most endpoints ejected at once, in % (INV-LB-03)
+	consecutive5xxMax = 3                // the seed's consecutive 5xx that eject an endpoint (INV-LB-02)
 )
 
 func (c *Config) diagnose(r *reporter) {

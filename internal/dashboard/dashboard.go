@@ -1,6 +1,7 @@
 // Package dashboard is corput's live page for people (docs/contract.md, admin
 // GET /): open upstream connections and connections created per second over
-// the last minutes (gw-04's churn line, docs/spec.md), per-endpoint active
+// the last minutes (churn shown as measured, as the connection-pool spec
+// asks: gw-04 in docs/spec.md), per-endpoint active
 // requests, EWMA latency, effective weight and ejection state, panic and zone
 // figures, and a picture of each origin's Ringsteady ring — endpoints at
 // their Van der Corput positions, coloured by subset, with the loops that

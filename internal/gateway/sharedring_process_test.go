@@ -55,7 +55,8 @@ func startControlPlaneProcess(t *testing.T, source, state string) string {
 	}
 }
 
-// TestLiveFleetOneRingFromTheControlPlane is issue 18's live check, every
+// TestLiveFleetOneRingFromTheControlPlane is shared ring indices' live
+// check (docs/control-plane.md), every
 // part a real process but the origins: `corput control-plane` serves 16
 // endpoints (subsets of 4); four `corput serve` gateways (2 loops each)
 // start one after the other, an endpoint replaced before each of the

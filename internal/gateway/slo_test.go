@@ -63,7 +63,9 @@ func zonedEndpoints(t *testing.T, n int, zones ...string) (map[string][]*zonedOr
 	return out, "[" + strings.Join(eps, ", ") + "]"
 }
 
-// TestSLOGuardDrill is the SLO guard's drill (MC-BG-01, per class): six
+// TestSLOGuardDrill is the SLO guard's drill (a class over its p99 budget
+// down-weights the degraded zone and sheds low-priority routes: the seed's
+// MC-BG-01, per class): six
 // origins in three zones behind a gateway, over real sockets; the light
 // class's p99 budget is 50 ms (its service time is 20 ms, 60 ms when 3×
 // slow), the heavy class's 250 ms (60 ms; 180 ms). 20 s into the run zone c turns 3× slow. The
@@ -238,7 +240,8 @@ func sloView(t *testing.T, g *Gateway) slo.View {
 	return *v
 }
 
-// TestZoneSpillOnLoad (MC-BN-01): a gateway in zone a, three endpoints in
+// TestZoneSpillOnLoad (a zone whose endpoints all report over 80 % CPU
+// spills to the others: the seed's MC-BN-01): a gateway in zone a, three endpoints in
 // a and three in b, over real sockets on both serving paths. While a's
 // endpoints report nothing, a gets its 85 %; once every endpoint of a
 // reports cpu_utilization 0.9 (endpoint-load-metrics), the zone rule spills

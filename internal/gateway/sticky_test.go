@@ -63,7 +63,8 @@ func keyedRequest(t *testing.T, url, hashOn, k string) *http.Request {
 	return req
 }
 
-// TestStickyAffinityAcrossGatewaysAndLoops (issue 21, "Affinity"): 300
+// TestStickyAffinityAcrossGatewaysAndLoops (affinity: one key, one
+// endpoint, from every loop and gateway; docs/balancing.md): 300
 // keys, each sent 6 times through 2 real gateways of a fleet (one on the
 // fast path, one on net/http's) of 4 loops each, over real origins on
 // loopback: every request of a key reaches the same origin, the keys
@@ -136,7 +137,7 @@ func TestStickyAffinityAcrossGatewaysAndLoops(t *testing.T) {
 	}
 }
 
-// TestStickyBoundedLoadCountedByOrigins (issue 21, "Bounded load"): half of
+// TestStickyBoundedLoadCountedByOrigins (bounded load, docs/balancing.md): half of
 // the requests carry one hot key, the rest keys of their own; every
 // request is held at its origin until the test releases it, up to 24 at a
 // time. Each origin counts its requests in flight as one arrives, and the

@@ -1,5 +1,5 @@
 // Package h1 parses HTTP/1.1 message heads on raw bytes, for the gateway's
-// fast path (internal/gateway, fast.go).
+// fast path (internal/fastpath).
 //
 // It is deliberately narrow. ParseRequest accepts only the common, simple
 // shape of a request — an origin-form target, HTTP/1.1, one Host, at most

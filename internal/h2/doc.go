@@ -4,7 +4,8 @@
 // from its parsed HTTP/1.1 head and relays the response from the stream;
 // net/http's path goes through RoundTrip.
 //
-// It exists for CPU per request (issue 20). x/net/http2's ClientConn,
+// It exists for CPU per request (docs/decisions.md, "corput's own HTTP/2
+// client"). x/net/http2's ClientConn,
 // which it replaces, starts a goroutine per request, flushes each
 // request's HEADERS frame on its own and hands every response over
 // through three goroutines. Here:

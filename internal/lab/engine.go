@@ -57,10 +57,11 @@ type fleetOptions struct {
 	// body): a connection that breaks under one, or fails to open for it,
 	// is answered 502 and not retried.
 	oneShot []bool
-	// baseline: gw-04's steps 0–5 (steps.go), the pools of the Zuul
-	// progression, without what issue 20 added on top (the warm pick and
-	// borrowing from the home loop); every other experiment decides as the
-	// gateway does.
+	// baseline: steps 0–5 (steps.go: the spec's connection-pool techniques
+	// added one at a time, gw-04), the pools of the Zuul
+	// progression, without the warm pick and borrowing from the home loop
+	// (docs/decisions.md); every other experiment decides as the gateway
+	// does.
 	baseline bool
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/corput/corput/internal/workload"
 )
 
-// The fleet experiment (issue 18): a gateway fleet in front of one origin
+// The fleet experiment (docs/lab.md, section 8): a gateway fleet in front of one origin
 // through a rolling deploy of every endpoint, during which some gateways
 // restart. Unlike the other fleet experiments, every gateway holds its own
 // subset.Ring, so placement is per gateway as in corput serve:
@@ -624,7 +624,7 @@ func (r *Results) fleetSection() report.Section {
 		Text: "Every gateway holds its own ring, as corput serve does; loop l of gateway g uses subset (g·loops + l) mod S of its ring. " +
 			"When loops is a multiple of S every gateway uses every subset once, so coverage is even whatever the index order, as long as every gateway holds the same S. " +
 			"A gateway restarted during the deploy holds a ring of its own: another index order (with S > loops its loops use other endpoints) and, in a surge deploy, " +
-			"another S (sized afresh for the surged count, kept by hysteresis). With shared indices every gateway places the control plane's indices and subset count (issue 18). " +
+			"another S (sized afresh for the surged count, kept by hysteresis). With shared indices every gateway places the control plane's indices and subset count. " +
 			"docs/lab.md, section 8, explains the table."}
 }
 

@@ -157,7 +157,7 @@ type LBScenario struct {
 	ColdWindow time.Duration `json:"cold_window_ns"`
 	// Variance is the σ of the variance model every policy also runs on:
 	// each service time log-normal around its class's mean, e^(σN − σ²/2)
-	// × the mean (docs/lab.md, "Service times").
+	// × the mean (docs/lab.md, "Load balancing").
 	Variance float64 `json:"variance_sigma"`
 }
 

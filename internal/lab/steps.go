@@ -22,7 +22,8 @@ type step struct {
 	idle            func(sc *Scenario) time.Duration // nil: the default idle timeout
 }
 
-// steps are gw-04's steps 0–5 (docs/spec.md); step 5 is two runs, aggressive eviction
+// steps are the spec's connection-pool techniques added one at a time, 0–5
+// (gw-04, docs/spec.md); step 5 is two runs, aggressive eviction
 // and an idle timeout tuned to the traffic.
 var steps = []step{
 	{id: "0", name: "conn_per_request", title: "a connection per request", scope: perRequest, algorithm: subset.NameNone},

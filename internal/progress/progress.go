@@ -22,10 +22,15 @@ type Bar struct {
 	last  int // last percent printed
 }
 
+// IsTerminal reports whether w is a terminal: where progress is shown.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // New returns a Bar writing to w when w is a terminal, or nil (silent).
 func New(w io.Writer, label string, total int) *Bar {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !IsTerminal(w) {
 		return nil
 	}
 	return NewForce(w, label, total)
@@ -46,10 +51,24 @@ func (b *Bar) Add(n int) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.done += n
-	if b.done > b.total {
-		b.done = b.total
+	b.setLocked(b.done + n)
+}
+
+// Set records that n units are done in all (a run that counts elapsed
+// seconds) and redraws when the percentage moved.
+func (b *Bar) Set(n int) {
+	if b == nil {
+		return
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.setLocked(n)
+}
+
+// setLocked makes n units done, at most total, and redraws when the
+// percentage moved.
+func (b *Bar) setLocked(n int) {
+	b.done = min(n, b.total)
 	pct := b.done * 100 / b.total
 	if pct == b.last {
 		return
@@ -77,4 +96,23 @@ func (b *Bar) Done() {
 	b.mu.Lock()
 	fmt.Fprintln(b.w)
 	b.mu.Unlock()
+}
+
+// Count returns a progress callback that shows `label done/total` on w,
+// redrawn in place, and clears the line once done reaches total; nil
+// (no progress) when w is not a terminal.
+func Count(w io.Writer, label string) func(done, total int) {
+	if !IsTerminal(w) {
+		return nil
+	}
+	return countTo(w, label)
+}
+
+func countTo(w io.Writer, label string) func(done, total int) {
+	return func(done, total int) {
+		fmt.Fprintf(w, "\r%s %d/%d", label, done, total)
+		if done == total {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
 }

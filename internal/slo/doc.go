@@ -1,6 +1,8 @@
 // Package slo watches an origin's traffic by workload class and acts on it:
-// the SLO guard (seed 002's MC-BG-01, per class) and the workload-mix
-// monitor (MC-WM-01).
+// the SLO guard (a class whose rolling p99 stays over its budget gets its
+// worst zone down-weighted and low-priority routes shed: seed 002's
+// MC-BG-01, per class) and the workload-mix monitor (a heavy share above
+// 45 % for 30 s signals the autoscaler: MC-WM-01).
 //
 //   - Window is a rolling latency histogram with log-linear buckets (64
 //     sub-buckets per power of two): its p50/p90/p99 are within 1 % of the

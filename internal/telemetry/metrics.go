@@ -1,7 +1,9 @@
 // Package telemetry owns corput's Prometheus metrics and the admin HTTP API.
 //
 // The metric names, types and labels are part of corput's external contract
-// (docs/contract.md); they are declared once, here, and nowhere else. Event
+// (docs/contract.md). Every metric of the gateway (`corput serve`) is
+// declared here and nowhere else; `corput control-plane` serves its own, on a
+// registry of its own, declared in internal/controlplane (metrics.go). Event
 // counters and histograms are updated by the request path through children
 // bound once per (origin, loop) or (origin, endpoint), so the hot path does no
 // label hashing. Gauges that describe state (open connections, utilization,

@@ -36,5 +36,5 @@
 //
 // Spec: docs/spec.md, gw-04 ("Required behaviors": reuse by default, keepalive so a dead
 // origin is not handed out; "Per-origin protocol negotiation (ALPN)"),
-// docs/gateway.md ("Wire").
+// docs/pool.md ("The wire").
 package upstream

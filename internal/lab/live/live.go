@@ -1,5 +1,6 @@
-// Package live is the lab's live mode (`corput lab --live`): gw-04 (docs/spec.md)
-// steps at small scale over real sockets, with real `corput origin` and
+// Package live is the lab's live mode (`corput lab --live`): the steps that
+// add the spec's connection-pool techniques one at a time (gw-04,
+// docs/spec.md), at small scale over real sockets, with real `corput origin` and
 // `corput serve` processes on loopback, counting upstream connections on
 // both sides — at the origins (ground truth: TCP connections accepted and
 // open) and from each gateway's /metrics

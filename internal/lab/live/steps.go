@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Step is one configuration of the fleet's upstream side: gw-04 (docs/spec.md)
-// techniques added one at a time.
+// Step is one configuration of the fleet's upstream side: the spec's
+// connection-pool techniques (gw-04, docs/spec.md) added one at a time.
 type Step struct {
 	ID    string `json:"id"`    // "0" … "5b"
 	Title string `json:"title"` // what the step adds
@@ -29,7 +29,7 @@ type Step struct {
 	MaxLifetime time.Duration `json:"max_lifetime_ns"`
 }
 
-// Step IDs, in gw-04's order (docs/spec.md).
+// Step IDs, in the order the spec adds the techniques (gw-04, docs/spec.md).
 const (
 	StepPerRequest = "0"
 	StepShared     = "1"
