@@ -29,13 +29,13 @@ package config
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/workload"
 	"golang.org/x/net/http/httpguts"
 )
@@ -101,10 +101,7 @@ type Admin struct {
 
 // Loopback reports whether Listen's host is a loopback address or
 // localhost. An empty host (every interface) is not.
-func (a Admin) Loopback() bool {
-	host, _, err := net.SplitHostPort(a.Listen)
-	return err == nil && isLoopback(host)
-}
+func (a Admin) Loopback() bool { return tlsfiles.Loopback(a.Listen) }
 
 // maxTokenBytes bounds an admin token file.
 const maxTokenBytes = 4096
@@ -155,6 +152,8 @@ type Fleet struct {
 	// NodeID is the node id this gateway registers under with Server;
 	// empty: the hostname (a pod's name).
 	NodeID string `yaml:"node_id"`
+	// TLS dials Server over TLS; nil: plaintext.
+	TLS *XDSTLS `yaml:"tls"`
 }
 
 // Downstream bounds what clients may cost the gateway.
@@ -260,6 +259,25 @@ type ClientTLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
+// XDSTLS is TLS towards an xDS server (discovery.tls, fleet.tls): the
+// origins' tls block without insecure_skip_verify, as a gateway always
+// verifies the control plane.
+type XDSTLS struct {
+	CA         string `yaml:"ca"`          // PEM CAs that verify the server; empty: system roots
+	Cert       string `yaml:"cert"`        // client certificate for mTLS
+	Key        string `yaml:"key"`         // its key
+	ServerName string `yaml:"server_name"` // the name verified (and SNI); empty: the server's host
+}
+
+// Files is the block as the xDS client takes it, nil for nil: its files
+// are read again for every connection, so a rotation needs no reload.
+func (t *XDSTLS) Files() *tlsfiles.Files {
+	if t == nil {
+		return nil
+	}
+	return &tlsfiles.Files{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName}
+}
+
 // Endpoint is one statically configured member of an origin.
 type Endpoint struct {
 	Address string `yaml:"address"` // host:port
@@ -274,6 +292,9 @@ type Discovery struct {
 	Server  string        `yaml:"server"`  // xds: host:port of the ADS/EDS server
 	Cluster string        `yaml:"cluster"` // xds: EDS cluster name
 	NodeID  string        `yaml:"node_id"` // xds: node id sent to the server; empty: the gateway picks one
+	// TLS dials the xds server over TLS; nil: plaintext. Origins naming
+	// one server share one stream, so they give the same block.
+	TLS *XDSTLS `yaml:"tls"`
 }
 
 // DiscoveryType names a membership source.
@@ -613,8 +634,9 @@ func (c *Config) Written(key string) bool {
 // Files are the files the configuration reads when it is applied: its own
 // file, the downstream certificate, key and client CA, and the origins'
 // CAs, client certificates and keys — what `corput serve --watch`
-// watches. (Discovery files are followed by their own source; the admin
-// token is read once, at start.)
+// watches. (Discovery files are followed by their own source; the xDS
+// clients' TLS files, discovery.tls and fleet.tls, are read again for
+// every connection; the admin token is read once, at start.)
 func (c *Config) Files() []string {
 	var out []string
 	add := func(fs ...string) {

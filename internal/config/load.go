@@ -129,6 +129,12 @@ func (c *Config) normalize(dir string) {
 			resolve(dir, &o.TLS.CA, &o.TLS.Cert, &o.TLS.Key)
 		}
 		resolve(dir, &o.Discovery.Path)
+		if t := o.Discovery.TLS; t != nil {
+			resolve(dir, &t.CA, &t.Cert, &t.Key)
+		}
+	}
+	if t := c.Fleet.TLS; t != nil {
+		resolve(dir, &t.CA, &t.Cert, &t.Key)
 	}
 	if t := c.Tracing; t != nil && t.TLS != nil {
 		resolve(dir, &t.TLS.CA, &t.TLS.Cert, &t.TLS.Key)

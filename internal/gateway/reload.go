@@ -23,6 +23,7 @@ import (
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/tracing"
+	"github.com/corput/corput/internal/version"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -358,8 +359,8 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	if (a.TLS == nil) != (b.TLS == nil) {
 		keys = append(keys, "tls (turned on or off)")
 	}
-	if a.Fleet.Server != b.Fleet.Server || a.Fleet.NodeID != b.Fleet.NodeID {
-		keys = append(keys, "fleet.server and fleet.node_id (the position is asked for once, at start)")
+	if a.Fleet.Server != b.Fleet.Server || a.Fleet.NodeID != b.Fleet.NodeID || !reflect.DeepEqual(a.Fleet.TLS, b.Fleet.TLS) {
+		keys = append(keys, "fleet.server, fleet.node_id and fleet.tls (the position's stream is opened once, at start; its TLS files are read again at every connection)")
 	}
 	if len(keys) == 0 {
 		return nil
@@ -420,11 +421,16 @@ func (g *Gateway) moveListeners(moved [2]net.Listener) {
 // discoveryChanged reports whether the membership sources must restart:
 // an origin with a file or xDS source was added, removed or changed.
 func discoveryChanged(a, b *config.Config) bool {
-	sources := func(c *config.Config) map[string]string {
-		out := map[string]string{}
+	type source struct {
+		discovery config.Discovery // its tls block compared by content
+		debounce  time.Duration
+		zone      string
+	}
+	sources := func(c *config.Config) map[string]source {
+		out := map[string]source{}
 		for _, o := range c.Origins {
 			if o.Discovery.Type == config.DiscoveryFile || o.Discovery.Type == config.DiscoveryXDS {
-				out[o.Name] = fmt.Sprintf("%+v %v %s", o.Discovery, o.Debounce, o.Zone.Local)
+				out[o.Name] = source{o.Discovery, o.Debounce, o.Zone.Local}
 			}
 		}
 		return out
@@ -483,13 +489,15 @@ func (g *Gateway) discoveryRestart() <-chan struct{} {
 }
 
 // ConfigView is GET /admin/config: the running configuration (secrets
-// redacted), its hash and load time, and the last refused reload.
+// redacted), its hash and load time, the last refused reload, and the
+// build that runs it.
 type ConfigView struct {
-	File         string     `json:"file"`
-	Hash         string     `json:"hash"`
-	LoadedAt     time.Time  `json:"loaded_at"`
-	Config       any        `json:"config"`
-	LastRejected *Rejection `json:"last_rejected,omitempty"`
+	File         string       `json:"file"`
+	Hash         string       `json:"hash"`
+	LoadedAt     time.Time    `json:"loaded_at"`
+	Config       any          `json:"config"`
+	LastRejected *Rejection   `json:"last_rejected,omitempty"`
+	Version      version.Info `json:"version"`
 }
 
 // ConfigView implements telemetry.AdminSource: GET /admin/config.
@@ -497,5 +505,5 @@ func (g *Gateway) ConfigView() any {
 	g.rl.mu.Lock()
 	defer g.rl.mu.Unlock()
 	return ConfigView{File: g.rl.file, Hash: g.rl.hash, LoadedAt: g.rl.loadedAt,
-		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected}
+		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected, Version: version.Get()}
 }
