@@ -121,7 +121,7 @@ func (c *Config) normalize(dir string) {
 	}
 	resolve(dir, &c.Admin.TokenFile)
 	if c.TLS != nil {
-		resolve(dir, &c.TLS.Cert, &c.TLS.Key, &c.TLS.ClientCA)
+		resolve(dir, c.TLS.Paths()...)
 	}
 	for i := range c.Origins {
 		o := &c.Origins[i]

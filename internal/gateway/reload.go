@@ -19,6 +19,7 @@ import (
 	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/route"
@@ -41,8 +42,9 @@ import (
 //     static endpoints through the membership delta path, pool and
 //     balancer settings in place, a new dialer for new connections;
 //   - a new origin is built (its pools pre-warm); a removed one drains;
-//   - the downstream certificate and client_ca are read again, and new
-//     handshakes use them.
+//   - the downstream TLS policy is built again from its files
+//     (certificates, client CAs, OCSP responses, ticket keys;
+//     internal/edgetls), and new handshakes use it.
 //
 // A new fleet position (fleet.size, fleet.instance) re-subsets every origin
 // in place, as a membership change does: a loop whose subset did not
@@ -239,11 +241,11 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	// Prepare: everything that can fail, touching nothing.
 	tlsNext := g.tlsCur.Load()
 	if cfg.TLS != nil {
-		tc, err := serverTLS(cfg.TLS)
+		p, err := edgetls.New(cfg.TLS, tlsNext)
 		if err != nil {
 			return err
 		}
-		tlsNext = tc
+		tlsNext = p
 	}
 	tracer, tracerChanged, err := g.nextTracer(cur, cfg)
 	if err != nil {
