@@ -333,7 +333,7 @@ func TestAFleetMoveRenamesTheTracesInstance(t *testing.T) {
 	}
 	g := startGateway(t, text(0), nil, Options{})
 	c := downstream(t, dsH1, nil)
-	first := g.st().tracer
+	first := g.st().tracer()
 	tracedGet(t, c, g.Addr(), "a", nil)
 	exported(t, rc, origin, "a")
 	cfg, err := config.Parse([]byte(text(1)), "test.yaml")
@@ -343,7 +343,7 @@ func TestAFleetMoveRenamesTheTracesInstance(t *testing.T) {
 	if err := g.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if g.st().tracer == first {
+	if g.st().tracer() == first {
 		t.Fatal("a reload that moved the fleet instance kept the Tracer")
 	}
 	tracedGet(t, c, g.Addr(), "b", nil)
@@ -396,10 +396,10 @@ func TestReloadSwapsTheTracer(t *testing.T) {
 		}
 	}
 	c := downstream(t, dsH1, nil)
-	first := g.st().tracer
+	first := g.st().tracer()
 	tracedGet(t, c, g.Addr(), "a", nil)
 	reload(grpcBlock)
-	if g.st().tracer != first {
+	if g.st().tracer() != first {
 		t.Errorf("a reload with the same tracing block replaced the Tracer")
 	}
 	exported(t, rc, origin, "a")

@@ -81,7 +81,7 @@ func fetch(p *pool.Pool, url string) (body string, lease pool.Lease, err error) 
 		return "", lease, err
 	}
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	resp, err := lease.Conn().(Conn).RoundTrip(req)
+	resp, err := roundTrip(lease.Conn().(Conn), req)
 	if err != nil {
 		lease.Discard()
 		return "", lease, err
