@@ -473,4 +473,3 @@ func TestAcquireSteps(t *testing.T) {
 		}
 	})
 }
-
