@@ -333,9 +333,14 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("Shutdown returned (%v) with a request in flight", err)
 	case <-time.After(20 * time.Millisecond):
 	}
+	for !f.closing.Load() {
+		time.Sleep(time.Millisecond)
+	}
 	close(proceed)
-	if resp, body := busy.response("GET"); resp.StatusCode != 200 || body != "done" {
-		t.Fatalf("the request in flight: %d %q", resp.StatusCode, body)
+	// The answer says the connection ends, as net/http's does during
+	// Shutdown: a keep-alive client must not send another request on it.
+	if resp, body := busy.response("GET"); resp.StatusCode != 200 || body != "done" || !resp.Close {
+		t.Fatalf("the request in flight: %d %q close %v, want 200 done with Connection: close", resp.StatusCode, body, resp.Close)
 	}
 	if !busy.closed() {
 		t.Fatal("the busy connection stays open after its request")
