@@ -1017,3 +1017,43 @@ func TestFleetResizeKeepsSharedIndices(t *testing.T) {
 		t.Fatalf("the loop holds %v, not its subset at instance 1", got)
 	}
 }
+
+// TestOnDemandPoolJoiningTheSubsetIsPrewarmed: an endpoint a loop reached
+// outside its subset (an unwarmed pool made on demand) that a change then
+// places in the loop's subset keeps its pool, now pre-warmed like every
+// member's: the origin is not ready before its connection is open.
+func TestOnDemandPoolJoiningTheSubsetIsPrewarmed(t *testing.T) {
+	eps := addrs(16)
+	r := newRig(t, 2, eps, func(oc *config.Origin) { oc.Subset.Size = 4 }, nil)
+	ol := r.Loop(0)
+	var outside string
+	for _, a := range eps {
+		if _, ok := ol.Pools()[a]; !ok {
+			outside = a
+			break
+		}
+	}
+	p, err := r.PoolFor(ol, outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dialer.taken()
+	next := *r.oc
+	next.Subset.Size = 16 // one subset: every loop holds every endpoint
+	c, err := r.Prepare(&next, config.Fleet{Size: 1})
+	if err != nil || c == nil {
+		t.Fatalf("Prepare: %v %v", c, err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Pool(0, outside) != p {
+		t.Fatal("the on-demand pool was replaced")
+	}
+	if got := p.Config().Prewarm; got != 1 {
+		t.Fatalf("the pool of %s, now in loop 0's subset, pre-warms %d connections, want 1 as every member's", outside, got)
+	}
+	if n := r.dialer.taken()[outside]; n == 0 {
+		t.Fatalf("no connection dialled to %s on joining the subset", outside)
+	}
+}
