@@ -407,13 +407,7 @@ func TestPoolForOutsideTheSubsetAndForARemovedEndpoint(t *testing.T) {
 	eps := addrs(16)
 	r := newRig(t, 2, eps, func(oc *config.Origin) { oc.Subset.Size = 4 }, nil)
 	ol := r.Loop(0)
-	var outside string
-	for _, a := range eps {
-		if _, ok := ol.Pools()[a]; !ok {
-			outside = a
-			break
-		}
-	}
+	outside := outsideOf(t, ol, eps)
 	r.dialer.taken()
 	p, err := r.PoolFor(ol, outside)
 	if err != nil || p == nil {
@@ -1026,13 +1020,7 @@ func TestOnDemandPoolJoiningTheSubsetIsPrewarmed(t *testing.T) {
 	eps := addrs(16)
 	r := newRig(t, 2, eps, func(oc *config.Origin) { oc.Subset.Size = 4 }, nil)
 	ol := r.Loop(0)
-	var outside string
-	for _, a := range eps {
-		if _, ok := ol.Pools()[a]; !ok {
-			outside = a
-			break
-		}
-	}
+	outside := outsideOf(t, ol, eps)
 	p, err := r.PoolFor(ol, outside)
 	if err != nil {
 		t.Fatal(err)
@@ -1056,4 +1044,16 @@ func TestOnDemandPoolJoiningTheSubsetIsPrewarmed(t *testing.T) {
 	if n := r.dialer.taken()[outside]; n == 0 {
 		t.Fatalf("no connection dialled to %s on joining the subset", outside)
 	}
+}
+
+// outsideOf is the first of eps loop ol holds no pool for.
+func outsideOf(t *testing.T, ol *Loop, eps []string) string {
+	t.Helper()
+	for _, a := range eps {
+		if _, ok := ol.Pools()[a]; !ok {
+			return a
+		}
+	}
+	t.Fatal("the loop holds a pool for every endpoint")
+	return ""
 }

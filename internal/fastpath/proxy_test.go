@@ -3,7 +3,6 @@ package fastpath
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/proxy/proxytest"
-	"github.com/corput/corput/internal/tracing"
-	"github.com/corput/corput/internal/tracing/receiver"
 )
 
 // rawAnswer is an HTTP/1.1 origin that reads each request head and
@@ -361,16 +358,7 @@ func TestHandoffListenerClose(t *testing.T) {
 // TestTraceContextOnTheFastPath: with tracing on, the origin gets the
 // gateway's trace context, never the client's.
 func TestTraceContextOnTheFastPath(t *testing.T) {
-	rc, err := receiver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr, err := tracing.New(&config.Tracing{Endpoint: rc.GRPCAddr(), Protocol: config.TracingGRPC, SampleRatio: 1}, tracing.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Shutdown(context.Background())
+	tr, _ := proxytest.Tracer(t)
 	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%v %v", r.Header["Traceparent"], r.Header["Tracestate"])
 	}))

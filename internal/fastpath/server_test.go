@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,26 +221,24 @@ func TestConnectionClose(t *testing.T) {
 	}
 }
 
+// waiting is a front with one connection whose request waits at an origin
+// that does not answer.
+func waiting(t *testing.T) (*front, *conn, *proxytest.Thinker) {
+	o := proxytest.Think(t)
+	f := serveFront(t, fastRig(t, o.Addr), downstream(), nil, false)
+	c := dial(t, f.addr)
+	c.send(get("/think"))
+	wait(t, o.Arrived)
+	return f, c, o
+}
+
 // TestClientLeavesWhileTheOriginThinks: a client that leaves once its
 // exchange has waited past watchAfter cuts it: the origin's request is
 // cancelled.
 func TestClientLeavesWhileTheOriginThinks(t *testing.T) {
-	arrived, cancelled := make(chan struct{}), make(chan struct{})
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-r.Context().Done()
-		close(cancelled)
-	}))
-	f := serveFront(t, fastRig(t, o), downstream(), nil, false)
-	c := dial(t, f.addr)
-	c.send(get("/think"))
-	wait(t, arrived)
+	f, c, o := waiting(t)
 	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the origin's request was not cancelled when the client left")
-	}
+	wait(t, o.Cancelled)
 	for f.rig.Served("4xx") != 1 { // the 499 is counted once the exchange has ended
 		time.Sleep(time.Millisecond)
 	}
@@ -359,18 +356,7 @@ func TestShutdown(t *testing.T) {
 // TestShutdownTimesOut: a Shutdown whose context ends first closes every
 // connection and says so.
 func TestShutdownTimesOut(t *testing.T) {
-	arrived := make(chan struct{})
-	var once atomic.Bool
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if once.CompareAndSwap(false, true) {
-			close(arrived)
-		}
-		<-r.Context().Done()
-	}))
-	f := serveFront(t, fastRig(t, o), downstream(), nil, false)
-	c := dial(t, f.addr)
-	c.send(get("/busy"))
-	wait(t, arrived)
+	f, c, _ := waiting(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := f.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -383,18 +369,7 @@ func TestShutdownTimesOut(t *testing.T) {
 
 // TestCloseCutsActiveConnections: Close closes every connection at once.
 func TestCloseCutsActiveConnections(t *testing.T) {
-	arrived := make(chan struct{})
-	var once atomic.Bool
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if once.CompareAndSwap(false, true) {
-			close(arrived)
-		}
-		<-r.Context().Done()
-	}))
-	f := serveFront(t, fastRig(t, o), downstream(), nil, false)
-	c := dial(t, f.addr)
-	c.send(get("/busy"))
-	wait(t, arrived)
+	f, c, _ := waiting(t)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

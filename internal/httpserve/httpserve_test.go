@@ -21,8 +21,6 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/proxy/proxytest"
-	"github.com/corput/corput/internal/tracing"
-	"github.com/corput/corput/internal/tracing/receiver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -393,23 +391,22 @@ func TestAbortedBodyAbortsTheStream(t *testing.T) {
 // TestClientLeavingCutsTheExchange: a client that leaves while the origin
 // thinks cancels the origin's request.
 func TestClientLeavingCutsTheExchange(t *testing.T) {
-	arrived, cancelled := make(chan struct{}), make(chan struct{})
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-r.Context().Done()
-		close(cancelled)
-	}))
-	r := rig(t, nil, o)
+	o := proxytest.Think(t)
+	r := rig(t, nil, o.Addr)
 	addr := gateway(t, r.Handler)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(c, good)
-	<-arrived
+	select {
+	case <-o.Arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the origin")
+	}
 	c.Close()
 	select {
-	case <-cancelled:
+	case <-o.Cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the origin's request was not cancelled when the client left")
 	}
@@ -496,16 +493,7 @@ func (c tlsConn) TLS() *tls.ConnectionState { return c.st }
 // client with the origin's answer; with tracing on, the origin gets the
 // gateway's trace context, never the client's.
 func TestCookieAndTraceContext(t *testing.T) {
-	rc, err := receiver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr, err := tracing.New(&config.Tracing{Endpoint: rc.GRPCAddr(), Protocol: config.TracingGRPC, SampleRatio: 1}, tracing.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Shutdown(context.Background())
+	tr, _ := proxytest.Tracer(t)
 	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %v", r.Header.Get("Traceparent"), r.Header["Tracestate"])
 	}))

@@ -26,6 +26,7 @@ import (
 	"github.com/corput/corput/internal/proxy/proxytest"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/slo"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/tracing/receiver"
 	"github.com/corput/corput/internal/workload"
@@ -344,8 +345,8 @@ func TestAttemptsGoAgain(t *testing.T) {
 		{"503", busy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logged bytes.Buffer
-			alog := accesslog.New(&lockedWriter{w: &logged}, accesslog.Options{Format: accesslog.JSON})
+			var logged testlog.Buffer
+			alog := accesslog.New(&logged, accesslog.Options{Format: accesslog.JSON})
 			r := proxytest.New(t, proxytest.Config{
 				Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{tc.first, live}, Edit: roundRobin}},
 				Loops:   1, Log: alog,
@@ -377,18 +378,6 @@ func TestAttemptsGoAgain(t *testing.T) {
 	}
 }
 
-// lockedWriter is an io.Writer the access log's writer and the test share.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func records(t *testing.T, text string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
@@ -409,8 +398,8 @@ func records(t *testing.T, text string) []map[string]any {
 // request was and how it ended, for the origin's answer and the gateway's
 // own.
 func TestAccessLogLine(t *testing.T) {
-	var logged bytes.Buffer
-	alog := accesslog.New(&lockedWriter{w: &logged}, accesslog.Options{Format: accesslog.JSON})
+	var logged testlog.Buffer
+	alog := accesslog.New(&logged, accesslog.Options{Format: accesslog.JSON})
 	o := hello(t)
 	r := proxytest.New(t, proxytest.Config{
 		Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{o}}},
@@ -447,15 +436,11 @@ func TestAccessLogLine(t *testing.T) {
 // request as 499, with nothing answered; one whose context ends while it
 // waits for a stream too.
 func TestClientLeaves(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-r.Context().Done()
-	}))
-	r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{o}}}})
+	o := proxytest.Think(t)
+	r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{o.Addr}}}})
 	c := newClient("GET", "/think")
 	go func() {
-		<-arrived
+		<-o.Arrived
 		c.leave()
 	}()
 	if status := serve(r.Handler, c); status != 499 || c.head.Status != 0 {
@@ -463,6 +448,11 @@ func TestClientLeaves(t *testing.T) {
 	}
 	if r.Served("4xx") != 1 {
 		t.Fatal("the request is not counted as 4xx")
+	}
+	select {
+	case <-o.Cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the origin's request was not cancelled")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -475,10 +465,7 @@ func TestClientLeaves(t *testing.T) {
 // TestRequestTimeout: an origin slower than timeouts.request is answered
 // 504 upstream_timeout.
 func TestRequestTimeout(t *testing.T) {
-	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
-	}))
-	r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{o},
+	r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{proxytest.Think(t).Addr},
 		Edit: func(oc *config.Origin) { oc.Timeouts.Request = 50 * time.Millisecond }}}})
 	c := newClient("GET", "/slow")
 	if status := serve(r.Handler, c); status != 504 || c.fields.Get("X-Corput-Error") != "upstream_timeout" {
@@ -520,15 +507,7 @@ func TestStickyCookie(t *testing.T) {
 // attempt's span as its parent; a client that is not a trusted proxy
 // starts a new trace whatever traceparent it sends.
 func TestTracedRequest(t *testing.T) {
-	rc, err := receiver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr, err := tracing.New(&config.Tracing{Endpoint: rc.GRPCAddr(), Protocol: config.TracingGRPC, SampleRatio: 1}, tracing.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, rc := proxytest.Tracer(t)
 	var mu sync.Mutex
 	var parents []string
 	live := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@
 package proxytest
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/tracing"
+	"github.com/corput/corput/internal/tracing/receiver"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -185,4 +187,47 @@ func Dead(tb testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// Thinker is an origin that never answers: each request waits until it
+// is cancelled (its client, or the gateway, gave up).
+type Thinker struct {
+	Addr string
+	// Arrived is closed when the first request has reached the origin,
+	// Cancelled when that request has been cancelled.
+	Arrived, Cancelled chan struct{}
+}
+
+// Think starts a Thinker on loopback.
+func Think(tb testing.TB) *Thinker {
+	tb.Helper()
+	th := &Thinker{Arrived: make(chan struct{}), Cancelled: make(chan struct{})}
+	var first sync.Once
+	th.Addr = Serve(tb, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mine := false
+		first.Do(func() { mine = true; close(th.Arrived) })
+		<-r.Context().Done()
+		if mine {
+			close(th.Cancelled)
+		}
+	}))
+	return th
+}
+
+// Tracer is a Tracer that samples every request, exporting over gRPC to
+// a receiver on loopback; both stop when tb ends. Shut the Tracer down to
+// flush its spans before reading the receiver's.
+func Tracer(tb testing.TB) (*tracing.Tracer, *receiver.Receiver) {
+	tb.Helper()
+	rc, err := receiver.Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(rc.Close)
+	tr, err := tracing.New(&config.Tracing{Endpoint: rc.GRPCAddr(), Protocol: config.TracingGRPC, SampleRatio: 1}, tracing.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { tr.Shutdown(context.Background()) })
+	return tr, rc
 }
