@@ -22,7 +22,9 @@
 //     the replica count (and no CORPUT_FLEET_SIZE overrides it), and the
 //     grace period outlasts the preStop sleep plus the config's drain
 //     timeout. The embedded config passes config.Parse
-//     without a warning, over the files its volume mounts (so the admin
+//     without a warning but plaintext xDS to the control plane (the
+//     manifests ship no certificates; docs/deployment.md, "Securing
+//     xDS"), over the files its volume mounts (so the admin
 //     token file is set and comes from the Secret). The NetworkPolicy keeps
 //     the http port open and admits only label-selected peers (Prometheus)
 //     to the admin port.
@@ -34,6 +36,17 @@
 //     /healthz, published by one ClusterIP Service (xds only), selected by
 //     nothing of the gateways'; and every gateway xDS origin names that
 //     Service, a cluster of the source file and the same subset sizing.
+//   - Every container and init container of every workload runs as
+//     non-root with a read-only root filesystem, no privilege escalation
+//     and every capability dropped.
+//   - The repository's Dockerfile builds a static binary
+//     (CGO_ENABLED=0 go build -trimpath -ldflags '-s -w') in a golang
+//     stage no older than go.mod's go line, and runs it from distroless
+//     static nonroot as a numeric non-root USER that the manifests'
+//     runAsUser agrees with, its ENTRYPOINT the binary and its CMD flags
+//     the binary has; .dockerignore leaves out no tracked file. With
+//     CORPUT_STATIC_BUILD=1 (.ci/run) the build command runs and its
+//     binary must be static.
 //   - Every PromQL expression of the dashboard names a metric the registry
 //     of telemetry.New exports, with labels (in selectors and in by/on
 //     clauses) and label values that metric really has; rate() is only

@@ -639,6 +639,9 @@ func checkConfig(f *fleet) []string {
 	cfg := f.config
 	var out []string
 	for _, w := range cfg.Warnings() {
+		if plaintextXDS(w) {
+			continue
+		}
 		w.File = f.configPath() // parsed from a temporary copy (loadConfig)
 		out = append(out, "config warning: "+w.String())
 	}
@@ -660,6 +663,15 @@ func checkConfig(f *fleet) []string {
 		}
 	}
 	return out
+}
+
+// plaintextXDS is the one warning the gateways' config may carry: their
+// xDS to the control plane is plaintext inside the cluster, as the
+// control plane's manifest serves it, until both get the certificates
+// of docs/deployment.md "Securing xDS" (certificates are the operator's
+// to issue; the manifests ship none).
+func plaintextXDS(w config.Diagnostic) bool {
+	return (w.Key == "fleet.server" || strings.HasSuffix(w.Key, ".discovery.server")) && strings.Contains(w.Message, "plaintext xDS")
 }
 
 // checkDrain: on deletion the kubelet runs preStop, then sends SIGTERM and
@@ -691,16 +703,32 @@ func checkSecurity(f *fleet) []string { return f.securityProblems(f.pod, f.conta
 // control plane's alike.
 func (m *manifests) securityProblems(pod *corev1.PodSpec, container *corev1.Container) []string {
 	var out []string
-	psc, sc := pod.SecurityContext, container.SecurityContext
+	psc := pod.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
 		out = append(out, "pod securityContext.runAsNonRoot must be true")
 	}
 	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		out = append(out, "pod securityContext.seccompProfile must be RuntimeDefault")
 	}
-	if sc == nil {
-		return append(out, "container has no securityContext")
+	out = append(out, containerHardening(container)...)
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		out = append(out, "automountServiceAccountToken must be false: corput calls no Kubernetes API")
 	}
+	if !slices.ContainsFunc(m.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == pod.ServiceAccountName }) {
+		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", pod.ServiceAccountName))
+	}
+	return out
+}
+
+// containerHardening checks a container's own securityContext: a
+// read-only root filesystem, no privilege escalation, not privileged,
+// every capability dropped.
+func containerHardening(c *corev1.Container) []string {
+	sc := c.SecurityContext
+	if sc == nil {
+		return []string{"container has no securityContext"}
+	}
+	var out []string
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		out = append(out, "readOnlyRootFilesystem must be true")
 	}
@@ -713,11 +741,64 @@ func (m *manifests) securityProblems(pod *corev1.PodSpec, container *corev1.Cont
 	if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
 		out = append(out, "capabilities must drop ALL and add none")
 	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		out = append(out, "automountServiceAccountToken must be false: corput calls no Kubernetes API")
+	return out
+}
+
+// podTemplate is the pod template of one workload, named for messages.
+type podTemplate struct {
+	name string // "StatefulSet corput"
+	spec *corev1.PodSpec
+}
+
+// podTemplates lists the pod template of every workload among the
+// manifests, whatever its component.
+func (m *manifests) podTemplates() []podTemplate {
+	var out []podTemplate
+	for _, s := range m.statefulSets {
+		out = append(out, podTemplate{"StatefulSet " + s.Name, &s.Spec.Template.Spec})
 	}
-	if !slices.ContainsFunc(m.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == pod.ServiceAccountName }) {
-		out = append(out, fmt.Sprintf("serviceAccountName %q is not among the manifests", pod.ServiceAccountName))
+	for _, d := range m.deployments {
+		out = append(out, podTemplate{"Deployment " + d.Name, &d.Spec.Template.Spec})
+	}
+	return out
+}
+
+// runAsUser is the uid a container runs as by its pod's and its own
+// securityContext (the container's wins); nil: the image's USER.
+func runAsUser(pod *corev1.PodSpec, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if pod.SecurityContext != nil {
+		return pod.SecurityContext.RunAsUser
+	}
+	return nil
+}
+
+// everyContainerProblems checks every container and init container of
+// every workload, whichever component it belongs to: non-root (by the
+// pod's or its own runAsNonRoot, and no runAsUser 0) and hardened
+// (containerHardening), so that a sidecar or an init container added
+// later is held to what corput's own containers are.
+func (m *manifests) everyContainerProblems() []string {
+	var out []string
+	for _, p := range m.podTemplates() {
+		for _, c := range append(slices.Clone(p.spec.InitContainers), p.spec.Containers...) {
+			at := fmt.Sprintf("%s, container %s: ", p.name, c.Name)
+			nonRoot := p.spec.SecurityContext != nil && p.spec.SecurityContext.RunAsNonRoot != nil && *p.spec.SecurityContext.RunAsNonRoot
+			if sc := c.SecurityContext; sc != nil && sc.RunAsNonRoot != nil {
+				nonRoot = *sc.RunAsNonRoot
+			}
+			if !nonRoot {
+				out = append(out, at+"runAsNonRoot must be true (the pod's or the container's)")
+			}
+			if u := runAsUser(p.spec, &c); u != nil && *u == 0 {
+				out = append(out, at+"runAsUser 0 is root")
+			}
+			for _, h := range containerHardening(&c) {
+				out = append(out, at+h)
+			}
+		}
 	}
 	return out
 }

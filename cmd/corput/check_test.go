@@ -110,6 +110,22 @@ func TestCheckWarningsStillPass(t *testing.T) {
 	}
 }
 
+// corput check warns of plaintext xDS to a server off loopback, and
+// passes: the warning names the server key and the tls block to add.
+func TestCheckWarnsOfPlaintextXDS(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xds.yaml")
+	src := "fleet: {server: corput-control-plane:18000}\nroutes: [{origin: api}]\norigins:\n  - {name: api, discovery: {type: xds, server: 127.0.0.1:18000, cluster: api}}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exit, out, _ := runCheckCLI("check", "--config", path)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if exit != 0 || len(lines) != 2 || !strings.Contains(lines[0], ":1: fleet.server: warning: plaintext xDS to corput-control-plane:18000") ||
+		!strings.Contains(lines[0], "add fleet.tls: {ca: FILE}") || !strings.HasSuffix(lines[1], "; 1 warning") {
+		t.Fatalf("exit %d, want 0 with one warning on fleet.server (the loopback xDS origin is not warned of); output:\n%s", exit, out)
+	}
+}
+
 func TestCheckUsageErrors(t *testing.T) {
 	cases := []struct {
 		name string

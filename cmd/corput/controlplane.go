@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/corput/corput/internal/controlplane"
+	"github.com/corput/corput/internal/tlsfiles"
 )
 
 func init() {
@@ -29,7 +30,7 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 // cannot listen, lock or write its state.
 func controlPlaneMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs := flagSet("corput control-plane", stderr,
-		"usage: corput control-plane --state FILE (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D] [--fleet-grace D]",
+		"usage: corput control-plane --state FILE (--source FILE | --relay ADDR [--clusters a,b] [--source FILE] | --follow) [--listen ADDR] [--admin ADDR] [--debounce D] [--fleet-grace D] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE [--fleet-require-identity]]] [--relay-tls-* ...]",
 		"",
 		"Serves EDS (ADS over gRPC) with each endpoint's ring index and its origin's subset count in",
 		`LbEndpoint.metadata.filter_metadata["corput"] (ring_index, ring_subsets), so that every gateway`,
@@ -53,6 +54,9 @@ type controlPlaneFlags struct {
 	o        controlplane.Options
 	clusters string
 	level    *string
+	tls      tlsfiles.Files // --tls-cert, --tls-key, --tls-client-ca
+	relayTLS tlsfiles.Files // --relay-tls-*
+	relayOn  bool           // --relay-tls
 }
 
 // bind defines the flags on fs.
@@ -69,6 +73,15 @@ func (f *controlPlaneFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.FollowInterval, "follow-interval", controlplane.DefaultFollowInterval, "with --follow: how often the state file is read")
 	fs.DurationVar(&o.Debounce, "debounce", controlplane.DefaultDebounce, "how long membership must be quiet before a change is published (0: at once)")
 	fs.DurationVar(&o.FleetGrace, "fleet-grace", controlplane.DefaultFleetGrace, "how long a gateway's fleet position is held after its last stream closed (> 0)")
+	fs.StringVar(&f.tls.Cert, "tls-cert", "", "serve ADS over TLS with this PEM certificate `FILE` (with --tls-key; read again at every handshake)")
+	fs.StringVar(&f.tls.Key, "tls-key", "", "the PEM private key `FILE` of --tls-cert")
+	fs.StringVar(&f.tls.CA, "tls-client-ca", "", "require client certificates signed by a CA of this PEM bundle `FILE` (mTLS)")
+	fs.BoolVar(&o.FleetIdentity, "fleet-require-identity", false, "refuse a fleet subscription whose node id is not a DNS or URI SAN of its client certificate (needs --tls-client-ca)")
+	fs.BoolVar(&f.relayOn, "relay-tls", false, "dial --relay over TLS, verified against the system roots (implied by any --relay-tls-* flag)")
+	fs.StringVar(&f.relayTLS.CA, "relay-tls-ca", "", "dial --relay over TLS, verified against this PEM CA bundle `FILE`")
+	fs.StringVar(&f.relayTLS.Cert, "relay-tls-cert", "", "a client certificate PEM `FILE` for mTLS to --relay (with --relay-tls-key)")
+	fs.StringVar(&f.relayTLS.Key, "relay-tls-key", "", "the PEM private key `FILE` of --relay-tls-cert")
+	fs.StringVar(&f.relayTLS.ServerName, "relay-tls-server-name", "", "the `NAME` verified in --relay's certificate (default: its host)")
 	f.level = logLevel(fs)
 }
 
@@ -87,6 +100,12 @@ func (f *controlPlaneFlags) options(stderr io.Writer) (controlplane.Options, boo
 		if c = strings.TrimSpace(c); c != "" {
 			o.Clusters = append(o.Clusters, c)
 		}
+	}
+	if f.tls != (tlsfiles.Files{}) {
+		o.TLS = &f.tls
+	}
+	if f.relayOn || f.relayTLS != (tlsfiles.Files{}) {
+		o.RelayTLS = &f.relayTLS
 	}
 	var ok bool
 	o.Logger, ok = newLogger("corput control-plane", *f.level, stderr)

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corput/corput/internal/controlplane"
 	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/tlsfiles"
 )
 
 func TestControlPlaneExitCodes(t *testing.T) {
@@ -50,6 +52,10 @@ func TestControlPlaneExitCodes(t *testing.T) {
 		{"positional", []string{"--state", state, "extra"}, 2, `unexpected argument "extra"`},
 		{"invalid source", []string{"--state", state, "--source", bad}, 2, "origins[0].endpoints[0]"},
 		{"damaged state", []string{"--state", damaged, "--source", good}, 2, "fix or restore it"},
+		{"client CA without a certificate", []string{"--state", state, "--source", good, "--tls-client-ca", good}, 2, "set --tls-cert and --tls-key"},
+		{"identity without mTLS", []string{"--state", state, "--source", good, "--fleet-require-identity"}, 2, "--fleet-require-identity checks node ids"},
+		{"relay TLS without a relay", []string{"--state", state, "--source", good, "--relay-tls"}, 2, "they need --relay ADDR"},
+		{"TLS files that do not load", []string{"--state", state, "--source", good, "--tls-cert", good, "--tls-key", good}, 2, "do not load as a pair"},
 		{"listener taken", []string{"--state", state, "--source", good, "--listen", taken.Addr().String(), "--admin", ""}, 1, "--listen"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,5 +65,39 @@ func TestControlPlaneExitCodes(t *testing.T) {
 				t.Fatalf("exit %d, want %d with %q in:\n%s", code, c.code, c.want, errw.String())
 			}
 		})
+	}
+}
+
+// The TLS flags reach the options: the listener's files (nil without
+// any), the identity check, and the relay's files (nil without any; the
+// system roots with --relay-tls alone).
+func TestControlPlaneTLSFlags(t *testing.T) {
+	parse := func(args ...string) controlplane.Options {
+		t.Helper()
+		var f controlPlaneFlags
+		fs := flagSet("corput control-plane", io.Discard)
+		f.bind(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o, ok := f.options(io.Discard)
+		if !ok {
+			t.Fatalf("%v refused", args)
+		}
+		return o
+	}
+	if o := parse(); o.TLS != nil || o.RelayTLS != nil || o.FleetIdentity {
+		t.Fatalf("no TLS flag: TLS %+v, relay TLS %+v, identity %v; want plaintext", o.TLS, o.RelayTLS, o.FleetIdentity)
+	}
+	o := parse("--tls-cert", "cp.pem", "--tls-key", "cp.key", "--tls-client-ca", "ca.pem", "--fleet-require-identity",
+		"--relay-tls-ca", "up.pem", "--relay-tls-cert", "r.pem", "--relay-tls-key", "r.key", "--relay-tls-server-name", "istiod")
+	if want := (tlsfiles.Files{CA: "ca.pem", Cert: "cp.pem", Key: "cp.key"}); o.TLS == nil || *o.TLS != want || !o.FleetIdentity {
+		t.Errorf("listener TLS %+v identity %v, want %+v and true", o.TLS, o.FleetIdentity, want)
+	}
+	if want := (tlsfiles.Files{CA: "up.pem", Cert: "r.pem", Key: "r.key", ServerName: "istiod"}); o.RelayTLS == nil || *o.RelayTLS != want {
+		t.Errorf("relay TLS %+v, want %+v", o.RelayTLS, want)
+	}
+	if o := parse("--relay-tls"); o.RelayTLS == nil || *o.RelayTLS != (tlsfiles.Files{}) {
+		t.Errorf("--relay-tls alone: relay TLS %+v, want the system roots (no files)", o.RelayTLS)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/corput/corput/internal/version"
 )
 
 // command is one subcommand. run returns the process exit code.
@@ -34,6 +36,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, version.Get())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -51,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: corput <command> [flags]")
+	fmt.Fprintln(w, "usage: corput <command> [flags]   |   corput --version")
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(commands))
 	width := 8

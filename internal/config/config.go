@@ -29,13 +29,14 @@ package config
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/edgetls"
+	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/workload"
 	"golang.org/x/net/http/httpguts"
 )
@@ -78,12 +79,12 @@ type Config struct {
 	warnings Diagnostics    // from the last Parse
 }
 
-// ServerTLS turns on HTTPS (with h2 by ALPN) on the downstream listener.
-type ServerTLS struct {
-	Cert     string `yaml:"cert"`      // PEM certificate chain
-	Key      string `yaml:"key"`       // PEM private key
-	ClientCA string `yaml:"client_ca"` // optional: PEM CAs; when set, clients must present a certificate signed by one
-}
+// ServerTLS turns on HTTPS (with h2 by ALPN) on the downstream listener:
+// the default certificate, certificates by server name, the version,
+// suite, key-exchange and ALPN policy, client certificates, OCSP stapling
+// and the fleet's session ticket keys. Its keys, defaults and checks are
+// internal/edgetls's, the package that enforces them.
+type ServerTLS = edgetls.Settings
 
 // Admin is the admin API's listener and who may use it. The key is
 // written either as the address alone (`admin: 127.0.0.1:9901`, the
@@ -101,10 +102,7 @@ type Admin struct {
 
 // Loopback reports whether Listen's host is a loopback address or
 // localhost. An empty host (every interface) is not.
-func (a Admin) Loopback() bool {
-	host, _, err := net.SplitHostPort(a.Listen)
-	return err == nil && isLoopback(host)
-}
+func (a Admin) Loopback() bool { return tlsfiles.Loopback(a.Listen) }
 
 // maxTokenBytes bounds an admin token file.
 const maxTokenBytes = 4096
@@ -155,6 +153,8 @@ type Fleet struct {
 	// NodeID is the node id this gateway registers under with Server;
 	// empty: the hostname (a pod's name).
 	NodeID string `yaml:"node_id"`
+	// TLS dials Server over TLS; nil: plaintext.
+	TLS *XDSTLS `yaml:"tls"`
 }
 
 // Downstream bounds what clients may cost the gateway.
@@ -260,6 +260,25 @@ type ClientTLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
+// XDSTLS is TLS towards an xDS server (discovery.tls, fleet.tls): the
+// origins' tls block without insecure_skip_verify, as a gateway always
+// verifies the control plane.
+type XDSTLS struct {
+	CA         string `yaml:"ca"`          // PEM CAs that verify the server; empty: system roots
+	Cert       string `yaml:"cert"`        // client certificate for mTLS
+	Key        string `yaml:"key"`         // its key
+	ServerName string `yaml:"server_name"` // the name verified (and SNI); empty: the server's host
+}
+
+// Files is the block as the xDS client takes it, nil for nil: its files
+// are read again for every connection, so a rotation needs no reload.
+func (t *XDSTLS) Files() *tlsfiles.Files {
+	if t == nil {
+		return nil
+	}
+	return &tlsfiles.Files{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName}
+}
+
 // Endpoint is one statically configured member of an origin.
 type Endpoint struct {
 	Address string `yaml:"address"` // host:port
@@ -274,6 +293,9 @@ type Discovery struct {
 	Server  string        `yaml:"server"`  // xds: host:port of the ADS/EDS server
 	Cluster string        `yaml:"cluster"` // xds: EDS cluster name
 	NodeID  string        `yaml:"node_id"` // xds: node id sent to the server; empty: the gateway picks one
+	// TLS dials the xds server over TLS; nil: plaintext. Origins naming
+	// one server share one stream, so they give the same block.
+	TLS *XDSTLS `yaml:"tls"`
 }
 
 // DiscoveryType names a membership source.
@@ -613,8 +635,9 @@ func (c *Config) Written(key string) bool {
 // Files are the files the configuration reads when it is applied: its own
 // file, the downstream certificate, key and client CA, and the origins'
 // CAs, client certificates and keys — what `corput serve --watch`
-// watches. (Discovery files are followed by their own source; the admin
-// token is read once, at start.)
+// watches. (Discovery files are followed by their own source; the xDS
+// clients' TLS files, discovery.tls and fleet.tls, are read again for
+// every connection; the admin token is read once, at start.)
 func (c *Config) Files() []string {
 	var out []string
 	add := func(fs ...string) {
@@ -626,7 +649,7 @@ func (c *Config) Files() []string {
 	}
 	add(c.file)
 	if c.TLS != nil {
-		add(c.TLS.Cert, c.TLS.Key, c.TLS.ClientCA)
+		add(c.TLS.Files()...)
 	}
 	for _, o := range c.Origins {
 		if o.TLS != nil {

@@ -33,6 +33,10 @@ type decoder struct {
 // onto it.
 type defaulter interface{ setDefaults() }
 
+// setDefaulter is defaulter for a block whose type another package
+// defines (edgetls.Settings, the tls block).
+type setDefaulter interface{ SetDefaults() }
+
 // nodeDecoder is implemented by types that decode themselves.
 type nodeDecoder interface {
 	decodeNode(d *decoder, n *yaml.Node, path string)
@@ -110,8 +114,11 @@ func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 
 func newWithDefaults(t reflect.Type) reflect.Value {
 	p := reflect.New(t)
-	if df, ok := p.Interface().(defaulter); ok {
+	switch df := p.Interface().(type) {
+	case defaulter:
 		df.setDefaults()
+	case setDefaulter:
+		df.SetDefaults()
 	}
 	return p
 }

@@ -121,7 +121,7 @@ func (c *Config) normalize(dir string) {
 	}
 	resolve(dir, &c.Admin.TokenFile)
 	if c.TLS != nil {
-		resolve(dir, &c.TLS.Cert, &c.TLS.Key, &c.TLS.ClientCA)
+		resolve(dir, c.TLS.Paths()...)
 	}
 	for i := range c.Origins {
 		o := &c.Origins[i]
@@ -129,6 +129,12 @@ func (c *Config) normalize(dir string) {
 			resolve(dir, &o.TLS.CA, &o.TLS.Cert, &o.TLS.Key)
 		}
 		resolve(dir, &o.Discovery.Path)
+		if t := o.Discovery.TLS; t != nil {
+			resolve(dir, &t.CA, &t.Cert, &t.Key)
+		}
+	}
+	if t := c.Fleet.TLS; t != nil {
+		resolve(dir, &t.CA, &t.Cert, &t.Key)
 	}
 	if t := c.Tracing; t != nil && t.TLS != nil {
 		resolve(dir, &t.TLS.CA, &t.TLS.Cert, &t.TLS.Key)

@@ -6,15 +6,16 @@ import (
 	"errors"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -88,16 +89,38 @@ func (c *Config) checkNoNodeID(r *reporter) {
 	if c.Fleet.NodeID != "" {
 		r.errorf("fleet.node_id", "is the node id to register under with fleet.server, which is not set; set fleet.server or remove fleet.node_id")
 	}
+	if c.Fleet.TLS != nil {
+		r.errorf("fleet.tls", "is how to dial fleet.server, which is not set; set fleet.server or remove fleet.tls")
+	}
 }
 
 // checkFleetServer: a control plane that assigns the fleet position is the
 // only place it comes from.
 func (c *Config) checkFleetServer(r *reporter) {
-	checkAddr(r, "fleet.server", c.Fleet.Server, addrDial)
+	if checkAddr(r, "fleet.server", c.Fleet.Server, addrDial) {
+		checkXDSTransport(r, "fleet", c.Fleet.Server, c.Fleet.TLS, "anyone on the path can read this gateway's fleet position or hand it another")
+	}
 	for _, k := range []string{"fleet.instance", "fleet.size"} {
 		if c.Written(k) {
 			r.errorf(k, "the control plane at fleet.server assigns the fleet position; remove %s (or fleet.server)", k)
 		}
+	}
+}
+
+// checkXDSTransport checks the tls block beside an xDS server's address
+// (p.server, p.tls), or warns of plaintext to a server off loopback,
+// saying what risk means there.
+func checkXDSTransport(r *reporter, p, server string, t *XDSTLS, risk string) {
+	if t == nil {
+		if !tlsfiles.Loopback(server) {
+			r.warnf(p+".server", "plaintext xDS to %s, which is not on loopback: %s; add %s.tls: {ca: FILE} (the CA of the control plane's certificate; with cert and key for mTLS)", server, risk, p)
+		}
+		return
+	}
+	tp := p + ".tls"
+	checkKeyPair(r, tp, t.Cert, t.Key)
+	if t.CA != "" {
+		checkCA(r, tp+".ca", t.CA)
 	}
 }
 
@@ -160,7 +183,28 @@ func (c *Config) checkOrigins(r *reporter) map[string]int {
 		}
 		names[o.Name] = 0
 	}
+	checkSharedXDSServers(r, c.Origins)
 	return names
+}
+
+// checkSharedXDSServers: origins naming one xDS server share one stream,
+// so they must dial it the same way.
+func checkSharedXDSServers(r *reporter, origins []Origin) {
+	first := map[string]int{}
+	for i, o := range origins {
+		d := o.Discovery
+		if d.Type != DiscoveryXDS || d.Server == "" {
+			continue
+		}
+		j, seen := first[d.Server]
+		if !seen {
+			first[d.Server] = i
+			continue
+		}
+		if !reflect.DeepEqual(d.TLS, origins[j].Discovery.TLS) {
+			r.errorf(joinIndex("origins", i)+".discovery.tls", "differs from origins[%d]'s (%s) for the same server %s: origins naming one xDS server share one stream, so give them one tls block (a YAML anchor: tls: &xds {...} on the first, tls: *xds on the others)", j, origins[j].Name, d.Server)
+		}
+	}
 }
 
 var hostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
@@ -288,6 +332,13 @@ func checkClientTLS(r *reporter, p string, t *ClientTLS, insecure string) {
 	}
 }
 
+// unusedTLS: a tls block in a discovery of another type than xds.
+func unusedTLS(r *reporter, dp string, d Discovery) {
+	if d.TLS != nil {
+		r.errorf(dp+".tls", "only used with discovery type xds, but the type is %s; remove it", d.Type)
+	}
+}
+
 func (o *Origin) checkMembership(r *reporter, p string) {
 	dp := p + ".discovery"
 	d := o.Discovery
@@ -306,6 +357,7 @@ func (o *Origin) checkMembership(r *reporter, p string) {
 		unused("server", d.Server, DiscoveryXDS)
 		unused("cluster", d.Cluster, DiscoveryXDS)
 		unused("node_id", d.NodeID, DiscoveryXDS)
+		unusedTLS(r, dp, d)
 	case DiscoveryFile:
 		if d.Path == "" {
 			r.errorf(dp+".path", "missing; discovery type file needs the path of the watched endpoints file")
@@ -313,11 +365,12 @@ func (o *Origin) checkMembership(r *reporter, p string) {
 		unused("server", d.Server, DiscoveryXDS)
 		unused("cluster", d.Cluster, DiscoveryXDS)
 		unused("node_id", d.NodeID, DiscoveryXDS)
+		unusedTLS(r, dp, d)
 	case DiscoveryXDS:
 		if d.Server == "" {
 			r.errorf(dp+".server", "missing; discovery type xds needs the host:port of the xDS server")
-		} else {
-			checkAddr(r, dp+".server", d.Server, addrDial)
+		} else if checkAddr(r, dp+".server", d.Server, addrDial) {
+			checkXDSTransport(r, dp, d.Server, d.TLS, "anyone on the path can read the membership, or forge it by posing as the control plane")
 		}
 		if d.Cluster == "" {
 			r.errorf(dp+".cluster", "missing; discovery type xds needs the EDS cluster name")
@@ -562,13 +615,19 @@ func checkWorkload(r *reporter, m workload.Mix) {
 	r.errorf(key, "%s", msg)
 }
 
+// checkServerTLS reports what edgetls finds in the tls block: it reads
+// every file the block names, as a reload will.
 func checkServerTLS(r *reporter, p string, t *ServerTLS) {
-	if t.Cert == "" || t.Key == "" {
-		r.errorf(p, "HTTPS needs both cert and key (PEM files); set both, or remove tls to serve plaintext")
-	}
-	checkKeyPair(r, p, t.Cert, t.Key)
-	if t.ClientCA != "" {
-		checkCA(r, p+".client_ca", t.ClientCA)
+	for _, f := range t.Check() {
+		key := p
+		if f.Key != "" {
+			key += "." + f.Key
+		}
+		if f.Warning {
+			r.warnf(key, "%s", f.Message)
+		} else {
+			r.errorf(key, "%s", f.Message)
+		}
 	}
 }
 
@@ -666,14 +725,6 @@ func checkAddr(r *reporter, p, addr string, kind addrKind) bool {
 		return false
 	}
 	return true
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // checkEnum checks that v is one of allowed and lists them if not.

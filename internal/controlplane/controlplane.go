@@ -14,8 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/watch"
 )
 
@@ -40,6 +44,18 @@ type Options struct {
 	RelayNodeID string   // "" = DefaultRelayNodeID
 	Clusters    []string // relay mode: clusters to relay, with the default sizing
 	Follow      bool
+
+	// TLS serves ADS over TLS: Cert and Key are the server's, and a CA
+	// bundle requires client certificates it verifies (mTLS). The files
+	// are read again at every handshake. nil: plaintext.
+	TLS *tlsfiles.Files
+	// FleetIdentity refuses a fleet subscription whose node id is not an
+	// identity (a DNS or URI SAN) of the stream's client certificate; it
+	// needs TLS with a CA bundle.
+	FleetIdentity bool
+	// RelayTLS dials Relay over TLS with these files (CA, server name,
+	// client certificate); nil: plaintext.
+	RelayTLS *tlsfiles.Files
 
 	Debounce       time.Duration // < 0: none; 0 = DefaultDebounce
 	FollowInterval time.Duration // 0 = DefaultFollowInterval
@@ -97,6 +113,14 @@ func (o *Options) validate() error {
 		if _, _, err := net.SplitHostPort(o.Relay); err != nil {
 			errs = append(errs, fmt.Errorf("--relay %q is not host:port", o.Relay))
 		}
+	} else if o.RelayTLS != nil {
+		errs = append(errs, errors.New("--relay-tls-* dial the --relay server over TLS: they need --relay ADDR"))
+	}
+	if o.TLS != nil && (o.TLS.Cert == "" || o.TLS.Key == "") {
+		errs = append(errs, errors.New("TLS needs the server's certificate and key: set --tls-cert and --tls-key (--tls-client-ca alone asks for client certificates over a TLS listener)"))
+	}
+	if o.FleetIdentity && (o.TLS == nil || o.TLS.CA == "") {
+		errs = append(errs, errors.New("--fleet-require-identity checks node ids against client certificates: it needs mTLS (--tls-cert, --tls-key and --tls-client-ca)"))
 	}
 	for _, c := range o.Clusters {
 		if err := checkName(c); err != nil {
@@ -162,7 +186,23 @@ func Start(opts Options) (*ControlPlane, error) {
 		}
 		prefix = strconv.FormatUint(c.writer.state.Generation, 10) + "."
 	}
-	c.server = NewServer(prefix, c.metrics, c.log)
+	var serverOpts []grpc.ServerOption
+	if opts.TLS != nil {
+		files, err := tlsfiles.New(*opts.TLS, c.log)
+		if err != nil {
+			c.Close()
+			return nil, configError{fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)}
+		}
+		serverOpts = append(serverOpts, grpc.Creds(handshakes{credentials.NewTLS(files.Server()), c.metrics, c.log}))
+	}
+	if opts.RelayTLS != nil {
+		if _, err := tlsfiles.New(*opts.RelayTLS, c.log); err != nil {
+			c.Close()
+			return nil, configError{fmt.Errorf("--relay-tls-*: %w", err)}
+		}
+	}
+	c.server = NewServer(prefix, c.metrics, c.log, serverOpts...)
+	c.server.identity = opts.FleetIdentity
 	if !opts.Follow {
 		if err := c.startFleet(); err != nil {
 			c.Close()
@@ -191,7 +231,7 @@ func Start(opts Options) (*ControlPlane, error) {
 		return nil, err
 	}
 	if opts.Relay != "" {
-		c.relay = &relay{addr: opts.Relay, node: opts.RelayNodeID, log: c.log, offer: c.writer.offerMembers}
+		c.relay = &relay{addr: opts.Relay, node: opts.RelayNodeID, tls: opts.RelayTLS, log: c.log, offer: c.writer.offerMembers}
 	}
 	c.apply(ctx, specs)
 	c.writer.flush() // the first set applies at once
@@ -208,8 +248,24 @@ func Start(opts Options) (*ControlPlane, error) {
 		c.goRun(func() { _ = w.Run(ctx) })
 	}
 	c.log.Info("control plane: serving", "listen", c.Addr(), "admin", c.AdminAddr(), "state", opts.StatePath,
-		"source", opts.Source, "relay", opts.Relay, "origins", len(specs), "debounce", opts.Debounce, "fleet_grace", opts.FleetGrace)
+		"source", opts.Source, "relay", opts.Relay, "origins", len(specs), "debounce", opts.Debounce, "fleet_grace", opts.FleetGrace,
+		"tls", opts.TLS != nil, "mtls", opts.TLS != nil && opts.TLS.CA != "", "fleet_require_identity", opts.FleetIdentity)
+	c.warnPlaintext()
 	return c, nil
+}
+
+// warnPlaintext warns of plaintext xDS off loopback: anyone who reaches
+// the listener can read the membership and claim fleet positions, and a
+// relay's upstream can be impersonated.
+func (c *ControlPlane) warnPlaintext() {
+	if c.opts.TLS == nil && !tlsfiles.Loopback(c.Addr()) {
+		c.log.Warn("control plane: serving xDS in plaintext on a non-loopback address: anyone who reaches it can read the membership and claim a gateway's fleet position; set --tls-cert and --tls-key (and --tls-client-ca)",
+			"listen", c.Addr())
+	}
+	if c.opts.Relay != "" && c.opts.RelayTLS == nil && !tlsfiles.Loopback(c.opts.Relay) {
+		c.log.Warn("control plane: relaying from a non-loopback server in plaintext: anyone on the path can read or forge the membership; set --relay-tls-ca (or --relay-tls for the system roots)",
+			"relay", c.opts.Relay)
+	}
 }
 
 // startFleet restores the persisted fleet positions and has the server
@@ -369,6 +425,7 @@ func (c *ControlPlane) Close() {
 // so the indices cover exactly the endpoints gateways place.
 type relay struct {
 	addr, node string
+	tls        *tlsfiles.Files // nil: plaintext
 	log        *slog.Logger
 	offer      func(string, []discovery.Endpoint)
 
@@ -395,7 +452,7 @@ func (r *relay) follow(ctx context.Context, names []string) {
 	for _, n := range names {
 		clusters[n] = n
 	}
-	x, err := discovery.NewXDS(discovery.XDSConfig{Server: r.addr, NodeID: r.node, Clusters: clusters, Logger: r.log.With("relay", r.addr)})
+	x, err := discovery.NewXDS(discovery.XDSConfig{Server: r.addr, NodeID: r.node, Clusters: clusters, TLS: r.tls, Logger: r.log.With("relay", r.addr)})
 	if err != nil {
 		r.log.Error("control plane: relay", "err", err)
 		return

@@ -45,4 +45,12 @@
 //     node whose position changed; a failed write publishes nothing and is
 //     tried again. A restart serves the persisted positions and gives each
 //     node a fresh grace. Only the writer assigns; a follower serves none.
+//   - Over TLS (Options.TLS) the listener's certificate, key and client
+//     CA bundle are read again at every handshake (internal/tlsfiles): a
+//     rotation needs no restart and cuts no stream. With a client CA, a
+//     client without a certificate it verifies is refused at the
+//     handshake, counted and logged. With FleetIdentity, a fleet
+//     subscription whose node id is not a DNS or URI SAN of the stream's
+//     verified client certificate ends its stream (PermissionDenied),
+//     counted and logged, and joins, holds or takes no position.
 package controlplane

@@ -353,30 +353,8 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	f, _ := newFleetFixture(t)
 	cp := f.start()
-	logger, _ := testLogger()
-	x, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-x",
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var got []discovery.Fleet
-	emitted := func() []discovery.Fleet {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = x.Run(ctx, func(fl discovery.Fleet) {
-			mu.Lock()
-			got = append(got, fl)
-			mu.Unlock()
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	r := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-x"})
+	x, emitted := r.x, r.emitted
 	at := func(n, instance, size int) {
 		t.Helper()
 		poll.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
@@ -396,4 +374,54 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	if e := emitted(); len(e) != 2 {
 		t.Fatalf("the client emitted %v; a restart must not move it", e)
 	}
+}
+
+// fleetRunner runs the gateway's fleet client (discovery.FleetXDS) and
+// records every position it emits.
+type fleetRunner struct {
+	x    *discovery.FleetXDS
+	stop func() // ends Run, as a gateway that stops
+
+	mu  sync.Mutex
+	got []discovery.Fleet
+}
+
+func runFleetXDS(t *testing.T, cfg discovery.XDSConfig) *fleetRunner {
+	t.Helper()
+	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	if cfg.Logger == nil {
+		cfg.Logger, _ = testLogger()
+	}
+	x, err := discovery.NewFleetXDS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r := &fleetRunner{x: x, stop: func() { cancel(); <-done }}
+	go func() {
+		defer close(done)
+		_ = x.Run(ctx, func(fl discovery.Fleet) {
+			r.mu.Lock()
+			r.got = append(r.got, fl)
+			r.mu.Unlock()
+		})
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *fleetRunner) emitted() []discovery.Fleet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// positions are the emitted positions as {instance, size}.
+func (r *fleetRunner) positions() [][2]int {
+	var out [][2]int
+	for _, f := range r.emitted() {
+		out = append(out, [2]int{f.Instance, f.Size})
+	}
+	return out
 }

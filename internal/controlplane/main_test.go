@@ -316,13 +316,22 @@ type xdsClient struct {
 
 func runXDS(t *testing.T, addr, node string, clusters ...string) *xdsClient {
 	t.Helper()
-	m := map[string]string{}
+	return runXDSWith(t, discovery.XDSConfig{Server: addr, NodeID: node}, clusters...)
+}
+
+// runXDSWith runs corput's own xDS client (the gateway's) as cfg says,
+// following clusters, and records every membership it emits.
+func runXDSWith(t *testing.T, cfg discovery.XDSConfig, clusters ...string) *xdsClient {
+	t.Helper()
+	cfg.Clusters = map[string]string{}
 	for _, c := range clusters {
-		m[c] = c
+		cfg.Clusters[c] = c
 	}
-	logger, _ := testLogger()
-	x, err := discovery.NewXDS(discovery.XDSConfig{Server: addr, NodeID: node, Clusters: m,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: logger})
+	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	if cfg.Logger == nil {
+		cfg.Logger, _ = testLogger()
+	}
+	x, err := discovery.NewXDS(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ type Metrics struct {
 	FleetSize      prometheus.Gauge   // fleet positions assigned (the size served)
 	FleetConnected prometheus.Gauge   // nodes with an open fleet stream
 	FleetMoves     prometheus.Counter // gateways moved by compaction
+	FleetRefused   prometheus.Counter // fleet subscriptions refused: node id not the certificate's
+	TLSRefused     prometheus.Counter // TLS handshakes the ADS listener refused
 }
 
 // NewMetrics creates and registers the control plane's collectors.
@@ -49,8 +51,12 @@ func NewMetrics() *Metrics {
 		Help: "Gateways (node ids) with an open fleet-position stream."})
 	m.FleetMoves = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_fleet_moves_total",
 		Help: "Gateways moved to another fleet position by compaction (the highest into a released hole)."})
+	m.FleetRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_fleet_identity_refusals_total",
+		Help: "Fleet-position subscriptions refused because the node id is not an identity (DNS or URI SAN) of the stream's client certificate (--fleet-require-identity)."})
+	m.TLSRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_controlplane_tls_handshake_failures_total",
+		Help: "TLS handshakes the ADS listener refused or failed (no client certificate, one of another CA, a client that does not trust the server's)."})
 	m.Registry.MustRegister(m.Pushes, m.Responses, m.NACKs, m.Connected, m.StateWrites, m.Endpoints, m.Subsets,
-		m.FleetSize, m.FleetConnected, m.FleetMoves,
+		m.FleetSize, m.FleetConnected, m.FleetMoves, m.FleetRefused, m.TLSRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "error"} {
 		m.StateWrites.WithLabelValues(r)

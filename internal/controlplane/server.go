@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -15,6 +17,10 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/corput/corput/internal/discovery"
@@ -33,6 +39,12 @@ import (
 // named by the node id it presents, is counted by the fleet (fleetMembers)
 // until the stream closes. A follower has no fleet: its fleet cache stays
 // empty, so a gateway asking it gets no position.
+//
+// With identity set (over mTLS), a fleet subscription is refused — the
+// stream ends with PermissionDenied, counted and logged — unless its node
+// id is one of the identities of the stream's verified client
+// certificate (its DNS and URI SANs): a gateway cannot take another's
+// fleet position.
 type Server struct {
 	cache      *cachev3.LinearCache // EDS
 	fleetCache *cachev3.LinearCache // fleet positions
@@ -40,6 +52,7 @@ type Server struct {
 	cancel     context.CancelFunc
 	metrics    *Metrics
 	log        *slog.Logger
+	identity   bool // fleet node ids must be an identity of the client certificate; set before Serve
 
 	mu          sync.Mutex // guards following
 	streams     map[int64]*stream
@@ -56,22 +69,24 @@ type fleetMembers interface {
 
 // stream is one gateway's ADS stream.
 type stream struct {
-	node      string
-	last      *discoveryv3.DiscoveryResponse // the last EDS response sent, for NACK logs
-	warned    map[string]bool                // unknown clusters already logged
-	fleetSeen bool                           // a fleet subscription came (only the first counts)
-	fleet     string                         // the node counted as connected by this stream
-	fleetLast *discoveryv3.DiscoveryResponse // the last fleet response sent, for NACK logs
+	identities []string // the verified client certificate's DNS and URI SANs; nil without one
+	node       string
+	last       *discoveryv3.DiscoveryResponse // the last EDS response sent, for NACK logs
+	warned     map[string]bool                // unknown clusters already logged
+	fleetSeen  bool                           // a fleet subscription came (only the first counts)
+	fleet      string                         // the node counted as connected by this stream
+	fleetLast  *discoveryv3.DiscoveryResponse // the last fleet response sent, for NACK logs
 }
 
 // NewServer returns a server whose version_info strings start with
-// prefix (the writer's generation: a restart never reuses a version).
-func NewServer(prefix string, m *Metrics, log *slog.Logger) *Server {
+// prefix (the writer's generation: a restart never reuses a version). opts
+// go to the gRPC server (grpc.Creds for TLS: see handshakes).
+func NewServer(prefix string, m *Metrics, log *slog.Logger, opts ...grpc.ServerOption) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cache:       cachev3.NewLinearCache(resource.EndpointType, cachev3.WithVersionPrefix(prefix)),
 		fleetCache:  cachev3.NewLinearCache(discovery.FleetType, cachev3.WithVersionPrefix(prefix)),
-		grpc:        grpc.NewServer(),
+		grpc:        grpc.NewServer(opts...),
 		cancel:      cancel,
 		metrics:     m,
 		log:         log,
@@ -189,9 +204,9 @@ func (s *Server) FleetPosition(node string) (discovery.Fleet, bool) {
 	return f, err == nil
 }
 
-func (s *Server) opened(_ context.Context, id int64, _ string) error {
+func (s *Server) opened(ctx context.Context, id int64, _ string) error {
 	s.mu.Lock()
-	s.streams[id] = &stream{}
+	s.streams[id] = &stream{identities: identities(ctx)}
 	s.mu.Unlock()
 	s.metrics.Connected.Inc()
 	return nil
@@ -212,8 +227,7 @@ func (s *Server) closed(id int64, node *corev3.Node) {
 
 func (s *Server) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	if req.GetTypeUrl() == discovery.FleetType {
-		s.fleetRequest(id, req)
-		return nil
+		return s.fleetRequest(id, req)
 	}
 	s.mu.Lock()
 	st := s.streamLocked(id)
@@ -283,12 +297,23 @@ func (s *Server) streamLocked(id int64) *stream {
 
 // fleetRequest handles a fleet-position request. The stream's first one
 // joins its node to the fleet, if it names exactly the node id the stream
-// presents; later ones (ACKs, NACKs) change nothing.
-func (s *Server) fleetRequest(id int64, req *discoveryv3.DiscoveryRequest) {
+// presents; later ones (ACKs, NACKs) change nothing. With identity set, a
+// first one whose node id is not an identity of the stream's certificate
+// is refused: the error ends the stream.
+func (s *Server) fleetRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
 	node := req.GetNode().GetId()
 	s.mu.Lock()
 	st := s.streamLocked(id)
 	first := !st.fleetSeen
+	if first && s.identity && !slices.Contains(st.identities, node) {
+		ids := st.identities
+		s.mu.Unlock()
+		s.metrics.FleetRefused.Inc()
+		s.log.Warn("control plane: a fleet subscription names a node id its client certificate does not; refused",
+			"node", node, "stream", id, "certificate_identities", ids)
+		return status.Errorf(codes.PermissionDenied,
+			"fleet position of node %q refused: the client certificate names %v (DNS and URI SANs), not that node id", node, ids)
+	}
 	st.fleetSeen = true
 	members := s.members
 	valid := node != "" && slices.Equal(req.GetResourceNames(), []string{node})
@@ -312,7 +337,7 @@ func (s *Server) fleetRequest(id int64, req *discoveryv3.DiscoveryRequest) {
 		members.connect(node)
 	}
 	if req.GetErrorDetail() == nil {
-		return
+		return nil
 	}
 	s.metrics.NACKs.Inc()
 	rejected := ""
@@ -322,6 +347,53 @@ func (s *Server) fleetRequest(id int64, req *discoveryv3.DiscoveryRequest) {
 	s.log.Warn("control plane: a gateway rejected (NACK) its fleet position; it is not sent to it again until the position changes",
 		"node", node, "stream", id, "rejected_version", rejected, "kept_version", req.GetVersionInfo(),
 		"error", req.GetErrorDetail().GetMessage())
+	return nil
+}
+
+// identities lists the identities of the stream's verified client
+// certificate: its DNS SANs and URI SANs, as written. Nil without TLS or
+// without a verified client certificate.
+func identities(ctx context.Context) []string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return certIdentities(info.State.VerifiedChains[0][0])
+}
+
+func certIdentities(c *x509.Certificate) []string {
+	out := slices.Clone(c.DNSNames)
+	for _, u := range c.URIs {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// handshakes are the ADS listener's TLS credentials, with every refused
+// handshake (no client certificate, one of another CA, a client that
+// does not trust the server's) counted and logged.
+type handshakes struct {
+	credentials.TransportCredentials
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+func (h handshakes) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	remote := conn.RemoteAddr()
+	c, info, err := h.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		h.metrics.TLSRefused.Inc()
+		h.log.Warn("control plane: TLS handshake refused", "peer", fmt.Sprint(remote), "err", err)
+	}
+	return c, info, err
+}
+
+func (h handshakes) Clone() credentials.TransportCredentials {
+	return handshakes{h.TransportCredentials.Clone(), h.metrics, h.log}
 }
 
 // clusterNames lists the clusters of a response, for logs.

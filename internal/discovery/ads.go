@@ -11,10 +11,12 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/tlsfiles"
 )
 
 // ads is one state-of-the-world ADS subscription: a gRPC stream asking for
@@ -29,6 +31,7 @@ type ads struct {
 	typeURL  string
 	names    []string
 	node     *corev3.Node
+	tls      *tlsfiles.Loader // nil: plaintext
 	dialOpts []grpc.DialOption
 	clock    clock.Clock
 	backoff  backoff
@@ -39,8 +42,9 @@ type ads struct {
 
 // init sets the subscription up as cfg describes (its server, node,
 // backoff, clock and transport), with cfg's defaults filled in; the caller
-// sets typeURL, names, what and kept.
-func (a *ads) init(cfg XDSConfig) {
+// sets typeURL, names, what and kept. The error is cfg.TLS's files not
+// loading.
+func (a *ads) init(cfg XDSConfig) error {
 	if cfg.BackoffBase <= 0 {
 		cfg.BackoffBase = DefaultXDSBackoffBase
 	}
@@ -59,12 +63,19 @@ func (a *ads) init(cfg XDSConfig) {
 	}
 	a.server, a.clock = cfg.Server, cfg.Clock
 	a.backoff = backoff{base: cfg.BackoffBase, max: cfg.BackoffMax, rand: cfg.Rand}
-	a.dialOpts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+	a.dialOpts = cfg.DialOptions
+	if cfg.TLS != nil {
+		var err error
+		if a.tls, err = tlsfiles.New(*cfg.TLS, cfg.Logger.With("xds_server", cfg.Server)); err != nil {
+			return err
+		}
+	}
 	a.node = &corev3.Node{Id: cfg.NodeID, UserAgentName: "corput"}
 	if cfg.Zone != "" {
 		a.node.Locality = &corev3.Locality{Zone: cfg.Zone}
 	}
 	a.health.log = cfg.Logger.With("xds_server", cfg.Server)
+	return nil
 }
 
 // run holds a stream open to the server, reconnecting until ctx ends.
@@ -91,7 +102,7 @@ func (a *ads) run(ctx context.Context, accept func(*discoveryv3.DiscoveryRespons
 // session runs one stream until it breaks. It reports whether any response
 // on it was accepted.
 func (a *ads) session(ctx context.Context, accept func(*discoveryv3.DiscoveryResponse) error) (accepted bool, err error) {
-	conn, err := grpc.NewClient(a.server, a.dialOpts...)
+	conn, err := grpc.NewClient(a.server, append([]grpc.DialOption{a.transport()}, a.dialOpts...)...)
 	if err != nil {
 		return false, fmt.Errorf("dial: %w", err)
 	}
@@ -142,6 +153,16 @@ func (a *ads) session(ctx context.Context, accept func(*discoveryv3.DiscoveryRes
 			return accepted, fmt.Errorf("send ACK/NACK: %w", err)
 		}
 	}
+}
+
+// transport is a session's transport credentials: TLS from the files as
+// they are now (a rotated certificate or CA is used from the next
+// session on; the session up keeps its connection), or plaintext.
+func (a *ads) transport() grpc.DialOption {
+	if a.tls == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(a.tls.Client()))
 }
 
 // check refuses a response of another type than the one asked for, and

@@ -29,6 +29,10 @@
 //     the first, which applies at once), always the latest offered, never
 //     one equal to the membership last applied, and never later than
 //     MaxWait after the first unapplied change.
+//   - An xDS client over TLS (XDSConfig.TLS) verifies the server's
+//     certificate against its CA bundle and name, and reads its files
+//     again for every connection (internal/tlsfiles): a rotation is used
+//     from the next connection on, and the stream that is up keeps going.
 //   - Time comes from an injected clock.Clock and jitter from a seeded
 //     rng.Source, so tests run on clock.Fake without sleeping.
 //

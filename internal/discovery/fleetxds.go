@@ -32,7 +32,9 @@ func NewFleetXDS(cfg XDSConfig) (*FleetXDS, error) {
 		return nil, errors.New("fleet.node_id is empty; the control plane places each node id it sees once")
 	}
 	f := &FleetXDS{}
-	f.init(cfg)
+	if err := f.init(cfg); err != nil {
+		return nil, fmt.Errorf("fleet.tls: %w", err)
+	}
 	f.typeURL, f.names = FleetType, []string{cfg.NodeID}
 	f.what, f.kept = "the fleet position of node "+cfg.NodeID, "fleet position"
 	return f, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/tlsfiles"
 )
 
 // Reconnect backoff defaults of the xDS client.
@@ -43,9 +44,13 @@ type XDSConfig struct {
 	BackoffMax  time.Duration // cap; 0 = DefaultXDSBackoffMax
 	Clock       clock.Clock   // for backoff; nil = clock.Real()
 	Rand        *rng.Source   // for jitter; nil = seeded from the node id
-	// DialOptions replace the default (plaintext) transport credentials:
-	// pass grpc.WithTransportCredentials with TLS for a control plane
-	// that requires it.
+	// TLS dials the server over TLS with these files (the CA that
+	// verifies the server, its name, and a client certificate for mTLS),
+	// read again for every connection so that a rotation needs no
+	// restart; nil: plaintext.
+	TLS *tlsfiles.Files
+	// DialOptions are added after the transport credentials (and may
+	// replace them).
 	DialOptions []grpc.DialOption
 	Logger      *slog.Logger // nil = slog.Default()
 }
@@ -88,7 +93,9 @@ func NewXDS(cfg XDSConfig) (*XDS, error) {
 		return nil, errors.New("discovery xds: no origin names a cluster; set discovery.cluster")
 	}
 	x := &XDS{origins: map[string][]string{}}
-	x.init(cfg)
+	if err := x.init(cfg); err != nil {
+		return nil, fmt.Errorf("discovery.tls: %w", err)
+	}
 	for origin, cluster := range cfg.Clusters {
 		if cluster == "" {
 			return nil, fmt.Errorf("origin %s: discovery.cluster is empty; name the EDS cluster to follow", origin)

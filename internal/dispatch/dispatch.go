@@ -66,7 +66,7 @@ type Driver struct {
 	intn  func(n int) int // Place's draw: uniform in [0, n)
 	mux   atomic.Bool     // the origin's connections may carry many streams
 	homes atomic.Pointer[map[string]int]
-	next  atomic.Uint64   // Place's rotation
+	next  atomic.Uint64 // Place's rotation
 	loops []loopLoad
 }
 

@@ -61,17 +61,7 @@ func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client)
 		return x.h1Slow(a, raw, req, c, wrote)
 	}
 	if err != nil {
-		gone := c.Unwatch()
-		endWrite(wrote, req)
-		switch {
-		case gone:
-			return 0, fail(a, raw, forward.ClientLeft)
-		case wrote != nil:
-			if werr := waitWrote(wrote, writeWait); werr != nil {
-				err = werr
-			}
-		}
-		return 0, fail(a, raw, failureOf(err, raw))
+		return noResponse(a, raw, req, c, wrote, err)
 	}
 	rh := &x.resp
 	if rn > req.MaxHead {
@@ -84,12 +74,12 @@ func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client)
 	}
 	if !a.Respond(rh.Status, rh.Has("x-corput-error")) {
 		c.Unwatch()
-		raw.End(endWrite(wrote, req) && skipBuffered(ubr, rn, rh, req.Method))
+		raw.End(endWrite(wrote, req) == nil && skipBuffered(ubr, rn, rh, req.Method))
 		return 0, a.Settle()
 	}
 	ok := x.relay(ubr, rn, req.Method, c)
 	c.Unwatch()
-	raw.End(endWrite(wrote, req) && ok)
+	raw.End(endWrite(wrote, req) == nil && ok)
 	step := a.Settle()
 	c.Flush()
 	return rh.Status, step
@@ -177,22 +167,36 @@ func waitWrote(wrote chan error, d time.Duration) error {
 	}
 }
 
-// endWrite ends a duplex body's writer with the exchange: it reports
-// whether the writer finished (true without one), and a connection is kept
-// only then. One still at work is cut: the client's body is closed when it
-// can be, since the writer may be blocked reading it rather than the
-// socket (the connection itself is not reused).
-func endWrite(wrote chan error, req *Request) bool {
+// endWrite ends a duplex body's writer with the exchange and returns its
+// error: nil when it finished (or there is none), and a connection is kept
+// only then. One still at work after writeWait is cut: the client's body is
+// closed when it can be, since the writer may be blocked reading it rather
+// than the socket (the connection itself is not reused).
+func endWrite(wrote chan error, req *Request) error {
 	if wrote == nil {
-		return true
+		return nil
 	}
-	if waitWrote(wrote, writeWait) == nil {
-		return true
+	err := waitWrote(wrote, writeWait)
+	if err != nil && len(wrote) == 0 {
+		if cl, ok := req.Body.(io.Closer); ok {
+			cl.Close()
+		}
 	}
-	if cl, ok := req.Body.(io.Closer); ok && len(wrote) == 0 {
-		cl.Close()
+	return err
+}
+
+// noResponse ends an exchange that got no response head: err says why,
+// unless the client left, or a duplex body's writer failed (its error is
+// the cause: the connection was cut for it).
+func noResponse(a *forward.Attempt, raw upstream.Raw, req *Request, c Client, wrote chan error, err error) (int, forward.Step) {
+	gone := c.Unwatch()
+	if werr := endWrite(wrote, req); werr != nil {
+		err = werr
 	}
-	return false
+	if gone {
+		return 0, fail(a, raw, forward.ClientLeft)
+	}
+	return 0, fail(a, raw, failureOf(err, raw))
 }
 
 // fail ends an exchange's I/O on raw, the connection not to be reused,
@@ -364,17 +368,7 @@ func pump(br *bufio.Reader, c Client, take func([]byte) (k int, done bool, err e
 func (x *State) h1Slow(a *forward.Attempt, raw upstream.Raw, req *Request, c Client, wrote chan error) (int, forward.Step) {
 	resp, err := raw.ReadResponse(req.Method)
 	if err != nil {
-		gone := c.Unwatch()
-		endWrite(wrote, req)
-		switch {
-		case gone:
-			return 0, fail(a, raw, forward.ClientLeft)
-		case wrote != nil:
-			if werr := waitWrote(wrote, writeWait); werr != nil {
-				err = werr
-			}
-		}
-		return 0, fail(a, raw, failureOf(err, raw))
+		return noResponse(a, raw, req, c, wrote, err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		c.Unwatch()
@@ -390,7 +384,7 @@ func (x *State) h1Slow(a *forward.Attempt, raw upstream.Raw, req *Request, c Cli
 	}
 	ok := x.relaySlow(resp, req.Method, c)
 	c.Unwatch()
-	raw.End(endWrite(wrote, req) && ok)
+	raw.End(endWrite(wrote, req) == nil && ok)
 	step := a.Settle()
 	c.Flush()
 	return resp.StatusCode, step

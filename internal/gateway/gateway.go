@@ -20,14 +20,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +37,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/httpserve"
@@ -108,9 +106,9 @@ type Gateway struct {
 	// and the requests' handler, which reads its table.
 	state   atomic.Pointer[state]
 	handler *proxy.Handler
-	tlsCur  atomic.Pointer[tls.Config] // the downstream TLS in force: certificates rotate on reload
-	rl      reloads                    // reloads' own bookkeeping
-	alog    *accesslog.Log             // nil: no access log
+	tlsCur  atomic.Pointer[edgetls.Policy] // the downstream TLS policy in force: replaced by a reload
+	rl      reloads                        // reloads' own bookkeeping
+	alog    *accesslog.Log                 // nil: no access log
 	// webhook posts scale-out events (workload.scale_out.webhook); nil
 	// without one. Replaced by a reload that changes the address.
 	webhook atomic.Pointer[slo.Notifier]
@@ -162,11 +160,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
 	}
 	if cfg.TLS != nil {
-		tc, err := serverTLS(cfg.TLS)
+		p, err := edgetls.New(cfg.TLS, nil)
 		if err != nil {
 			return nil, err
 		}
-		g.tlsCur.Store(tc)
+		g.tlsCur.Store(p)
 	}
 	alog, err := openAccessLog(cfg.AccessLog, opts)
 	if err != nil {
@@ -314,9 +312,9 @@ func (g *Gateway) Start() error {
 	access := adminAccess(cfg, aln, g.adminToken)
 	fc := g.fastConfig()
 	if cfg.TLS != nil {
-		// Each handshake takes the TLS in force then: certificates and
-		// client_ca rotate with a reload.
-		fc.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return g.tlsCur.Load(), nil }}
+		// Each handshake takes the policy in force then: certificates,
+		// client CAs, ticket keys and the rest rotate with a reload.
+		fc.TLS = edgetls.Listener(g.tlsCur.Load)
 	}
 	shed := forward.FDLimit.Raw()
 	if fc.TLS != nil {
@@ -325,8 +323,10 @@ func (g *Gateway) Start() error {
 	cur := [2]net.Listener{g.acceptor("listen", ln, shed), g.acceptor("admin", aln, nil)}
 	set, adminSet := accept.NewSet(cur[listenIdx]), accept.NewSet(cur[adminIdx])
 	ln, aln = set, adminSet
+	// hs.TLSConfig stays nil: net/http then sets up its HTTP/2 server for
+	// the h2 *tls.Conn the fast path hands it, whatever the policy's ALPN
+	// list is now or after a reload, and checks no tls.Config of ours.
 	hs := g.newServer()
-	hs.TLSConfig = g.tlsCur.Load() // net/http reads its NextProtos (h2) for the handed-off *tls.Conn
 	var srv server = hs
 	var serve func() error
 	if fc.TLS == nil && !cfg.Downstream.FastPath {
@@ -412,30 +412,6 @@ func (g *Gateway) ended(name string, err error) error {
 type server interface {
 	Shutdown(ctx context.Context) error
 	Close() error
-}
-
-// serverTLS is the HTTPS listener's TLS: the certificate, h2 and
-// http/1.1 by ALPN, and a client certificate signed by a CA of
-// tls.client_ca required when that key is set (downstream mTLS).
-func serverTLS(t *config.ServerTLS) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("tls.cert, tls.key: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
-	if t.ClientCA == "" {
-		return tc, nil
-	}
-	pem, err := os.ReadFile(t.ClientCA)
-	if err != nil {
-		return nil, fmt.Errorf("tls.client_ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tls.client_ca: %s holds no PEM certificate", t.ClientCA)
-	}
-	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	return tc, nil
 }
 
 // Addr is the downstream listener's address.

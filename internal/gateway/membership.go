@@ -88,7 +88,7 @@ func (g *Gateway) runSources(ctx context.Context) error {
 					host, _ := os.Hostname()
 					node = fmt.Sprintf("corput-%s-%d", host, g.st().fleet().Instance)
 				}
-				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: oc.Zone.Local,
+				xc = &discovery.XDSConfig{Server: dc.Server, NodeID: node, Zone: oc.Zone.Local, TLS: dc.TLS.Files(),
 					Clusters: map[string]string{}, Clock: g.clk, Logger: g.log,
 					Rand: rng.New(g.opts.Seed ^ rng.FNV(dc.Server))}
 				xdsByServer[dc.Server] = xc

@@ -19,10 +19,12 @@ import (
 	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/tracing"
+	"github.com/corput/corput/internal/version"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -40,8 +42,9 @@ import (
 //     static endpoints through the membership delta path, pool and
 //     balancer settings in place, a new dialer for new connections;
 //   - a new origin is built (its pools pre-warm); a removed one drains;
-//   - the downstream certificate and client_ca are read again, and new
-//     handshakes use them.
+//   - the downstream TLS policy is built again from its files
+//     (certificates, client CAs, OCSP responses, ticket keys;
+//     internal/edgetls), and new handshakes use it.
 //
 // A new fleet position (fleet.size, fleet.instance) re-subsets every origin
 // in place, as a membership change does: a loop whose subset did not
@@ -238,11 +241,11 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	// Prepare: everything that can fail, touching nothing.
 	tlsNext := g.tlsCur.Load()
 	if cfg.TLS != nil {
-		tc, err := serverTLS(cfg.TLS)
+		p, err := edgetls.New(cfg.TLS, tlsNext)
 		if err != nil {
 			return err
 		}
-		tlsNext = tc
+		tlsNext = p
 	}
 	tracer, tracerChanged, err := g.nextTracer(cur, cfg)
 	if err != nil {
@@ -358,8 +361,8 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	if (a.TLS == nil) != (b.TLS == nil) {
 		keys = append(keys, "tls (turned on or off)")
 	}
-	if a.Fleet.Server != b.Fleet.Server || a.Fleet.NodeID != b.Fleet.NodeID {
-		keys = append(keys, "fleet.server and fleet.node_id (the position is asked for once, at start)")
+	if a.Fleet.Server != b.Fleet.Server || a.Fleet.NodeID != b.Fleet.NodeID || !reflect.DeepEqual(a.Fleet.TLS, b.Fleet.TLS) {
+		keys = append(keys, "fleet.server, fleet.node_id and fleet.tls (the position's stream is opened once, at start; its TLS files are read again at every connection)")
 	}
 	if len(keys) == 0 {
 		return nil
@@ -420,11 +423,16 @@ func (g *Gateway) moveListeners(moved [2]net.Listener) {
 // discoveryChanged reports whether the membership sources must restart:
 // an origin with a file or xDS source was added, removed or changed.
 func discoveryChanged(a, b *config.Config) bool {
-	sources := func(c *config.Config) map[string]string {
-		out := map[string]string{}
+	type source struct {
+		discovery config.Discovery // its tls block compared by content
+		debounce  time.Duration
+		zone      string
+	}
+	sources := func(c *config.Config) map[string]source {
+		out := map[string]source{}
 		for _, o := range c.Origins {
 			if o.Discovery.Type == config.DiscoveryFile || o.Discovery.Type == config.DiscoveryXDS {
-				out[o.Name] = fmt.Sprintf("%+v %v %s", o.Discovery, o.Debounce, o.Zone.Local)
+				out[o.Name] = source{o.Discovery, o.Debounce, o.Zone.Local}
 			}
 		}
 		return out
@@ -483,13 +491,15 @@ func (g *Gateway) discoveryRestart() <-chan struct{} {
 }
 
 // ConfigView is GET /admin/config: the running configuration (secrets
-// redacted), its hash and load time, and the last refused reload.
+// redacted), its hash and load time, the last refused reload, and the
+// build that runs it.
 type ConfigView struct {
-	File         string     `json:"file"`
-	Hash         string     `json:"hash"`
-	LoadedAt     time.Time  `json:"loaded_at"`
-	Config       any        `json:"config"`
-	LastRejected *Rejection `json:"last_rejected,omitempty"`
+	File         string       `json:"file"`
+	Hash         string       `json:"hash"`
+	LoadedAt     time.Time    `json:"loaded_at"`
+	Config       any          `json:"config"`
+	LastRejected *Rejection   `json:"last_rejected,omitempty"`
+	Version      version.Info `json:"version"`
 }
 
 // ConfigView implements telemetry.AdminSource: GET /admin/config.
@@ -497,5 +507,5 @@ func (g *Gateway) ConfigView() any {
 	g.rl.mu.Lock()
 	defer g.rl.mu.Unlock()
 	return ConfigView{File: g.rl.file, Hash: g.rl.hash, LoadedAt: g.rl.loadedAt,
-		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected}
+		Config: g.st().cfg.Redacted(), LastRejected: g.rl.rejected, Version: version.Get()}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/version"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -374,6 +375,9 @@ func TestABadReloadKeepsTheRunningConfig(t *testing.T) {
 	before := getConfig(t, r.g)
 	if before.Hash == "" || before.File != r.file || before.LastRejected != nil {
 		t.Fatalf("GET /admin/config before any reload: %+v", before)
+	}
+	if before.Version != version.Get() || before.Version.GoVersion == "" {
+		t.Fatalf("GET /admin/config's version = %+v, want the build's %+v", before.Version, version.Get())
 	}
 	good := r.text()
 	for _, bad := range []struct{ name, text, want string }{

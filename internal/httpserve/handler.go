@@ -178,10 +178,10 @@ type netClient struct {
 	r       *http.Request
 	s       *proxy.Stream
 	fwd     forward.Forwarding
-	stream  bool        // a body of unknown length: flushed as it comes
-	dirty   bool        // body bytes written since the last flush
-	aborted bool        // the body broke after the head
-	stop    func() bool // ends the watch
+	stream  bool          // a body of unknown length: flushed as it comes
+	dirty   bool          // body bytes written since the last flush
+	aborted bool          // the body broke after the head
+	stop    func() bool   // ends the watch
 	cut     chan struct{} // closed once the watch has cut the exchange
 }
 

@@ -39,7 +39,7 @@ func followFleet(ctx context.Context, cfg *config.Config, in discovery.FleetInpu
 	if node == "" {
 		node = in.Hostname
 	}
-	src, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cfg.Fleet.Server, NodeID: node, Logger: log})
+	src, err := discovery.NewFleetXDS(discovery.XDSConfig{Server: cfg.Fleet.Server, NodeID: node, TLS: cfg.Fleet.TLS.Files(), Logger: log})
 	if err != nil {
 		return nil, err
 	}

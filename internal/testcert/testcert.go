@@ -4,7 +4,8 @@
 // as PEM files.
 //
 // Every key is ECDSA P-256 and every certificate has a random 128-bit
-// serial, names 127.0.0.1, ::1 and localhost, and is valid from an hour ago
+// serial, names 127.0.0.1, ::1 and localhost (and the DNS or URI names
+// IssueFor is given: a workload's identity), and is valid from an hour ago
 // (wall clock, as clients check it against theirs) for a year. Nothing here
 // is fit to protect anything.
 package testcert
@@ -20,8 +21,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -52,7 +55,24 @@ func (c *Cert) Issue(name string, use x509.ExtKeyUsage) (*Cert, error) {
 	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c)
 }
 
-func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert) (*Cert, error) {
+// IssueFor is Issue with more subject alternative names besides the
+// loopback ones: each of sans holding "://" is a URI SAN (a SPIFFE id),
+// any other a DNS SAN.
+func (c *Cert) IssueFor(name string, use x509.ExtKeyUsage, sans ...string) (*Cert, error) {
+	return create(name, false, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{use}, c, sans...)
+}
+
+// IssueFiles is IssueFor written as dir/base.pem and dir/base.key
+// (WriteFiles): it returns their paths.
+func (c *Cert) IssueFiles(dir, base string, use x509.ExtKeyUsage, sans ...string) (certFile, keyFile string, err error) {
+	leaf, err := c.IssueFor(base, use, sans...)
+	if err != nil {
+		return "", "", err
+	}
+	return leaf.WriteFiles(dir, base)
+}
+
+func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage, parent *Cert, sans ...string) (*Cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("certificate %q: generate key: %w", name, err)
@@ -73,6 +93,17 @@ func create(name string, isCA bool, usage x509.KeyUsage, ext []x509.ExtKeyUsage,
 		IsCA:                  isCA,
 		DNSNames:              []string{"localhost"},
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, san := range sans {
+		if !strings.Contains(san, "://") {
+			tmpl.DNSNames = append(tmpl.DNSNames, san)
+			continue
+		}
+		u, err := url.Parse(san)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %q: URI SAN %q: %w", name, san, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
 	}
 	signer, signerKey := tmpl, key
 	if parent != nil {

@@ -3,6 +3,7 @@ package testcert
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -93,5 +94,29 @@ func TestSelfSignedFilesServeTLS(t *testing.T) {
 	}
 	if err := <-served; err == nil {
 		t.Fatal("the server completed a handshake the client refused")
+	}
+}
+
+// IssueFiles names the SANs given, a URI for each holding "://", besides
+// the loopback names, and writes a pair that loads.
+func TestIssueFilesNamesTheSANs(t *testing.T) {
+	ca, err := NewCA("ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := ca.IssueFiles(t.TempDir(), "gw", x509.ExtKeyUsageClientAuth, "gw-a", "spiffe://corput.test/gw-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := pair.Leaf
+	if !slices.Equal(leaf.DNSNames, []string{"localhost", "gw-a"}) || len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://corput.test/gw-a" {
+		t.Fatalf("DNS SANs %v, URI SANs %v", leaf.DNSNames, leaf.URIs)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("the CA does not verify its leaf: %v", err)
 	}
 }
