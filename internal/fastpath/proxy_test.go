@@ -163,9 +163,7 @@ func TestBodyThatBreaksClosesTheConnection(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) || string(b) != "12345" {
 		t.Fatalf("body %q %v, want 5 bytes and the connection's end", b, err)
 	}
-	if n := f.rig.Served("2xx"); n != 1 {
-		t.Fatalf("%d requests counted", n)
-	}
+	f.rig.WaitServed(t, "2xx", 1)
 }
 
 // TestStickyCookieOnTheFastPath: a sticky origin's new cookie goes with

@@ -35,9 +35,7 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 	if n := f.Handoffs(); n != 0 {
 		t.Fatalf("%d connections handed to net/http, want 0", n)
 	}
-	if n := f.rig.Served("2xx"); n != 4 {
-		t.Fatalf("%d requests counted, want 4", n)
-	}
+	f.rig.WaitServed(t, "2xx", 4)
 }
 
 // TestHandOff: what the fast path does not serve goes, unread, to
@@ -195,12 +193,9 @@ func TestBodyBookkeeping(t *testing.T) {
 		c.send("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01234")
 		time.Sleep(50 * time.Millisecond) // the fast path waits for the rest
 		c.Close()
-		for f.rig.Served("4xx") != before+1 { // counted as 499
-			time.Sleep(time.Millisecond)
-		}
-		if n := f.rig.Served("2xx"); n != 3 {
-			t.Fatalf("%d requests answered 2xx, want the 3 before: the broken one was answered", n)
-		}
+		f.rig.WaitServed(t, "4xx", before+1) // counted as 499
+		// The 3 answered before: the broken one was not answered.
+		f.rig.WaitServed(t, "2xx", 3)
 	})
 	if f.Handoffs() != 0 {
 		t.Fatalf("%d handoffs", f.Handoffs())
@@ -239,9 +234,7 @@ func TestClientLeavesWhileTheOriginThinks(t *testing.T) {
 	f, c, o := waiting(t)
 	c.Close()
 	wait(t, o.Cancelled)
-	for f.rig.Served("4xx") != 1 { // the 499 is counted once the exchange has ended
-		time.Sleep(time.Millisecond)
-	}
+	f.rig.WaitServed(t, "4xx", 1) // 499
 }
 
 // TestPipelinedDuringTheWatch: a request the client pipelines while the

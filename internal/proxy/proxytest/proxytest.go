@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -124,6 +125,21 @@ func New(tb testing.TB, cfg Config) *Rig {
 // ("2xx", "4xx", ...).
 func (r *Rig) Served(class string) int {
 	return int(testutil.ToFloat64(r.Metrics.DownstreamRequests.WithLabelValues(class)))
+}
+
+// WaitServed waits until n requests are counted with a status of class:
+// a serving path counts a request once its answer is written, which its
+// client may have read by then. It fails tb after 10 s, or when more are
+// counted.
+func (r *Rig) WaitServed(tb testing.TB, class string, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for got := r.Served(class); got != n; got = r.Served(class) {
+		if got > n || time.Now().After(deadline) {
+			tb.Fatalf("%d requests counted %s, want %d", got, class, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Serve starts an HTTP/1.1 and h2c (prior knowledge) origin on loopback
