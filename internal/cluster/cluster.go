@@ -566,7 +566,12 @@ func (o *Origin) resubsetLocked() error {
 			}
 		}
 		for _, a := range gained {
-			if _, ok := pools[a]; ok {
+			if p, ok := pools[a]; ok {
+				// A pool made on demand (poolFor, unwarmed) becomes a
+				// member's: it pre-warms as one.
+				if err := p.Reconfigure(homeCfg(o.poolCfg, o.conf.Load(), a, ol.idx, homes), nil); err != nil {
+					return err // the origin's pool config was validated: not reached
+				}
 				continue
 			}
 			p, err := o.newPool(a, ol, homes)

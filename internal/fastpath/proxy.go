@@ -293,14 +293,16 @@ func writeCanonical(w *bufio.Writer, name string) {
 }
 
 // endHead writes Date when the origin sent none, Connection: close when
-// the connection ends after this response, and the blank line.
+// the connection ends after this response (the client asked, Shutdown has
+// begun, or part of the request's body is still in the socket), and the
+// blank line.
 func (c *fastConn) endHead(w *bufio.Writer, hasDate bool) {
 	if !hasDate {
 		w.WriteString("Date: ")
 		w.Write(httpDate())
 		w.WriteString("\r\n")
 	}
-	if c.closeAfter || (c.body.read < c.bodyLen && c.inBuf < c.bodyLen) {
+	if c.closeAfter || c.s.closing.Load() || (c.body.read < c.bodyLen && c.inBuf < c.bodyLen) {
 		c.closeAfter = true
 		w.WriteString("Connection: close\r\n")
 	}
