@@ -190,3 +190,10 @@ func wait(t *testing.T, ch <-chan struct{}) {
 		t.Fatal("waited 10 s for the origin")
 	}
 }
+
+// trackedConns is how many connections the server tracks.
+func (s *Server) trackedConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

@@ -141,7 +141,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		fc := &fastConn{s: s, conn: c, sock: sockio.New(c)}
+		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), accepted: time.Now()}
+		fc.state.Store(connNew)
 		if !s.track(fc) {
 			c.Close()
 			continue
@@ -221,20 +222,30 @@ func (s *Server) waitSlow() error {
 }
 
 // closeIdle closes the connections waiting for a request and returns how
-// many are still busy.
+// many are still busy. A new connection that has not sent its first
+// request yet counts as busy for newConnGrace after it was accepted (as
+// net/http's Shutdown treats one): a client that connected just before the
+// shutdown has its request served.
 func (s *Server) closeIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	busy := 0
 	for fc := range s.conns {
-		if fc.state.CompareAndSwap(connIdle, connClosed) {
+		switch {
+		case fc.state.CompareAndSwap(connIdle, connClosed):
 			fc.conn.Close()
-		} else if fc.state.Load() == connActive {
+		case fc.state.Load() == connNew && time.Since(fc.accepted) >= newConnGrace && fc.state.CompareAndSwap(connNew, connClosed):
+			fc.conn.Close()
+		case fc.state.Load() == connActive, fc.state.Load() == connNew:
 			busy++
 		}
 	}
 	return busy
 }
+
+// newConnGrace is how long Shutdown waits for a new connection's first
+// request (net/http's, for its StateNew connections).
+const newConnGrace = 5 * time.Second
 
 func (s *Server) closeAll() {
 	s.mu.Lock()
@@ -250,7 +261,14 @@ const (
 	connIdle   int32 = iota // waiting for (the rest of) a request head
 	connActive              // serving a request
 	connClosed              // closed by Shutdown
+	connNew                 // accepted, its first request not read yet
 )
+
+// activate takes the connection from waiting for a request (new or idle)
+// to serving one; false when Shutdown closed it.
+func (c *fastConn) activate() bool {
+	return c.state.CompareAndSwap(connIdle, connActive) || c.state.CompareAndSwap(connNew, connActive)
+}
 
 // fastConn is one downstream connection on the fast path.
 type fastConn struct {
@@ -259,6 +277,9 @@ type fastConn struct {
 	tls   *tls.Conn    // over conn, on an HTTPS listener; nil in cleartext
 	sock  *sockio.Conn // the reads and writes: of conn (package sockio), or of tls
 	state atomic.Int32
+	// accepted is when the connection was accepted: Shutdown gives a new
+	// one newConnGrace to send its first request.
+	accepted time.Time
 
 	buf   []byte // read buffer; buf[r:w] is unread
 	r, w  int
@@ -311,7 +332,7 @@ func (c *fastConn) serve() {
 		if c.tls.ConnectionState().NegotiatedProtocol == "h2" {
 			// net/http's HTTP/2 server needs the *tls.Conn itself.
 			c.setReadDeadline(time.Time{}, 0, false)
-			if handedOff = c.state.CompareAndSwap(connIdle, connActive) && c.s.handoff.give(c.tls); handedOff {
+			if handedOff = c.activate() && c.s.handoff.give(c.tls); handedOff {
 				c.s.handoffs.Add(1)
 			}
 			return
@@ -336,7 +357,7 @@ func (c *fastConn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		if !c.state.CompareAndSwap(connIdle, connActive) {
+		if !c.activate() {
 			return // Shutdown closed it
 		}
 		keep, handoff := c.serveOne(n)
@@ -446,7 +467,7 @@ func (c *fastConn) handshake() bool {
 
 // handOff gives the connection, with its unread bytes, to net/http.
 func (c *fastConn) handOff() bool {
-	if !c.state.CompareAndSwap(connIdle, connActive) && c.state.Load() != connActive {
+	if !c.activate() && c.state.Load() != connActive {
 		return false
 	}
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {

@@ -348,6 +348,32 @@ func TestShutdown(t *testing.T) {
 
 // TestShutdownTimesOut: a Shutdown whose context ends first closes every
 // connection and says so.
+// TestShutdownServesANewConnectionsFirstRequest: a connection accepted
+// just before Shutdown, whose first request arrives after Shutdown began,
+// is served (within newConnGrace, as net/http's Shutdown treats a new
+// connection), and Shutdown returns once it is.
+func TestShutdownServesANewConnectionsFirstRequest(t *testing.T) {
+	o := proxytest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") }))
+	f := serveFront(t, fastRig(t, o), downstream(), nil, false)
+	fresh := dial(t, f.addr)
+	for f.trackedConns() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- f.Shutdown(context.Background()) }()
+	for !f.closing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // Shutdown has looked at the connections at least once
+	fresh.send(get("/late"))
+	if resp, body := fresh.response("GET"); resp.StatusCode != 200 || body != "done" || !resp.Close {
+		t.Fatalf("the new connection's first request: %d %q close %v, want 200 done with Connection: close", resp.StatusCode, body, resp.Close)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
 func TestShutdownTimesOut(t *testing.T) {
 	f, c, _ := waiting(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
