@@ -11,7 +11,7 @@ import (
 // plane's, and any added later — runs as non-root with a read-only root
 // filesystem, no privilege escalation and no capability.
 func TestEveryContainerIsHardened(t *testing.T) {
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -579,7 +579,7 @@ func checkCPImage(c *controlPlane) []string {
 // TestControlPlaneArgsAreCorputsFlags: the Deployment runs flags
 // `corput control-plane` really has.
 func TestControlPlaneArgsAreCorputsFlags(t *testing.T) {
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}

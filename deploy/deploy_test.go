@@ -71,9 +71,10 @@ func mutated(t *testing.T, dir string, mus ...mutation) fs.FS {
 	return out
 }
 
-func kubernetesFiles(t *testing.T) fs.FS {
+// filesIn returns dir of Files, as shipped.
+func filesIn(t *testing.T, dir string) fs.FS {
 	t.Helper()
-	sub, err := fs.Sub(Files, "kubernetes")
+	sub, err := fs.Sub(Files, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func kubernetesFiles(t *testing.T) fs.FS {
 }
 
 func TestManifestsDecodeStrictly(t *testing.T) {
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 }
 
 func TestManifestsAgree(t *testing.T) {
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestKustomizeBuild(t *testing.T) {
 	if err != nil {
 		t.Skip("kubectl is not installed")
 	}
-	src, err := loadManifests(kubernetesFiles(t))
+	src, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,17 +254,8 @@ func loadDashboard(t *testing.T, fsys fs.FS) *grafanaDashboard {
 	return &d
 }
 
-func grafanaFiles(t *testing.T) fs.FS {
-	t.Helper()
-	sub, err := fs.Sub(Files, "grafana")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sub
-}
-
 func TestDashboardMatchesTelemetry(t *testing.T) {
-	d := loadDashboard(t, grafanaFiles(t))
+	d := loadDashboard(t, filesIn(t, "grafana"))
 	series, err := exportedSeries()
 	if err != nil {
 		t.Fatal(err)

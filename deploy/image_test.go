@@ -254,7 +254,7 @@ func TestDockerfile(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // name: the Role allows no more.
 func TestControlPlaneRBACSuffices(t *testing.T) {
 	s := kubetest.Shared(t)
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func ptr[T any](v T) *T { return &v }
 // admission, on by default since Kubernetes 1.35, copies it at binding).
 func TestGatewayZoneLabelFromItsNode(t *testing.T) {
 	s := kubetest.Shared(t)
-	m, err := loadManifests(kubernetesFiles(t))
+	m, err := loadManifests(filesIn(t, "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
 	}

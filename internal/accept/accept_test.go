@@ -1,7 +1,6 @@
 package accept
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/testlog"
 )
 
 // The tests run the real accept(2) against a real loopback listener at a
@@ -107,23 +108,6 @@ func (c *counts) get(reason string) int {
 	return c.m[reason]
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 type accepted struct {
 	c   net.Conn
 	err error
@@ -165,10 +149,10 @@ func TestOutOfDescriptorsBacksOffAndRecovers(t *testing.T) {
 	ln := listen(t)
 	client := dial(t, ln) // queued in the kernel; accepting it needs a descriptor
 	var n counts
-	var logs syncBuf
+	logger, logs := testlog.New(slog.LevelInfo)
 	w := newFakeWait()
 	l := New(ln, Options{Name: "listen", Count: n.count, After: w.after,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: logger})
 	defer l.Close()
 	release := fillFDs(t)
 
@@ -211,10 +195,10 @@ func TestShedsAtTheLimitOnTheSpare(t *testing.T) {
 	clients := []net.Conn{dial(t, ln), dial(t, ln), dial(t, ln)}
 	const shed = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 	var n counts
-	var logs syncBuf
+	logger, logs := testlog.New(slog.LevelInfo)
 	w := newFakeWait()
 	l := New(ln, Options{Name: "listen", Count: n.count, After: w.after, Shed: []byte(shed),
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: logger})
 	defer l.Close()
 	release := fillFDs(t)
 

@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -438,8 +438,8 @@ func TestIdleWriterWakes(t *testing.T) {
 	for i := range 3 {
 		r := record(i)
 		l.Add(&r)
-		poll.Until(t, fmt.Sprintf("line %d written", i+1), func() bool { return w.lines() == i+1 })
-		poll.Until(t, "the writer to go idle", l.idle.Load) // a flushEvery without records
+		waitfor.Until(t, fmt.Sprintf("line %d written", i+1), func() bool { return w.lines() == i+1 })
+		waitfor.Until(t, "the writer to go idle", l.idle.Load) // a flushEvery without records
 	}
 }
 

@@ -1,12 +1,16 @@
 // Package cluster is an origin at run time: a named cluster of endpoints
 // with its balancer, its subset placement and, per loop, a picker and the
-// pools of that loop's subset; its metrics; its membership changes; and
-// the way a request's attempts are forwarded through one of its loops
-// (Forward, with package forward's Attempt).
+// pools of that loop's subset; its request driver (package dispatch, which
+// places requests on its loops and acquires their streams from those
+// pools); its metrics; and its membership changes. A request's way through
+// it is package proxy's: Place, Begin, the driver's Acquire per attempt,
+// Finish.
 //
 // Invariants:
 //   - Everything keyed by (endpoint, loop) belongs to that loop: a request
-//     placed on loop l reaches only loop l's picker and pools.
+//     placed on loop l reaches only loop l's picker and pools, and the home
+//     loop's pool of an endpoint it borrows a stream from (dispatch.Pools
+//     is the Origin).
 //   - The request path takes no lock: a loop's pool map is replaced whole
 //     (copy on write) under the origin's mutex and read with one atomic
 //     load; pickers are immutable snapshots; metric children are bound once.
@@ -32,6 +36,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/dispatch"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
@@ -77,10 +82,7 @@ type Origin struct {
 	loops []*Loop
 	m     originMetrics
 	slo   atomic.Pointer[slo.Monitor] // nil until the configuration has a workload
-	next  atomic.Uint64               // Place's rotation
-	// home is each endpoint's home loop (homes), replaced whole when the
-	// placement changes.
-	home atomic.Pointer[map[string]int]
+	drv   *dispatch.Driver            // places its requests on loops and acquires their streams
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
@@ -117,42 +119,16 @@ func (o *Origin) TLS() bool { return o.Config().TLS != nil }
 // Loop is the origin as loop l sees it.
 func (o *Origin) Loop(l int) *Loop { return o.loops[l] }
 
-// warm reports what the loop's pool for e, and its home loop's, from
-// which a request borrows, hold now (balance.Warm). The home pool is
-// looked up (two map lookups) only when the loop's own pool has no free
-// stream, as Origin.acquire does: the picker asks this of every
-// candidate, and most have one.
-func (ol *Loop) warm(e *balance.Endpoint) (ready, held bool) {
-	own := (*ol.pools.Load())[e.Address()]
-	if own != nil && own.Free() > 0 {
-		return true, true
-	}
-	return pool.Ready(own, ol.o.homePool(e.Address()))
-}
-
 // Index is the loop's index.
 func (ol *Loop) Index() int { return ol.idx }
 
-// Place returns the loop for a new request: of the origin's next loop in
-// rotation and one other loop at random, the one with fewer of the
-// origin's requests in flight (Begin to Finish); a tie keeps the
-// rotation's. Where the loops are equally busy it is round robin, so
-// every loop takes an equal share; where a burst leaves one loop with
-// more requests in flight, the next ones go to the other, so no loop's
-// pools grow to the whole gateway's concurrency (docs/decisions.md, "A
-// loop per request"). Two atomic loads and an add; no lock.
-func (o *Origin) Place() *Loop {
-	n := uint64(len(o.loops))
-	i := (o.next.Add(1) - 1) % n
-	if n == 1 {
-		return o.loops[0]
-	}
-	j := (i + 1 + rand.Uint64N(n-1)) % n
-	if a, b := o.loops[i], o.loops[j]; b.inflight.Load() < a.inflight.Load() {
-		return b
-	}
-	return o.loops[i]
-}
+// Place returns the loop for a new request (dispatch.Driver.Place): of
+// the origin's next loop in rotation and one other at random, the one with
+// fewer of the origin's requests in flight.
+func (o *Origin) Place() *Loop { return o.loops[o.drv.Place()] }
+
+// Driver is the origin's request driver.
+func (o *Origin) Driver() *dispatch.Driver { return o.drv }
 
 // MaxResponseHead is pool.max_response_header_bytes.
 func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHeaderBytes }
@@ -207,12 +183,6 @@ type Loop struct {
 	subset []string // guarded by origin.mu
 	obs    *poolObserver
 	o      *Origin
-	// inflight counts the origin's requests on this loop between Begin
-	// and Finish; Place reads it. Padded: every request of every loop
-	// writes one of these.
-	_        [64]byte
-	inflight atomic.Int64
-	_        [56]byte
 }
 
 // New builds the origin oc describes and starts pre-warming its pools.
@@ -255,13 +225,15 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	o.members = members
 	o.mode = PlacementLocal
 	o.seeded = oc.Discovery.Type != config.DiscoveryFile && oc.Discovery.Type != config.DiscoveryXDS
+	o.drv = dispatch.New(oc.Name, env.Loops, o, rand.IntN)
+	o.drv.SetMultiplexes(multiplexes(oc))
 	homes := o.homes()
 	for l := 0; l < env.Loops; l++ {
 		ol := &Loop{idx: l, obs: &poolObserver{m: &o.m, loop: l}, o: o}
 		ol.subset = o.subsetOf(l)
 		// The warm pick: between endpoints of near latency, one with a
 		// stream ready on the loop (docs/decisions.md).
-		ol.picker = o.bal.NewWarmPicker(ol.subset, ol.warm)
+		ol.picker = o.bal.NewWarmPicker(ol.subset, o.drv.Warm(l))
 		pools := make(map[string]*pool.Pool, len(ol.subset))
 		for _, a := range ol.subset {
 			p, err := o.newPool(a, ol, homes)
@@ -345,10 +317,10 @@ func (o *Origin) poolRand(addr string, ol *Loop) *rng.Source {
 // loop that holds no connection waits on the home pool's (pool.Share). So
 // an HTTP/2 endpoint has one connection per gateway, not one per loop
 // (docs/decisions.md, "Borrowing from the home loop"). It stores the map
-// for homePool. Called with o.mu held (or before the origin is shared).
+// for the driver (dispatch.Driver.SetHomes). Called with o.mu held (or before the origin is shared).
 func (o *Origin) homes() map[string]int {
 	h := o.placement.Snapshot().Homes(o.fleet.Instance)
-	o.home.Store(&h)
+	o.drv.SetHomes(h)
 	return h
 }
 
@@ -375,14 +347,13 @@ func multiplexes(oc *config.Origin) bool {
 	return false
 }
 
-// homePool is the home loop's pool for addr, or nil.
-func (o *Origin) homePool(addr string) *pool.Pool {
-	h, ok := (*o.home.Load())[addr]
-	if !ok {
-		return nil
-	}
-	return (*o.loops[h].pools.Load())[addr]
-}
+// Pool is loop l's pool for addr, nil when the loop has none
+// (dispatch.Pools): one atomic load and a map lookup.
+func (o *Origin) Pool(l int, addr string) *pool.Pool { return (*o.loops[l].pools.Load())[addr] }
+
+// Open is loop l's pool for addr, made on demand (dispatch.Pools; see
+// poolFor).
+func (o *Origin) Open(l int, addr string) (*pool.Pool, error) { return o.poolFor(o.loops[l], addr) }
 
 func (o *Origin) newPool(addr string, ol *Loop, homes map[string]int) (*pool.Pool, error) {
 	p, err := pool.New(addr, ol.idx, homeCfg(o.poolCfg, o.conf.Load(), addr, ol.idx, homes), o.dialer, o.env.Clock, o.poolRand(addr, ol), ol.obs)
@@ -595,7 +566,12 @@ func (o *Origin) resubsetLocked() error {
 			}
 		}
 		for _, a := range gained {
-			if _, ok := pools[a]; ok {
+			if p, ok := pools[a]; ok {
+				// A pool made on demand (poolFor, unwarmed) becomes a
+				// member's: it pre-warms as one.
+				if err := p.Reconfigure(homeCfg(o.poolCfg, o.conf.Load(), a, ol.idx, homes), nil); err != nil {
+					return err // the origin's pool config was validated: not reached
+				}
 				continue
 			}
 			p, err := o.newPool(a, ol, homes)

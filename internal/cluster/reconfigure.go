@@ -151,7 +151,7 @@ func (c *Change) Commit() error {
 				o.fast.Store(fast)
 			}
 		}
-		homes := *o.home.Load()
+		homes := o.drv.Homes()
 		for _, ol := range o.loops {
 			for _, p := range *ol.pools.Load() {
 				cfg := homeCfg(c.pool, c.oc, p.Addr(), ol.idx, homes)
@@ -171,6 +171,7 @@ func (c *Change) Commit() error {
 		}
 	}
 	o.conf.Store(c.oc)
+	o.drv.SetMultiplexes(multiplexes(c.oc))
 	o.keys.Store(keySource(c.oc))
 	if c.fleet != nil {
 		resized := c.fleet.Size != o.fleet.Size

@@ -1,6 +1,9 @@
 // Package config owns corput's configuration file: the Go types for every
 // key of the contract in docs/contract.md, the seeds' defaults, a strict YAML
 // decoder and the validation that `corput check` and `corput serve` share.
+// The decoder also reads corput's other YAML files (DecodeNode: the
+// discovery package's endpoints file), so that every file corput reads is
+// held to the same rules.
 //
 // Invariants:
 //   - Unknown keys, duplicate keys, wrong types, malformed durations and
@@ -35,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/workload"
 	"golang.org/x/net/http/httpguts"
@@ -78,12 +82,12 @@ type Config struct {
 	warnings Diagnostics    // from the last Parse
 }
 
-// ServerTLS turns on HTTPS (with h2 by ALPN) on the downstream listener.
-type ServerTLS struct {
-	Cert     string `yaml:"cert"`      // PEM certificate chain
-	Key      string `yaml:"key"`       // PEM private key
-	ClientCA string `yaml:"client_ca"` // optional: PEM CAs; when set, clients must present a certificate signed by one
-}
+// ServerTLS turns on HTTPS (with h2 by ALPN) on the downstream listener:
+// the default certificate, certificates by server name, the version,
+// suite, key-exchange and ALPN policy, client certificates, OCSP stapling
+// and the fleet's session ticket keys. Its keys, defaults and checks are
+// internal/edgetls's, the package that enforces them.
+type ServerTLS = edgetls.Settings
 
 // Admin is the admin API's listener and who may use it. The key is
 // written either as the address alone (`admin: 127.0.0.1:9901`, the
@@ -648,7 +652,7 @@ func (c *Config) Files() []string {
 	}
 	add(c.file)
 	if c.TLS != nil {
-		add(c.TLS.Cert, c.TLS.Key, c.TLS.ClientCA)
+		add(c.TLS.Files()...)
 	}
 	for _, o := range c.Origins {
 		if o.TLS != nil {

@@ -33,6 +33,10 @@ type decoder struct {
 // onto it.
 type defaulter interface{ setDefaults() }
 
+// setDefaulter is defaulter for a block whose type another package
+// defines (edgetls.Settings, the tls block).
+type setDefaulter interface{ SetDefaults() }
+
 // nodeDecoder is implemented by types that decode themselves.
 type nodeDecoder interface {
 	decodeNode(d *decoder, n *yaml.Node, path string)
@@ -42,6 +46,21 @@ var (
 	durationType = reflect.TypeFor[time.Duration]()
 	prefixType   = reflect.TypeFor[netip.Prefix]()
 )
+
+// DecodeNode decodes the YAML node n onto v, a pointer to a struct whose
+// fields carry yaml tags, by the rules a config file is decoded by (see
+// decoder): every key must be a field, every scalar must fit its field's
+// type, duplicate keys are refused, aliases and merge keys (<<) are
+// followed within a budget, and a key left out or given an empty value
+// keeps the value already in v. It returns every problem, each with its
+// key path and line and sorted by line (File is left for the caller), and
+// the line of every key path it met, for the caller's own checks.
+func DecodeNode(n *yaml.Node, v any) (lines map[string]int, problems Diagnostics) {
+	d := &decoder{reporter: &reporter{lines: map[string]int{}}, budget: maxNodes}
+	d.decode(n, reflect.ValueOf(v).Elem(), "")
+	d.diags.Sort()
+	return d.lines, d.diags
+}
 
 // decode decodes n onto v, which must be settable.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -110,8 +129,11 @@ func (d *decoder) visit(n *yaml.Node, path string) *yaml.Node {
 
 func newWithDefaults(t reflect.Type) reflect.Value {
 	p := reflect.New(t)
-	if df, ok := p.Interface().(defaulter); ok {
+	switch df := p.Interface().(type) {
+	case defaulter:
 		df.setDefaults()
+	case setDefaulter:
+		df.SetDefaults()
 	}
 	return p
 }
@@ -256,41 +278,38 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	return true
 }
 
+// typed decodes the scalar n as a T when its tag is one of tags and the
+// value fits (a nil fits takes any), reporting "want <want>, got <n>"
+// otherwise.
+func typed[T any](d *decoder, n *yaml.Node, path, want string, fits func(T) bool, tags ...string) (T, bool) {
+	var x T
+	if !d.scalar(n, path, want) {
+		return x, false
+	}
+	if !slices.Contains(tags, n.ShortTag()) || n.Decode(&x) != nil || (fits != nil && !fits(x)) {
+		d.mismatchf(n, path, "want %s, got %s", want, describe(n))
+		return x, false
+	}
+	return x, true
+}
+
 func (d *decoder) integer(n *yaml.Node, v reflect.Value, path string) {
-	if !d.scalar(n, path, "a whole number") {
-		return
+	if x, ok := typed[int64](d, n, path, "a whole number", nil, "!!int"); ok {
+		v.SetInt(x)
 	}
-	var x int64
-	if n.ShortTag() != "!!int" || n.Decode(&x) != nil {
-		d.mismatchf(n, path, "want a whole number, got %s", describe(n))
-		return
-	}
-	v.SetInt(x)
 }
 
 func (d *decoder) float(n *yaml.Node, v reflect.Value, path string) {
-	if !d.scalar(n, path, "a number") {
-		return
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	if x, ok := typed(d, n, path, "a number", finite, "!!int", "!!float"); ok {
+		v.SetFloat(x)
 	}
-	var x float64
-	tag := n.ShortTag()
-	if (tag != "!!int" && tag != "!!float") || n.Decode(&x) != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		d.mismatchf(n, path, "want a number, got %s", describe(n))
-		return
-	}
-	v.SetFloat(x)
 }
 
 func (d *decoder) boolean(n *yaml.Node, v reflect.Value, path string) {
-	if !d.scalar(n, path, "true or false") {
-		return
+	if x, ok := typed[bool](d, n, path, "true or false", nil, "!!bool"); ok {
+		v.SetBool(x)
 	}
-	var x bool
-	if n.ShortTag() != "!!bool" || n.Decode(&x) != nil {
-		d.mismatchf(n, path, "want true or false, got %s", describe(n))
-		return
-	}
-	v.SetBool(x)
 }
 
 func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {

@@ -96,9 +96,9 @@ func (ds Diagnostics) HasCode(code string) bool {
 	return slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Code == code })
 }
 
-// sort orders diagnostics by line (unknown lines last), then key path, and
+// Sort orders diagnostics by line (unknown lines last), then key path, and
 // keeps the order of findings on the same key.
-func (ds Diagnostics) sort() {
+func (ds Diagnostics) Sort() {
 	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
 		if (a.Line == 0) != (b.Line == 0) {
 			if a.Line == 0 {

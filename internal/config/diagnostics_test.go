@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // origin returns a valid one-origin config with extra appended inside the
@@ -478,5 +480,43 @@ func TestMergeBomb(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("merge bomb not refused: %v", ds)
+	}
+}
+
+// DecodeNode holds another file to the config's rules: the problems come
+// sorted by line with their key paths, a key left out keeps its value, and
+// the lines of the keys met are returned.
+func TestDecodeNodeDecodesAnyFileStrictly(t *testing.T) {
+	type item struct {
+		Name string `yaml:"name"`
+		Size int    `yaml:"size"`
+	}
+	var v struct {
+		Items []item `yaml:"items"`
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("items:\n  - {name: a, size: big}\n  - name: b\n    sise: 2\n  - name: c\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	lines, problems := DecodeNode(doc.Content[0], &v)
+	var got []string
+	for _, d := range problems {
+		got = append(got, d.String())
+	}
+	want := []string{
+		`line 2: items[0].size: want a whole number, got "big"`,
+		`line 4: items[1].sise: unknown key "sise" in items[1]; did you mean "size"? (known keys: name, size)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(v.Items) != 3 || v.Items[2].Name != "c" || v.Items[2].Size != 0 {
+		t.Errorf("decoded %+v", v.Items)
+	}
+	if lines["items[2]"] != 5 || lines["items[1].name"] != 3 {
+		t.Errorf("lines %v", lines)
+	}
+	if _, written := lines["items[2].size"]; written {
+		t.Errorf("a key left out has a line: %v", lines)
 	}
 }

@@ -61,7 +61,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	cfg.file, cfg.lines, cfg.source = name, r.lines, bytes.Clone(data)
 	cfg.normalize(filepath.Dir(name))
 	cfg.diagnose(r)
-	r.diags.sort()
+	r.diags.Sort()
 	if len(r.diags.Errors()) > 0 {
 		return nil, r.diags
 	}
@@ -121,7 +121,7 @@ func (c *Config) normalize(dir string) {
 	}
 	resolve(dir, &c.Admin.TokenFile)
 	if c.TLS != nil {
-		resolve(dir, &c.TLS.Cert, &c.TLS.Key, &c.TLS.ClientCA)
+		resolve(dir, c.TLS.Paths()...)
 	}
 	for i := range c.Origins {
 		o := &c.Origins[i]

@@ -105,3 +105,78 @@ origins:
 		}
 	}
 }
+
+// TestServerTLSPolicyKeys: the tls block's policy keys are decoded with
+// their defaults shown, their files resolved, listed for --watch, and
+// their problems reported as `file:line: key: message`.
+func TestServerTLSPolicyKeys(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, "server")
+	writeCert(t, dir, "api")
+	write(t, filepath.Join(dir, "tickets"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n")
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	write(t, cfgPath, `tls:
+  cert: server.pem
+  key: server.key
+  session_ticket_keys: tickets
+  certificates:
+    - {hosts: [localhost], cert: api.pem, key: api.key, client_ca: server.pem, client_auth: verify_if_given}
+routes: [{origin: api}]
+origins:
+  - name: api
+    endpoints: [{address: "localhost:9443"}]
+`)
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := cfg.TLS; got.MinVersion != "1.2" || len(got.CipherSuites) != 6 || len(got.Curves) != 4 || strings.Join(got.ALPN, ",") != "h2,http/1.1" {
+		t.Errorf("defaults not filled in: %+v", got)
+	}
+	h := cfg.TLS.Certificates[0]
+	if h.Cert != filepath.Join(dir, "api.pem") || h.ClientCA != filepath.Join(dir, "server.pem") || cfg.TLS.SessionTicketKeys != filepath.Join(dir, "tickets") {
+		t.Errorf("paths not resolved: %+v, %q", h, cfg.TLS.SessionTicketKeys)
+	}
+	files := strings.Join(cfg.Files(), " ")
+	for _, f := range []string{"tickets", "api.pem", "api.key"} {
+		if !strings.Contains(files, filepath.Join(dir, f)) {
+			t.Errorf("Files() = %s: %s missing", files, f)
+		}
+	}
+
+	write(t, cfgPath, `tls:
+  cert: server.pem
+  key: server.key
+  min_version: "1.1"
+  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_RSA_WITH_AES_128_GCM_SHA256]
+  certificates:
+    - hosts: [api.test, "a*.test"]
+      cert: api.pem
+      key: api.key
+      client_auth: sometimes
+routes: [{origin: api}]
+origins:
+  - name: api
+    endpoints: [{address: "localhost:9443"}]
+`)
+	_, err = Load(cfgPath)
+	var ds Diagnostics
+	if !errors.As(err, &ds) {
+		t.Fatalf("Load: %v", err)
+	}
+	wants := []string{
+		cfgPath + `:4: tls.min_version: TLS 1.1 is deprecated (RFC 8996)`,
+		cfgPath + `:5: tls.cipher_suites[1]: TLS_RSA_WITH_AES_128_GCM_SHA256 is among crypto/tls's insecure suites`,
+		cfgPath + `:7: tls.certificates[0].hosts[0]: warning: the certificate does not name api.test`,
+		cfgPath + `:7: tls.certificates[0].hosts[1]: "a*.test" is not a server name`,
+		cfgPath + `:10: tls.certificates[0].client_auth: "sometimes" is not one of: none, request, require, verify_if_given`,
+	}
+	if len(ds) != len(wants) {
+		t.Fatalf("got %d diagnostics, want %d:\n%v", len(ds), len(wants), ds)
+	}
+	for i, w := range wants {
+		if !strings.HasPrefix(ds[i].String(), w) {
+			t.Errorf("diagnostic %d = %s\nwant %s…", i, ds[i], w)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func (c *Config) Validate() error {
 func (c *Config) Diagnose() Diagnostics {
 	r := &reporter{file: c.file, lines: c.lines}
 	c.diagnose(r)
-	r.diags.sort()
+	r.diags.Sort()
 	return r.diags
 }
 
@@ -615,13 +615,19 @@ func checkWorkload(r *reporter, m workload.Mix) {
 	r.errorf(key, "%s", msg)
 }
 
+// checkServerTLS reports what edgetls finds in the tls block: it reads
+// every file the block names, as a reload will.
 func checkServerTLS(r *reporter, p string, t *ServerTLS) {
-	if t.Cert == "" || t.Key == "" {
-		r.errorf(p, "HTTPS needs both cert and key (PEM files); set both, or remove tls to serve plaintext")
-	}
-	checkKeyPair(r, p, t.Cert, t.Key)
-	if t.ClientCA != "" {
-		checkCA(r, p+".client_ca", t.ClientCA)
+	for _, f := range t.Check() {
+		key := p
+		if f.Key != "" {
+			key += "." + f.Key
+		}
+		if f.Warning {
+			r.warnf(key, "%s", f.Message)
+		} else {
+			r.errorf(key, "%s", f.Message)
+		}
 	}
 }
 

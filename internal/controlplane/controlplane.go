@@ -22,6 +22,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
+	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/watch"
 )
@@ -694,17 +695,7 @@ func (c *ControlPlane) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/fleet", c.serveFleet)
 	mux.Handle("GET /metrics", c.metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		detail := c.readyDetail()
-		if !c.Ready() {
-			writeText(w, http.StatusServiceUnavailable, "not ready\n"+detail)
-			return
-		}
-		writeText(w, http.StatusOK, "ready\n"+detail)
-	})
+	telemetry.HandleProbesWithDetail(mux, nil, c.Ready, c.readyDetail) // alive while the process runs
 	return mux
 }
 

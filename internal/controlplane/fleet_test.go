@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // fleetRig is a fleet on a fake clock whose persist and publish record
@@ -19,7 +21,7 @@ type fleetRig struct {
 	clk *clock.Fake
 	m   *Metrics
 	f   *fleet
-	log *logBuffer
+	log *testlog.Buffer
 
 	mu        sync.Mutex
 	fail      bool
@@ -38,7 +40,7 @@ func (r *fleetRig) connect(nodes ...string) {
 
 func newFleetRig(t *testing.T, restored ...string) *fleetRig {
 	t.Helper()
-	logger, buf := testLogger()
+	logger, buf := testlog.New(slog.LevelDebug)
 	r := &fleetRig{t: t, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), m: NewMetrics(), log: buf,
 		persisted: slices.Clone(restored), served: map[string]position{}}
 	f, err := newFleet(&fleet{clk: r.clk, grace: 30 * time.Second, log: logger, metrics: r.m,

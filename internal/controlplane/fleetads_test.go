@@ -1,10 +1,10 @@
 package controlplane
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -15,24 +15,20 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // fleetClient is a gateway's fleet subscription: an ADS stream asking for
 // the resource of type discovery.FleetType named by its node id. It
 // records every response and ACKs it.
 type fleetClient struct {
-	t      *testing.T
-	node   string
-	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	*adsStream
+	t    *testing.T
+	node string
 
 	mu        sync.Mutex
 	responses int
@@ -41,46 +37,26 @@ type fleetClient struct {
 
 func dialFleet(t *testing.T, addr, node string) *fleetClient {
 	t.Helper()
-	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}})
-	c := &fleetClient{t: t, node: node, conn: a.conn, stream: a.stream, cancel: a.cancel, done: make(chan struct{})}
-	go c.run()
-	t.Cleanup(c.close)
+	c := &fleetClient{t: t, node: node}
+	c.adsStream = openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: discovery.FleetType, ResourceNames: []string{node}}, c.answer)
 	return c
 }
 
-func (c *fleetClient) run() {
-	defer close(c.done)
-	for {
-		resp, err := c.stream.Recv()
+// answer records the positions in resp and ACKs it.
+func (c *fleetClient) answer(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	c.mu.Lock()
+	c.responses++
+	for _, a := range resp.GetResources() {
+		f, err := discovery.FleetFromResource(a)
 		if err != nil {
-			return
+			c.t.Errorf("%s: a fleet resource the gateway would refuse: %v", c.node, err)
+			continue
 		}
-		c.mu.Lock()
-		c.responses++
-		for _, a := range resp.GetResources() {
-			f, err := discovery.FleetFromResource(a)
-			if err != nil {
-				c.t.Errorf("%s: a fleet resource the gateway would refuse: %v", c.node, err)
-				continue
-			}
-			c.positions = append(c.positions, f)
-		}
-		c.mu.Unlock()
-		ack := &discoveryv3.DiscoveryRequest{TypeUrl: discovery.FleetType, ResourceNames: []string{c.node},
-			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
-		if err := c.stream.Send(ack); err != nil {
-			return
-		}
+		c.positions = append(c.positions, f)
 	}
-}
-
-// close ends the stream, as a gateway that stops does.
-func (c *fleetClient) close() {
-	c.once.Do(func() {
-		c.cancel()
-		<-c.done
-		c.conn.Close()
-	})
+	c.mu.Unlock()
+	return &discoveryv3.DiscoveryRequest{TypeUrl: discovery.FleetType, ResourceNames: []string{c.node},
+		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 }
 
 // last is the last position received; ok is false before any.
@@ -97,7 +73,7 @@ func (c *fleetClient) last() (instance, size int, ok bool) {
 // waitAt waits until the last position received is instance of size.
 func (c *fleetClient) waitAt(instance, size int) {
 	c.t.Helper()
-	poll.Until(c.t, fmt.Sprintf("%s at instance %d of %d", c.node, instance, size), func() bool {
+	waitfor.Until(c.t, fmt.Sprintf("%s at instance %d of %d", c.node, instance, size), func() bool {
 		i, s, ok := c.last()
 		return ok && i == instance && s == size
 	})
@@ -130,7 +106,7 @@ func newFleetFixture(t *testing.T) (*fixture, *clock.Fake) {
 // open (or closed), so that a grace is armed before the clock moves.
 func waitConnected(t *testing.T, cp *ControlPlane, node string, connected bool) {
 	t.Helper()
-	poll.Until(t, fmt.Sprintf("%s connected=%v", node, connected), func() bool {
+	waitfor.Until(t, fmt.Sprintf("%s connected=%v", node, connected), func() bool {
 		for _, m := range cp.Fleet() {
 			if m.Node == node {
 				return m.Connected == connected
@@ -302,7 +278,7 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 	f, _ := newFleetFixture(t)
 	writer := f.start()
 	dialFleet(t, writer.Addr(), "gw-0").waitAt(0, 1)
-	logger, logs := testLogger()
+	logger, logs := testlog.New(slog.LevelDebug)
 	fl, err := Start(Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", StatePath: f.state, Follow: true,
 		FollowInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
@@ -314,13 +290,13 @@ func TestFollowerServesNoFleetPosition(t *testing.T) {
 	if r := eds.wait(1); r.clusters["payments"] == nil {
 		t.Fatal("the follower's EDS does not serve payments")
 	}
-	poll.Until(t, "the follower to log that positions come from the writer", func() bool {
+	waitfor.Until(t, "the follower to log that positions come from the writer", func() bool {
 		return strings.Contains(logs.String(), "fleet positions come from the writer")
 	})
 	for _, c := range asking {
 		// The first answer to a subscription holds what the cache has for
 		// it: nothing.
-		poll.Until(t, "the follower's answer", func() bool { return c.responseCount() > 0 })
+		waitfor.Until(t, "the follower's answer", func() bool { return c.responseCount() > 0 })
 		c.close()
 		if n := c.received(); n != 0 {
 			t.Fatalf("a follower served %d fleet positions", n)
@@ -357,7 +333,7 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	x, emitted := r.x, r.emitted
 	at := func(n, instance, size int) {
 		t.Helper()
-		poll.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
+		waitfor.Until(t, fmt.Sprintf("emission %d: instance %d of %d", n, instance, size), func() bool {
 			e := emitted()
 			return len(e) >= n && e[n-1].Instance == instance && e[n-1].Size == size
 		})
@@ -367,9 +343,9 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 	at(2, 0, 2)
 
 	cp.Close()
-	poll.Until(t, "the client to notice the control plane is gone", func() bool { return x.Err() != nil })
+	waitfor.Until(t, "the client to notice the control plane is gone", func() bool { return x.Err() != nil })
 	cp = f.start()
-	poll.Until(t, "the client to take the restarted control plane's response", func() bool { return x.Err() == nil })
+	waitfor.Until(t, "the client to take the restarted control plane's response", func() bool { return x.Err() == nil })
 	waitConnected(t, cp, "gw-x", true)
 	if e := emitted(); len(e) != 2 {
 		t.Fatalf("the client emitted %v; a restart must not move it", e)
@@ -379,42 +355,17 @@ func TestGatewayFleetClientFollowsItsPosition(t *testing.T) {
 // fleetRunner runs the gateway's fleet client (discovery.FleetXDS) and
 // records every position it emits.
 type fleetRunner struct {
-	x    *discovery.FleetXDS
-	stop func() // ends Run, as a gateway that stops
-
-	mu  sync.Mutex
-	got []discovery.Fleet
+	x *discovery.FleetXDS
+	*emissions[discovery.Fleet]
 }
 
 func runFleetXDS(t *testing.T, cfg discovery.XDSConfig) *fleetRunner {
 	t.Helper()
-	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
-	if cfg.Logger == nil {
-		cfg.Logger, _ = testLogger()
-	}
-	x, err := discovery.NewFleetXDS(cfg)
+	x, err := discovery.NewFleetXDS(clientConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	r := &fleetRunner{x: x, stop: func() { cancel(); <-done }}
-	go func() {
-		defer close(done)
-		_ = x.Run(ctx, func(fl discovery.Fleet) {
-			r.mu.Lock()
-			r.got = append(r.got, fl)
-			r.mu.Unlock()
-		})
-	}()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *fleetRunner) emitted() []discovery.Fleet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
+	return &fleetRunner{x: x, emissions: record(t, x.Run)}
 }
 
 // positions are the emitted positions as {instance, size}.

@@ -1,12 +1,14 @@
 package controlplane
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // A follower (--follow) serves the writer's persisted state read-only:
@@ -16,7 +18,7 @@ import (
 func TestFollowerServesTheWritersIndices(t *testing.T) {
 	f := newFixture(t, map[string][]string{"payments": endpoints(11001, 80)})
 	writer := f.start()
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	fl, err := Start(Options{Listen: "127.0.0.1:0", StatePath: f.state, Follow: true, FollowInterval: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -55,5 +57,5 @@ func TestFollowerServesTheWritersIndices(t *testing.T) {
 	if s := fl.State(); !slices.Equal(s.Origins["payments"].Endpoints, before.Origins["payments"].Endpoints) {
 		t.Fatal("the follower's state moved without the writer")
 	}
-	poll.Until(t, "the follower to stay ready", fl.Ready)
+	waitfor.Until(t, "the follower to stay ready", fl.Ready)
 }

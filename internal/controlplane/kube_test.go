@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -23,7 +24,8 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/kubetest"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // kubeEP is one endpoint of a test EndpointSlice: its IP, zone and
@@ -179,7 +181,7 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 	source := filepath.Join(dir, "origins.yaml")
 	writeFile(t, source, kubeSourceYAML("app", k.ns, "app"))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	cp, err := Start(Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"), Source: source,
 		Kube: s.Config, Debounce: time.Hour, Clock: clk, Logger: logger})
 	if err != nil {
@@ -218,15 +220,15 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 	e4 := func() (string, discovery.Endpoint) { return ep("10.1.0.4", "z2", 3) }
 	e5 := func() (string, discovery.Endpoint) { return ep("10.1.0.5", "z3", 3) }
 	e6 := func() (string, discovery.Endpoint) { return ep("10.1.0.6", "z3", 3) }
-	poll.Until(t, "the first membership, at once", want(set(e1, e4, e6), []string{"10.1.0.3:8080"}))
-	poll.Until(t, "the gateway's client to hold it", func() bool { return len(gw.emitted()) == 1 })
+	waitfor.Until(t, "the first membership, at once", want(set(e1, e4, e6), []string{"10.1.0.3:8080"}))
+	waitfor.Until(t, "the gateway's client to hold it", func() bool { return len(gw.emitted()) == 1 })
 	if u := gw.emitted()[0]; len(u.Endpoints) != 3 || u.Urgent {
 		t.Fatalf("the gateway's client got %+v; want the 3 ready endpoints, not urgent", u)
 	}
 
 	// A join waits for the window.
 	k.slice("app", "app-2", 8080, readyEP("10.1.0.4", "z2"), readyEP("10.1.0.6", "z3"), readyEP("10.1.0.5", "z3"))
-	poll.Until(t, "the source to offer the join", func() bool {
+	waitfor.Until(t, "the source to offer the join", func() bool {
 		cp.source.mu.Lock()
 		defer cp.source.mu.Unlock()
 		return len(cp.source.last["app"].endpoints) == 4
@@ -237,8 +239,8 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 	// 10.1.0.1 turns terminating: published at once, with the join.
 	k.slice("app", "app-1", 8080, terminatingEP("10.1.0.1", "z1"), notReadyEP("10.1.0.2", "z1"),
 		terminatingEP("10.1.0.3", "z2"), readyEP("10.1.0.4", "z2"))
-	poll.Until(t, "the terminating endpoint published at once", want(set(e4, e5, e6), []string{"10.1.0.1:8080", "10.1.0.3:8080"}))
-	poll.Until(t, "the gateway's client to take it", func() bool { return len(gw.emitted()) == 2 })
+	waitfor.Until(t, "the terminating endpoint published at once", want(set(e4, e5, e6), []string{"10.1.0.1:8080", "10.1.0.3:8080"}))
+	waitfor.Until(t, "the gateway's client to take it", func() bool { return len(gw.emitted()) == 2 })
 	if u := gw.emitted()[1]; !u.Urgent || len(u.Endpoints) != 3 {
 		t.Fatalf("the gateway's client got %+v; want urgent, 3 endpoints", u)
 	}
@@ -246,7 +248,7 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 	// A new weight and a deleted slice wait for the window.
 	k.service("app", map[string]string{WeightAnnotation: "5"})
 	k.deleteSlice("app-1")
-	poll.Until(t, "the source to offer both", func() bool {
+	waitfor.Until(t, "the source to offer both", func() bool {
 		cp.source.mu.Lock()
 		defer cp.source.mu.Unlock()
 		m := cp.source.last["app"]
@@ -256,7 +258,7 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 	e4, e5, e6 = func() (string, discovery.Endpoint) { return ep("10.1.0.4", "z2", 5) },
 		func() (string, discovery.Endpoint) { return ep("10.1.0.5", "z3", 5) },
 		func() (string, discovery.Endpoint) { return ep("10.1.0.6", "z3", 5) }
-	poll.Until(t, "the weight and the deletion after the window", want(set(e4, e5, e6), nil))
+	waitfor.Until(t, "the weight and the deletion after the window", want(set(e4, e5, e6), nil))
 }
 
 // TestKubernetesStateWritesAreOptimistic: two stores write one state. The
@@ -267,7 +269,7 @@ func TestKubernetesSourceFollowsEndpointSlices(t *testing.T) {
 func TestKubernetesStateWritesAreOptimistic(t *testing.T) {
 	s := kubetest.Shared(t)
 	ns := s.Namespace(t, "state")
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	var fenced bool
 	fence := func() error {
 		if fenced {
@@ -338,14 +340,14 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 	dir := t.TempDir()
 	source := filepath.Join(dir, "origins.yaml")
 	writeFile(t, source, kubeSourceYAML("app", k.ns, "app"))
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	cp, err := Start(Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"), Source: source,
 		Kube: cfg, Debounce: -1, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	poll.Until(t, "the first membership", func() bool { got, _ := published(t, cp, "app"); return len(got) == 2 })
+	waitfor.Until(t, "the first membership", func() bool { got, _ := published(t, cp, "app"); return len(got) == 2 })
 	readyz := func() (int, string) {
 		resp, err := http.Get("http://" + cp.AdminAddr() + "/readyz")
 		if err != nil {
@@ -361,7 +363,7 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 	}
 
 	proxy.cut(true)
-	poll.Within(t, time.Minute, "the control plane to notice the API server is gone", func() bool { return up() == 0 })
+	waitfor.Within(t, time.Minute, "the control plane to notice the API server is gone", func() bool { return up() == 0 })
 	code, body := readyz()
 	if code != 200 || !strings.Contains(body, "kubernetes API unreachable since") || !strings.Contains(body, "serving the last good state") {
 		t.Fatalf("/readyz while the API server is away: %d %q", code, body)
@@ -371,11 +373,11 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 	}
 	k.slice("app", "app-1", 8080, readyEP("10.2.0.1", "z1"), readyEP("10.2.0.2", "z1"), readyEP("10.2.0.3", "z1"))
 	proxy.cut(false)
-	poll.Within(t, time.Minute, "the change made meanwhile, once the API server is back", func() bool {
+	waitfor.Within(t, time.Minute, "the change made meanwhile, once the API server is back", func() bool {
 		got, _ := published(t, cp, "app")
 		return len(got) == 3
 	})
-	poll.Until(t, "kubernetes_up back to 1", func() bool { return up() == 1 })
+	waitfor.Until(t, "kubernetes_up back to 1", func() bool { return up() == 1 })
 	if code, body := readyz(); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz once the API server is back: %d %q", code, body)
 	}
@@ -385,7 +387,7 @@ func TestKubernetesUnreachableKeepsServing(t *testing.T) {
 // (ConfigMaps cp-* and the Lease cp of ns), with a short Lease.
 func kubeReplica(t *testing.T, s *kubetest.Server, ns, id, source string) *ControlPlane {
 	t.Helper()
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	cp, err := Start(Options{Listen: "127.0.0.1:0", FleetListen: "127.0.0.1:0", StatePath: StateKubernetesPrefix + ns + "/cp",
 		Source: source, Kube: s.Config, ID: id, LeaseDuration: 2 * time.Second, LeaseRetry: 500 * time.Millisecond,
 		Debounce: -1, Logger: logger.With("replica", id)})
@@ -418,9 +420,9 @@ func TestKubernetesLeaderHandsOver(t *testing.T) {
 	writeFile(t, source, kubeSourceYAML("app", k.ns, "app"))
 
 	a := kubeReplica(t, s, k.ns, "a", source)
-	poll.Within(t, time.Minute, "replica a to lead", a.Leading)
+	waitfor.Within(t, time.Minute, "replica a to lead", a.Leading)
 	b := kubeReplica(t, s, k.ns, "b", source)
-	poll.Until(t, "replica b to serve the leader's assignment", func() bool {
+	waitfor.Until(t, "replica b to serve the leader's assignment", func() bool {
 		sa, sb := a.State().Origins["app"], b.State().Origins["app"]
 		return sa != nil && sb != nil && sa.Version == sb.Version && sa.sameContent(sb)
 	})
@@ -430,20 +432,20 @@ func TestKubernetesLeaderHandsOver(t *testing.T) {
 	before := a.State().Origins["app"]
 	gw := runXDS(t, b.Addr(), "gw-0", "app")
 	fl := runFleetXDS(t, discovery.XDSConfig{Server: b.FleetAddr(), NodeID: "gw-0"})
-	poll.Until(t, "the gateway's membership from the follower", func() bool { return len(gw.emitted()) == 1 })
-	poll.Until(t, "the gateway's fleet position through the follower", func() bool { return len(fl.emitted()) == 1 })
+	waitfor.Until(t, "the gateway's membership from the follower", func() bool { return len(gw.emitted()) == 1 })
+	waitfor.Until(t, "the gateway's fleet position through the follower", func() bool { return len(fl.emitted()) == 1 })
 	if p := fl.emitted()[0]; p.Instance != 0 || p.Size != 1 {
 		t.Fatalf("fleet position %+v, want 0 of 1", p)
 	}
 
 	start := time.Now()
 	a.Close()
-	poll.Within(t, time.Minute, "replica b to take the released Lease", b.Leading)
+	waitfor.Within(t, time.Minute, "replica b to take the released Lease", b.Leading)
 	took := time.Since(start)
 	if st := b.State().Origins["app"]; st.Version != before.Version || !st.sameContent(before) {
 		t.Fatalf("the new leader's assignment %+v differs from the old one's %+v", st, before)
 	}
-	poll.Until(t, "the fleet client to reconnect to the new leader", func() bool {
+	waitfor.Until(t, "the fleet client to reconnect to the new leader", func() bool {
 		_, f := b.role()
 		return f != nil && slices.ContainsFunc(f.members(), func(m FleetMember) bool { return m.Node == "gw-0" && m.Connected })
 	})
@@ -457,7 +459,7 @@ func TestKubernetesLeaderHandsOver(t *testing.T) {
 
 	// A change after the hand-over reaches the gateway: the joiner at the end.
 	k.slice("app", "app-1", 8080, append(eps, readyEP("10.3.0.7", "z1"))...)
-	poll.Until(t, "the change after the hand-over", func() bool { return len(gw.emitted()) == 2 })
+	waitfor.Until(t, "the change after the hand-over", func() bool { return len(gw.emitted()) == 2 })
 	u := gw.emitted()[1]
 	for _, e := range u.Endpoints {
 		if i, ok := before.Indices()[e.Address]; ok && i != e.RingIndex {
@@ -478,7 +480,7 @@ func TestKubernetesLeaderHandsOver(t *testing.T) {
 	if _, err := store.write(forged); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the leader to write its state back", func() bool {
+	waitfor.Until(t, "the leader to write its state back", func() bool {
 		got, err := newKubeStore(s.Client, k.ns, "cp", nil, nil, NewMetrics()).load(context.Background())
 		return err == nil && got.Origins["app"].sameContent(want) && got.Origins["app"].Version == want.Version
 	})

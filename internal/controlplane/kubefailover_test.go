@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corput/corput/internal/kubetest"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // service is a TCP proxy that stands in for a Kubernetes Service (what
@@ -130,7 +130,7 @@ func startKubeFleet(t *testing.T, pods int) *kubeFleet {
 			"--kubeconfig", f.s.Kubeconfig, "--listen", "127.0.0.1:0", "--fleet-listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
 			"--debounce", "1s", "--fleet-grace", "30s", "--lease-duration", testLeaseDuration.String(), "--lease-retry", testLeaseRetry.String(), "--id", id)
 		if id == "cp-a" {
-			poll.Within(t, time.Minute, "cp-a to lead", r.leading)
+			waitfor.Within(t, time.Minute, "cp-a to lead", r.leading)
 		}
 		f.replicas = append(f.replicas, r)
 		eds, fleet = append(eds, r.listen), append(fleet, r.fleet)
@@ -155,7 +155,7 @@ func (f *kubeFleet) addPod() *pod {
 // leader is the replica that leads, and the other.
 func (f *kubeFleet) leader() (leader, other *cpProc) {
 	f.t.Helper()
-	poll.Within(f.t, time.Minute, "one leader", func() bool { return f.replicas[0].leading() != f.replicas[1].leading() })
+	waitfor.Within(f.t, time.Minute, "one leader", func() bool { return f.replicas[0].leading() != f.replicas[1].leading() })
 	if f.replicas[0].leading() {
 		return f.replicas[0], f.replicas[1]
 	}
@@ -209,7 +209,7 @@ func (f *kubeFleet) accepted() map[string]int64 {
 func TestKubernetesLeaderFailsOver(t *testing.T) {
 	f := startKubeFleet(t, 6)
 	ld := startLoad(f.gws, 4, time.Millisecond)
-	poll.Within(t, time.Minute, "load to flow", func() bool { return ld.count() > 200 })
+	waitfor.Within(t, time.Minute, "load to flow", func() bool { return ld.count() > 200 })
 	leader, other := f.leader()
 	before, conns := f.placements(), f.accepted()
 
@@ -217,15 +217,15 @@ func TestKubernetesLeaderFailsOver(t *testing.T) {
 	killed := time.Now()
 	lastRenewal := f.lease().Spec.RenewTime.Time
 	var l *coordinationv1.Lease
-	poll.Within(t, time.Minute, "the other replica to take the Lease", func() bool {
+	waitfor.Within(t, time.Minute, "the other replica to take the Lease", func() bool {
 		l = f.lease()
 		return ptrOr(l.Spec.HolderIdentity, "") == other.name
 	})
 	takeover := l.Spec.AcquireTime.Sub(lastRenewal)
-	poll.Within(t, time.Minute, other.name+" to lead", other.leading)
+	waitfor.Within(t, time.Minute, other.name+" to lead", other.leading)
 	p := f.addPod()
 	for i, g := range f.gws {
-		poll.Within(t, time.Minute, fmt.Sprintf("gw-%d to take the pod added after the kill", i), func() bool {
+		waitfor.Within(t, time.Minute, fmt.Sprintf("gw-%d to take the pod added after the kill", i), func() bool {
 			_, ok := g.indices(t)[p.addr]
 			return ok
 		})
@@ -285,11 +285,11 @@ func TestKubernetesTwoWritersNeverSplitTheRing(t *testing.T) {
 	writesBefore := metricValue(t, leader.admin, `corput_controlplane_state_writes_total{result="ok"}`)
 
 	leader.signal(syscall.SIGSTOP)
-	poll.Within(t, time.Minute, other.name+" to lead while "+leader.name+" is paused", other.leading)
+	waitfor.Within(t, time.Minute, other.name+" to lead while "+leader.name+" is paused", other.leading)
 	added := f.addPod()
 	gone := f.pods[0]
 	f.k.slice("app", "app-"+gone.id, int32(gone.port), terminatingEP(gone.ip, ""))
-	poll.Within(t, time.Minute, "the new leader to publish both changes", func() bool {
+	waitfor.Within(t, time.Minute, "the new leader to publish both changes", func() bool {
 		st := stateInAPI(t, f)
 		a := st.Origins["app"]
 		return a != nil && len(a.Draining) == 1 && a.Indices()[added.addr] >= 0 && len(a.Endpoints) == 6
@@ -297,11 +297,11 @@ func TestKubernetesTwoWritersNeverSplitTheRing(t *testing.T) {
 	f.k.deleteSlice("app-" + gone.id)
 
 	leader.signal(syscall.SIGCONT)
-	poll.Within(t, time.Minute, leader.name+" to step down", func() bool {
+	waitfor.Within(t, time.Minute, leader.name+" to step down", func() bool {
 		code, body := leader.readyz()
 		return code == 200 && strings.Contains(body, "role: follower")
 	})
-	poll.Within(t, time.Minute, "every gateway on the assignment the API holds", func() bool {
+	waitfor.Within(t, time.Minute, "every gateway on the assignment the API holds", func() bool {
 		want := stateInAPI(t, f).Origins["app"]
 		if want == nil || len(want.Draining) != 0 {
 			return false

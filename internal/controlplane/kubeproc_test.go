@@ -20,7 +20,7 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // The process tests below run every part as a real process, with a real
@@ -206,7 +206,7 @@ func startGateway(t *testing.T, bin, dir, name, zone, config string) *gateway {
 	env := []string{"CORPUT_ZONE=" + zone}
 	p, m := startProc(t, "gateway "+name, env, gatewayServing, bin, "serve", "--config", path)
 	g := &gateway{proc: p, listen: m[1], admin: m[2], zone: zone}
-	poll.Within(t, time.Minute, name+" ready", func() bool {
+	waitfor.Within(t, time.Minute, name+" ready", func() bool {
 		resp, err := http.Get("http://" + g.admin + "/readyz")
 		if err != nil {
 			return false

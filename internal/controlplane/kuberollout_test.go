@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/kubetest"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // cpProc is a `corput control-plane` replica.
@@ -115,7 +115,7 @@ func TestKubernetesRolloutCostsNothing(t *testing.T) {
 	cp := startControlPlaneProc(t, bin, "control plane", "--state", "kubernetes:"+k.ns+"/cp", "--source", source,
 		"--kubeconfig", s.Kubeconfig, "--listen", "127.0.0.1:0", "--fleet-listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
 		"--debounce", "1s", "--lease-duration", "2s", "--lease-retry", "500ms", "--id", "cp-0")
-	poll.Within(t, time.Minute, "the control plane to lead", cp.leading)
+	waitfor.Within(t, time.Minute, "the control plane to lead", cp.leading)
 
 	gws := []*gateway{
 		startGateway(t, bin, dir, "gw-0", "z1", gatewayYAML(cp.listen, "gw-0", "fleet: {instance: 0, size: 2}")),
@@ -124,7 +124,7 @@ func TestKubernetesRolloutCostsNothing(t *testing.T) {
 	ld := startLoad(gws, 4, time.Millisecond)
 
 	// Steady state: the zones.
-	poll.Within(t, time.Minute, "load to flow", func() bool { return ld.count() > 100 })
+	waitfor.Within(t, time.Minute, "load to flow", func() bool { return ld.count() > 100 })
 	steadyFrom := time.Now()
 	time.Sleep(3 * time.Second)
 	steadyTo := time.Now()
@@ -157,7 +157,7 @@ func TestKubernetesRolloutCostsNothing(t *testing.T) {
 		st := step{pod: o, updated: time.Now()}
 		writeSlices(o) // the old pod turns terminating
 		for g, gw := range gws {
-			poll.Within(t, time.Minute, fmt.Sprintf("gateway %d to apply %s terminating", g, o.id), func() bool {
+			waitfor.Within(t, time.Minute, fmt.Sprintf("gateway %d to apply %s terminating", g, o.id), func() bool {
 				return countUrgent(gw.applied(t)) > urgentBefore[g]
 			})
 			st.applied[g] = lastUrgent(gw.applied(t))

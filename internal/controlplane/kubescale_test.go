@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corput/corput/internal/kubetest"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // TestKubernetesScale measures, against a real API server, what a control
@@ -86,7 +86,7 @@ func TestKubernetesScale(t *testing.T) {
 		"--kubeconfig", s.Kubeconfig, "--listen", "127.0.0.1:0", "--fleet-listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
 		"--debounce", "1s", "--lease-duration", "15s", "--lease-retry", "2s", "--id", "cp-0")
 	start := time.Now()
-	poll.Within(t, 10*time.Minute, "every origin published", func() bool {
+	waitfor.Within(t, 10*time.Minute, "every origin published", func() bool {
 		return sumSeries(t, cp.admin, "corput_controlplane_endpoints{") == float64(origins*endpoints)
 	})
 	published := time.Since(start)

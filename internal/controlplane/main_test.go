@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,8 +25,9 @@ import (
 
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/kubetest"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testbin.M(kubetest.M(m))) }
@@ -42,29 +42,6 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
-}
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func testLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
 // endpoints returns n addresses 127.0.0.1:(base+i); none needs to listen.
@@ -123,7 +100,7 @@ type fixture struct {
 	state  string
 	opts   Options
 	cp     *ControlPlane
-	log    *logBuffer
+	log    *testlog.Buffer
 }
 
 func newFixture(t *testing.T, origins map[string][]string) *fixture {
@@ -131,7 +108,7 @@ func newFixture(t *testing.T, origins map[string][]string) *fixture {
 	dir := t.TempDir()
 	f := &fixture{t: t, dir: dir, source: filepath.Join(dir, "origins.yaml"), state: filepath.Join(dir, "state.json")}
 	writeFile(t, f.source, sourceYAML(origins))
-	logger, buf := testLogger()
+	logger, buf := testlog.New(slog.LevelDebug)
 	f.log = buf
 	f.opts = Options{Listen: "127.0.0.1:0", StatePath: f.state, Source: f.source, Debounce: 50 * time.Millisecond, Logger: logger}
 	return f
@@ -169,7 +146,7 @@ func (f *fixture) version(origin string) uint64 {
 // waitVersion waits until origin's persisted version is v.
 func (f *fixture) waitVersion(origin string, v uint64) {
 	f.t.Helper()
-	poll.Until(f.t, fmt.Sprintf("%s at version %d", origin, v), func() bool { return f.version(origin) == v })
+	waitfor.Until(f.t, fmt.Sprintf("%s at version %d", origin, v), func() bool { return f.version(origin) == v })
 }
 
 // response is one EDS response as a raw client decoded it.
@@ -203,15 +180,18 @@ func indicesOf(t *testing.T, cla *endpointv3.ClusterLoadAssignment) (map[string]
 	return out, subsets
 }
 
-// adsStream is one ADS stream of a test gateway, opened with its first
-// request sent; close cuts it.
+// adsStream is one ADS stream of a test gateway: one goroutine answers
+// every response on it until close, which the test's end calls too.
 type adsStream struct {
 	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
 }
 
-func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest) adsStream {
+// openADS opens an ADS stream to addr, sends first, and answers each
+// response with what answer returns (an ACK or a NACK).
+func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest, answer func(*discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest) *adsStream {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -225,19 +205,39 @@ func openADS(t *testing.T, addr string, first *discoveryv3.DiscoveryRequest) ads
 	if err := stream.Send(first); err != nil {
 		t.Fatal(err)
 	}
-	return adsStream{conn, stream, cancel}
+	a := &adsStream{conn: conn, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if err := stream.Send(answer(resp)); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(a.close)
+	return a
+}
+
+// close ends the stream, as a gateway that stops does.
+func (a *adsStream) close() {
+	a.once.Do(func() {
+		a.cancel()
+		<-a.done
+		a.conn.Close()
+	})
 }
 
 // adsClient is a minimal ADS client that records every response and
 // answers each with an ACK, or a NACK when nack says so.
 type adsClient struct {
-	t      *testing.T
-	conn   *grpc.ClientConn
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	names  []string
-	nack   func(*discoveryv3.DiscoveryResponse) bool
-	cancel context.CancelFunc
-	done   chan struct{}
+	*adsStream
+	t     *testing.T
+	names []string
+	nack  func(*discoveryv3.DiscoveryResponse) bool
 
 	mu        sync.Mutex
 	responses []response
@@ -246,48 +246,32 @@ type adsClient struct {
 
 func dialADS(t *testing.T, addr, node string, names []string, nack func(*discoveryv3.DiscoveryResponse) bool) *adsClient {
 	t.Helper()
-	a := openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names})
-	c := &adsClient{t: t, conn: a.conn, stream: a.stream, names: names, nack: nack, cancel: a.cancel, done: make(chan struct{})}
-	go c.run()
-	t.Cleanup(c.close)
+	c := &adsClient{t: t, names: names, nack: nack}
+	c.adsStream = openADS(t, addr, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resource.EndpointType, ResourceNames: names}, c.answer)
 	return c
 }
 
-func (c *adsClient) run() {
-	defer close(c.done)
-	for {
-		resp, err := c.stream.Recv()
-		if err != nil {
-			return
-		}
-		r := response{version: resp.GetVersionInfo(), nonce: resp.GetNonce(), clusters: map[string]*endpointv3.ClusterLoadAssignment{}}
-		for _, a := range resp.GetResources() {
-			var cla endpointv3.ClusterLoadAssignment
-			if err := a.UnmarshalTo(&cla); err == nil {
-				r.clusters[cla.GetClusterName()] = &cla
-			}
-		}
-		next := &discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: c.names, ResponseNonce: resp.GetNonce()}
-		c.mu.Lock()
-		c.responses = append(c.responses, r)
-		if c.nack != nil && c.nack(resp) {
-			next.VersionInfo = c.accepted
-			next.ErrorDetail = &statuspb.Status{Code: 3, Message: "test NACK of " + resp.GetVersionInfo()}
-		} else {
-			c.accepted = resp.GetVersionInfo()
-			next.VersionInfo = c.accepted
-		}
-		c.mu.Unlock()
-		if err := c.stream.Send(next); err != nil {
-			return
+// answer records resp and ACKs it, or NACKs it when c.nack says so.
+func (c *adsClient) answer(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	r := response{version: resp.GetVersionInfo(), nonce: resp.GetNonce(), clusters: map[string]*endpointv3.ClusterLoadAssignment{}}
+	for _, a := range resp.GetResources() {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := a.UnmarshalTo(&cla); err == nil {
+			r.clusters[cla.GetClusterName()] = &cla
 		}
 	}
-}
-
-func (c *adsClient) close() {
-	c.cancel()
-	<-c.done
-	c.conn.Close()
+	next := &discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: c.names, ResponseNonce: resp.GetNonce()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.responses = append(c.responses, r)
+	if c.nack != nil && c.nack(resp) {
+		next.VersionInfo = c.accepted
+		next.ErrorDetail = &statuspb.Status{Code: 3, Message: "test NACK of " + resp.GetVersionInfo()}
+	} else {
+		c.accepted = resp.GetVersionInfo()
+		next.VersionInfo = c.accepted
+	}
+	return next
 }
 
 func (c *adsClient) count() int {
@@ -299,7 +283,7 @@ func (c *adsClient) count() int {
 // wait waits for the n-th response (1-based) and returns it.
 func (c *adsClient) wait(n int) response {
 	c.t.Helper()
-	poll.Until(c.t, fmt.Sprintf("response %d", n), func() bool { return c.count() >= n })
+	waitfor.Until(c.t, fmt.Sprintf("response %d", n), func() bool { return c.count() >= n })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.responses[n-1]
@@ -308,12 +292,8 @@ func (c *adsClient) wait(n int) response {
 // xdsClient runs corput's own xDS client (the gateway's) against addr and
 // records every membership it emits.
 type xdsClient struct {
-	x      *discovery.XDS
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu      sync.Mutex
-	updates []discovery.Update
+	x *discovery.XDS
+	*emissions[discovery.Update]
 }
 
 func runXDS(t *testing.T, addr, node string, clusters ...string) *xdsClient {
@@ -329,30 +309,53 @@ func runXDSWith(t *testing.T, cfg discovery.XDSConfig, clusters ...string) *xdsC
 	for _, c := range clusters {
 		cfg.Clusters[c] = c
 	}
-	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
-	if cfg.Logger == nil {
-		cfg.Logger, _ = testLogger()
-	}
-	x, err := discovery.NewXDS(cfg)
+	x, err := discovery.NewXDS(clientConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &xdsClient{x: x, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		_ = x.Run(ctx, func(u discovery.Update) {
-			c.mu.Lock()
-			c.updates = append(c.updates, u)
-			c.mu.Unlock()
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-c.done })
-	return c
+	return &xdsClient{x: x, emissions: record(t, x.Run)}
 }
 
-func (c *xdsClient) emitted() []discovery.Update {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]discovery.Update(nil), c.updates...)
+// clientConfig is cfg with a test's retry backoff (20 to 100 ms) and, if
+// it has none, a logger.
+func clientConfig(cfg discovery.XDSConfig) discovery.XDSConfig {
+	cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	if cfg.Logger == nil {
+		cfg.Logger, _ = testlog.New(slog.LevelDebug)
+	}
+	return cfg
+}
+
+// emissions are the values a gateway's xDS client (discovery.XDS or
+// FleetXDS) emitted while it ran.
+type emissions[T any] struct {
+	stop func() // ends Run, as a gateway that stops; the test's end calls it too
+
+	mu  sync.Mutex
+	got []T
+}
+
+// record runs run (a client's Run) until stop, recording every value it
+// emits.
+func record[T any](t *testing.T, run func(context.Context, func(T)) error) *emissions[T] {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e := &emissions[T]{stop: sync.OnceFunc(func() { cancel(); <-done })}
+	go func() {
+		defer close(done)
+		_ = run(ctx, func(v T) {
+			e.mu.Lock()
+			e.got = append(e.got, v)
+			e.mu.Unlock()
+		})
+	}()
+	t.Cleanup(e.stop)
+	return e
+}
+
+// emitted is every value emitted so far, in order.
+func (e *emissions[T]) emitted() []T {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
 }

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,8 +12,9 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func members(addrs []string) []discovery.Endpoint {
@@ -31,7 +33,7 @@ func members(addrs []string) []discovery.Endpoint {
 // once; and an origin whose assignment did not change is never pushed.
 func TestWriterDebounce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	m := NewMetrics()
 	fs, st, err := openFileStore(filepath.Join(t.TempDir(), "state.json"), logger)
 	if err != nil {
@@ -156,21 +158,21 @@ func TestNACK(t *testing.T) {
 	})
 	gw := runXDS(t, cp.Addr(), "gw-good", "a")
 	ads.wait(1)
-	poll.Until(t, "the good gateway's first membership", func() bool { return len(gw.emitted()) == 1 })
+	waitfor.Until(t, "the good gateway's first membership", func() bool { return len(gw.emitted()) == 1 })
 
 	f.setSource(map[string][]string{"a": endpoints(15001, 11)})
 	ads.wait(2)
-	poll.Until(t, "the NACK to be counted", func() bool { return value(cp.Metrics().NACKs) == 1 })
+	waitfor.Until(t, "the NACK to be counted", func() bool { return value(cp.Metrics().NACKs) == 1 })
 	if nacked == "" {
 		t.Fatal("the client NACKed nothing")
 	}
-	poll.Until(t, "the NACK to be logged", func() bool {
+	waitfor.Until(t, "the NACK to be logged", func() bool {
 		return strings.Contains(f.log.String(), "rejected (NACK)") && strings.Contains(f.log.String(), "rejected_version="+nacked)
 	})
 	if !strings.Contains(f.log.String(), "node=gw-bad") || !strings.Contains(f.log.String(), "clusters=[a]") {
 		t.Errorf("the NACK log does not name the node and clusters:\n%s", f.log.String())
 	}
-	poll.Until(t, "the good gateway to take the version the other rejected", func() bool { return len(gw.emitted()) == 2 })
+	waitfor.Until(t, "the good gateway to take the version the other rejected", func() bool { return len(gw.emitted()) == 2 })
 	time.Sleep(300 * time.Millisecond)
 	if n := ads.count(); n != 2 {
 		t.Fatalf("%d responses: the rejected version was sent again", n)

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/corput/corput/internal/discovery/xdstest"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // Relay mode: the control plane follows an upstream go-control-plane
@@ -33,7 +35,7 @@ func TestRelayAddsIndicesToAnUpstreamServer(t *testing.T) {
 		xdstest.Endpoint{Addr: "127.0.0.1:13999", Priority: 1, Health: healthy})
 	up.MustSet(t, "relay-0", "u1", xdstest.CLA("payments", upstream...), xdstest.CLA("search", eps(endpoints(14001, 5)...)...))
 
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	dir := t.TempDir()
 	cp, err := Start(Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"), Relay: up.Addr(), RelayNodeID: "relay-0",
 		Clusters: []string{"payments", "search"}, Debounce: 50 * time.Millisecond, Logger: logger})

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // A control plane restarted on the same state file changes no index, its
@@ -18,18 +18,18 @@ func TestRestartChangesNoIndex(t *testing.T) {
 	f := newFixture(t, map[string][]string{"payments": addrs, "search": endpoints(12001, 30)})
 	cp := f.start()
 	gw := runXDS(t, cp.Addr(), "gw-0", "payments", "search")
-	poll.Until(t, "the first membership of both origins", func() bool { return len(gw.emitted()) == 2 })
+	waitfor.Until(t, "the first membership of both origins", func() bool { return len(gw.emitted()) == 2 })
 	// A change before the restart, so that the indices are not just the
 	// initial shuffle and the version is past 1.
 	f.setSource(map[string][]string{"payments": append(slices.Clone(addrs), "127.0.0.1:19999"), "search": endpoints(12001, 30)})
 	f.waitVersion("payments", 2)
-	poll.Until(t, "the change to reach the gateway", func() bool { return len(gw.emitted()) == 3 })
+	waitfor.Until(t, "the change to reach the gateway", func() bool { return len(gw.emitted()) == 3 })
 	before := cp.State()
 
 	cp.Close()
-	poll.Until(t, "the gateway's client to notice the control plane is gone", func() bool { return gw.x.Err() != nil })
+	waitfor.Until(t, "the gateway's client to notice the control plane is gone", func() bool { return gw.x.Err() != nil })
 	cp = f.start()
-	poll.Until(t, "the gateway's client to take the restarted control plane's response", func() bool { return gw.x.Err() == nil })
+	waitfor.Until(t, "the gateway's client to take the restarted control plane's response", func() bool { return gw.x.Err() == nil })
 	after := cp.State()
 	if after.Generation != before.Generation+1 {
 		t.Errorf("generation %d after a restart from %d, want +1", after.Generation, before.Generation)
@@ -52,7 +52,7 @@ func TestRestartChangesNoIndex(t *testing.T) {
 	// The versions continue: the next change is version 3.
 	f.setSource(map[string][]string{"payments": addrs, "search": endpoints(12001, 30)})
 	f.waitVersion("payments", 3)
-	poll.Until(t, "the change after the restart to reach the gateway", func() bool { return len(gw.emitted()) == 4 })
+	waitfor.Until(t, "the change after the restart to reach the gateway", func() bool { return len(gw.emitted()) == 4 })
 	if v := f.version("search"); v != 1 {
 		t.Errorf("search at version %d, want 1: it never changed", v)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // The control plane assigns indices by subset.Ring's rules: the initial
@@ -45,7 +45,7 @@ func TestIndicesFollowTheRingRules(t *testing.T) {
 	if inOrder > 10 {
 		t.Errorf("%d of 120 endpoints hold their sorted position: the initial set is not shuffled", inOrder)
 	}
-	poll.Until(t, "the gateway's client to emit the membership", func() bool { return len(gw.emitted()) == 1 })
+	waitfor.Until(t, "the gateway's client to emit the membership", func() bool { return len(gw.emitted()) == 1 })
 	if u := gw.emitted()[0]; len(u.Endpoints) != 120 || u.Endpoints[0].Zone != "z1" || u.Endpoints[0].Weight != 1 {
 		t.Fatalf("the gateway's client got %d endpoints (%+v …)", len(u.Endpoints), u.Endpoints[0])
 	}
@@ -86,7 +86,7 @@ func TestIndicesFollowTheRingRules(t *testing.T) {
 		t.Fatalf("%d endpoints besides the highest moved", moved)
 	}
 	f.waitVersion("payments", 3)
-	poll.Until(t, "the gateway's client to follow both changes", func() bool { return len(gw.emitted()) == 3 })
+	waitfor.Until(t, "the gateway's client to follow both changes", func() bool { return len(gw.emitted()) == 3 })
 	if got := gw.emitted()[2].Endpoints; len(got) != 120 || slices.ContainsFunc(got, func(e discovery.Endpoint) bool { return e.Address == leaving }) {
 		t.Fatalf("the gateway's client holds %d endpoints after the remove", len(got))
 	}
@@ -147,7 +147,7 @@ func TestUnknownClusterIsLogged(t *testing.T) {
 	cp := f.start()
 	ads := dialADS(t, cp.Addr(), "gw-7", []string{"payments", "paymnets"}, nil)
 	ads.wait(1)
-	poll.Until(t, "the unknown cluster to be logged", func() bool {
+	waitfor.Until(t, "the unknown cluster to be logged", func() bool {
 		return strings.Contains(f.log.String(), "does not serve") && strings.Contains(f.log.String(), "clusters=[paymnets]")
 	})
 	if strings.Count(f.log.String(), "does not serve") != 1 {

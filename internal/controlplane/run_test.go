@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -10,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // TestRunServesUntilItsContextEnds: Run serves, with /readyz, /metrics
@@ -20,7 +22,7 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 	dir := t.TempDir()
 	state, source := filepath.Join(dir, "state.json"), filepath.Join(dir, "origins.yaml")
 	writeFile(t, source, "origins: [{name: payments, subset: {min_size: 10, max_size: 20}, endpoints: [{address: 127.0.0.1:1, zone: a, weight: 2}]}]\n")
-	logger, log := testLogger()
+	logger, log := testlog.New(slog.LevelDebug)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -28,7 +30,7 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 	}()
 	adminRE := regexp.MustCompile(`msg="control plane: serving" .*\badmin=(\S+)`)
 	var admin string
-	poll.Until(t, "the control plane serving", func() bool {
+	waitfor.Until(t, "the control plane serving", func() bool {
 		if m := adminRE.FindStringSubmatch(log.String()); m != nil {
 			admin = m[1]
 		}
@@ -43,7 +45,7 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	poll.Until(t, "/readyz", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	waitfor.Until(t, "/readyz", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `corput_controlplane_pushes_total{origin="payments"} 1`) {
 		t.Errorf("/metrics %d:\n%s", code, body)
 	}
@@ -56,7 +58,7 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v after the stop, want nil:\n%s", err, log)
 		}
-	case <-time.After(poll.Timeout):
+	case <-time.After(waitfor.Timeout):
 		t.Fatal("Run did not return after the stop")
 	}
 	if !strings.Contains(log.String(), "control plane: shutting down; gateways keep their last assignment") {

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,9 +14,10 @@ import (
 	"testing"
 
 	"github.com/corput/corput/internal/discovery"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/tlsfiles"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // pki is a CA that issues the control plane's and the gateways'
@@ -89,7 +91,7 @@ func waitErr(t *testing.T, what string, errOf func() error, want string) {
 			t.Logf("%s: the last error: %v", what, last)
 		}
 	}()
-	poll.Until(t, fmt.Sprintf("%s: an error saying %q", what, want), func() bool {
+	waitfor.Until(t, fmt.Sprintf("%s: an error saying %q", what, want), func() bool {
 		last = errOf()
 		return last != nil && strings.Contains(last.Error(), want)
 	})
@@ -123,7 +125,7 @@ func TestXDSGatewayWithTheWrongCACannotConnect(t *testing.T) {
 	waitErr(t, "wrong CA", wrongCA.x.Err, "certificate signed by unknown authority")
 	waitErr(t, "wrong name", wrongName.x.Err, "not impostor.example")
 	waitErr(t, "plaintext", plain.x.Err, "Unavailable")
-	poll.Until(t, "the gateway with the right CA to get the membership", func() bool { return len(right.emitted()) == 1 })
+	waitfor.Until(t, "the gateway with the right CA to get the membership", func() bool { return len(right.emitted()) == 1 })
 	if n := len(right.emitted()[0].Endpoints); n != 3 {
 		t.Fatalf("the verified gateway got %d endpoints, want 3", n)
 	}
@@ -172,7 +174,7 @@ func TestXDSClientWithoutACertificateIsRefusedUnderMTLS(t *testing.T) {
 
 	withCert := runXDSWith(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-c", TLS: p.client("gw-c", "gw-c")}, "payments")
 	withCertFleet := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-c", TLS: p.client("gw-c", "gw-c")})
-	poll.Until(t, "the gateway with a certificate to get its membership and position", func() bool {
+	waitfor.Until(t, "the gateway with a certificate to get its membership and position", func() bool {
 		return len(withCert.emitted()) == 1 && len(withCertFleet.emitted()) == 1
 	})
 }
@@ -189,13 +191,13 @@ func TestFleetPositionNeedsTheCertificatesIdentity(t *testing.T) {
 	cp := f.start()
 
 	a := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-a", TLS: p.client("gw-a", "gw-a")})
-	poll.Until(t, "gw-a at 0 of 1", func() bool { return slices.Equal(a.positions(), [][2]int{{0, 1}}) })
+	waitfor.Until(t, "gw-a at 0 of 1", func() bool { return slices.Equal(a.positions(), [][2]int{{0, 1}}) })
 
 	// gw-b's certificate is gw-b's; it claims gw-a's position, and keeps
 	// trying (its client reconnects with backoff).
 	thief := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-a", TLS: p.client("gw-b", "gw-b")})
 	waitErr(t, "the thief", thief.x.Err, "PermissionDenied")
-	poll.Until(t, "the refusal to be counted", func() bool { return value(cp.Metrics().FleetRefused) >= 1 })
+	waitfor.Until(t, "the refusal to be counted", func() bool { return value(cp.Metrics().FleetRefused) >= 1 })
 	if !strings.Contains(f.log.String(), "names a node id its client certificate does not") {
 		t.Errorf("the refusal was not logged:\n%s", f.log)
 	}
@@ -203,7 +205,7 @@ func TestFleetPositionNeedsTheCertificatesIdentity(t *testing.T) {
 	// A URI SAN (a SPIFFE id) is an identity as well.
 	const spiffe = "spiffe://corput.test/gateway/gw-c"
 	c := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: spiffe, TLS: p.client("gw-c", spiffe)})
-	poll.Until(t, "the SPIFFE-named gateway at 1 of 2", func() bool {
+	waitfor.Until(t, "the SPIFFE-named gateway at 1 of 2", func() bool {
 		e := c.positions()
 		return len(e) > 0 && e[len(e)-1] == [2]int{1, 2}
 	})
@@ -223,10 +225,10 @@ func TestFleetPositionNeedsTheCertificatesIdentity(t *testing.T) {
 	a.stop()
 	waitConnected(t, cp, "gw-a", false)
 	refused := value(cp.Metrics().FleetRefused)
-	poll.Until(t, "another refusal while gw-a's position is held", func() bool { return value(cp.Metrics().FleetRefused) > refused })
+	waitfor.Until(t, "another refusal while gw-a's position is held", func() bool { return value(cp.Metrics().FleetRefused) > refused })
 	waitConnected(t, cp, "gw-a", false)
 	back := runFleetXDS(t, discovery.XDSConfig{Server: cp.Addr(), NodeID: "gw-a", TLS: p.client("gw-a", "gw-a")})
-	poll.Until(t, "gw-a back at 0 of 2", func() bool { return slices.Equal(back.positions(), [][2]int{{0, 2}}) })
+	waitfor.Until(t, "gw-a back at 0 of 2", func() bool { return slices.Equal(back.positions(), [][2]int{{0, 2}}) })
 	waitConnected(t, cp, "gw-a", true)
 	if e := thief.emitted(); len(e) != 0 {
 		t.Fatalf("the gateway whose certificate names gw-b was given a position: %v", e)
@@ -320,7 +322,7 @@ func TestCertificateRotationOnBothSidesKeepsTheStream(t *testing.T) {
 	gwFiles := old.client("gw-a", "gw-a")
 	eds := runXDSWith(t, discovery.XDSConfig{Server: link.ln.Addr().String(), NodeID: "gw-a", TLS: gwFiles}, "payments")
 	fleet := runFleetXDS(t, discovery.XDSConfig{Server: link.ln.Addr().String(), NodeID: "gw-a", TLS: gwFiles})
-	poll.Until(t, "membership and position", func() bool { return len(eds.emitted()) == 1 && len(fleet.emitted()) == 1 })
+	waitfor.Until(t, "membership and position", func() bool { return len(eds.emitted()) == 1 && len(fleet.emitted()) == 1 })
 	if got := link.count(); got != 2 {
 		t.Fatalf("%d connections before the rotation, want 2 (EDS and fleet)", got)
 	}
@@ -347,7 +349,7 @@ func TestCertificateRotationOnBothSidesKeepsTheStream(t *testing.T) {
 
 	// The streams stay: a change after the rotation comes on them.
 	f.setSource(map[string][]string{"payments": endpoints(15001, 4)})
-	poll.Until(t, "the change made after the rotation", func() bool { return len(eds.emitted()) == 2 })
+	waitfor.Until(t, "the change made after the rotation", func() bool { return len(eds.emitted()) == 2 })
 	if got := link.count(); got != 2 {
 		t.Fatalf("%d connections after the rotation, want the same 2: the rotation broke a stream", got)
 	}
@@ -355,7 +357,7 @@ func TestCertificateRotationOnBothSidesKeepsTheStream(t *testing.T) {
 	// The network cuts them: each client reconnects once, on the new
 	// certificates on both sides (no file trusts the old CA any more).
 	link.cut()
-	poll.Until(t, "both clients to reconnect", func() bool {
+	waitfor.Until(t, "both clients to reconnect", func() bool {
 		return link.count() == 4 && eds.x.Err() == nil && fleet.x.Err() == nil && value(cp.Metrics().FleetConnected) == 1
 	})
 	waitConnected(t, cp, "gw-a", true)
@@ -383,7 +385,7 @@ func TestRelayOverMTLS(t *testing.T) {
 	p := newPKI(t, "corput-ca")
 	upstream := tlsFixture(t, p, true).start()
 	dir := t.TempDir()
-	logger, _ := testLogger()
+	logger, _ := testlog.New(slog.LevelDebug)
 	relay, err := Start(Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(dir, "state.json"), Relay: upstream.Addr(),
 		Clusters: []string{"payments"}, RelayTLS: p.client("relay", "relay"), Debounce: -1, Logger: logger})
 	if err != nil {
@@ -391,7 +393,7 @@ func TestRelayOverMTLS(t *testing.T) {
 	}
 	t.Cleanup(relay.Close)
 	gw := runXDS(t, relay.Addr(), "gw-0", "payments")
-	poll.Until(t, "the relayed membership", func() bool { return len(gw.emitted()) == 1 })
+	waitfor.Until(t, "the relayed membership", func() bool { return len(gw.emitted()) == 1 })
 	if n := len(gw.emitted()[0].Endpoints); n != 3 {
 		t.Fatalf("relayed %d endpoints, want the upstream's 3", n)
 	}
@@ -428,7 +430,7 @@ func TestTLSOptionsAreChecked(t *testing.T) {
 // Plaintext off loopback is warned of at start: relaying from a server
 // that is not on loopback without TLS is; serving on loopback is not.
 func TestPlaintextOffLoopbackIsWarnedOf(t *testing.T) {
-	logger, buf := testLogger()
+	logger, buf := testlog.New(slog.LevelDebug)
 	cp, err := Start(Options{Listen: "127.0.0.1:0", StatePath: filepath.Join(t.TempDir(), "state.json"),
 		Relay: "192.0.2.1:18000", Clusters: []string{"payments"}, Debounce: -1, Logger: logger})
 	if err != nil {

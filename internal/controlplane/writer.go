@@ -186,11 +186,7 @@ func (w *writer) armLocked(urgent bool) {
 		w.armed, w.since = true, now
 	}
 	wait := min(w.debounce, w.since.Add(maxWaitFactor*w.debounce).Sub(now))
-	if w.timer == nil {
-		w.timer = w.clk.AfterFunc(wait, w.flush)
-	} else {
-		w.timer.Reset(wait)
-	}
+	w.flushAfterLocked(wait)
 	w.mu.Unlock()
 }
 
@@ -203,12 +199,17 @@ func (w *writer) retryLater() {
 	}
 	wait := max(w.debounce, 100*time.Millisecond)
 	w.armed, w.since = true, w.clk.Now()
+	w.flushAfterLocked(wait)
+	w.mu.Unlock()
+}
+
+// flushAfterLocked arms the timer to flush after wait. w.mu is held.
+func (w *writer) flushAfterLocked(wait time.Duration) {
 	if w.timer == nil {
 		w.timer = w.clk.AfterFunc(wait, w.flush)
-	} else {
-		w.timer.Reset(wait)
+		return
 	}
-	w.mu.Unlock()
+	w.timer.Reset(wait)
 }
 
 // flush applies every pending change, persists, then publishes the

@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
 )
 
 // DefaultPollInterval is how often a File source looks at its file.
@@ -139,16 +142,14 @@ func (f *File) pollLocked() {
 // ring_index and ring_subsets, a control plane's shared ring placement
 // (ring.go), are optional but given on every endpoint or none (CheckRing).
 // An empty list is a valid, empty membership; an empty file is not (it is
-// what a half-written file looks like). Every problem is reported, each
-// with its line, under name.
+// what a half-written file looks like). The file is decoded as strictly as
+// a config file, by config.DecodeNode; every problem is reported, each
+// with its line and key, under name.
 //
 //	endpoints:
 //	  - {address: 10.0.0.7:8080, zone: us-east-1a, weight: 2}
 //	  - address: 10.0.0.8:8080
 func ParseEndpoints(name string, data []byte) ([]Endpoint, error) {
-	fail := func(line int, format string, args ...any) error {
-		return fmt.Errorf("discovery file %s line %d: %s", name, line, fmt.Sprintf(format, args...))
-	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("discovery file %s is empty; write `endpoints: [...]` (an empty list removes every endpoint)", name)
 	}
@@ -159,45 +160,16 @@ func ParseEndpoints(name string, data []byte) ([]Endpoint, error) {
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("discovery file %s has no document; write `endpoints: [...]`", name)
 	}
-	top := resolve(doc.Content[0])
-	if top.Kind != yaml.MappingNode {
-		return nil, fail(top.Line, "the top level must be a mapping with one key, endpoints")
-	}
-	var list *yaml.Node
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		k, v := top.Content[i], resolve(top.Content[i+1])
-		if k.Value != "endpoints" {
-			return nil, fail(k.Line, "unknown key %q; the only key is endpoints", k.Value)
+	root := doc.Content[0]
+	var file endpointsFile
+	lines, problems := config.DecodeNode(root, &file)
+	eps, found := file.endpoints(lines, problems, root.Line)
+	if problems = append(problems, found...); len(problems) > 0 {
+		problems.Sort()
+		errs := make([]error, len(problems))
+		for i, d := range problems {
+			errs[i] = fmt.Errorf("discovery file %s %s", name, d) // d.File is empty: "line N: key: message"
 		}
-		if list != nil {
-			return nil, fail(k.Line, "endpoints is written twice; keep one list")
-		}
-		list = v
-	}
-	if list == nil {
-		return nil, fail(top.Line, "no endpoints key; write `endpoints: [...]`")
-	}
-	if list.Kind != yaml.SequenceNode {
-		return nil, fail(list.Line, "endpoints must be a list of {address, zone, weight}; write `endpoints: []` for none")
-	}
-
-	var errs []error
-	eps := make([]Endpoint, 0, len(list.Content))
-	firstLine := make(map[string]int, len(list.Content))
-	for i, item := range list.Content {
-		e, line, err := parseEndpoint(resolve(item))
-		if err != nil {
-			errs = append(errs, fail(line, "endpoints[%d]: %v", i, err))
-			continue
-		}
-		if prev, dup := firstLine[e.Address]; dup {
-			errs = append(errs, fail(line, "endpoints[%d]: address %s is already listed at line %d; remove one", i, e.Address, prev))
-			continue
-		}
-		firstLine[e.Address] = line
-		eps = append(eps, e)
-	}
-	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	sortEndpoints(eps)
@@ -207,81 +179,86 @@ func ParseEndpoints(name string, data []byte) ([]Endpoint, error) {
 	return eps, nil
 }
 
-// parseEndpoint reads one {address, zone, weight} mapping, returning the
-// line of the first problem with it.
-func parseEndpoint(n *yaml.Node) (Endpoint, int, error) {
-	e := Endpoint{Weight: 1}
-	if n.Kind != yaml.MappingNode {
-		return e, n.Line, errors.New("must be a mapping {address, zone, weight}")
+// endpointsFile is an endpoints file as config.DecodeNode reads it. A key
+// left out or given an empty value keeps its zero value; the lines the
+// decoder recorded tell which keys were written.
+type endpointsFile struct {
+	Endpoints []endpointEntry `yaml:"endpoints"`
+}
+
+type endpointEntry struct {
+	Address     string `yaml:"address"`
+	Zone        string `yaml:"zone"`
+	Weight      *int   `yaml:"weight"` // nil: 1
+	RingIndex   int    `yaml:"ring_index"`
+	RingSubsets int    `yaml:"ring_subsets"`
+}
+
+// endpoints checks what the decoder does not (a key written or not, the
+// ranges, the addresses, an address listed twice) and returns the
+// membership with the problems found. An entry the decoder already found
+// a problem in is not checked again: it is reported once.
+func (f *endpointsFile) endpoints(lines map[string]int, decoded config.Diagnostics, rootLine int) ([]Endpoint, config.Diagnostics) {
+	var found config.Diagnostics
+	fail := func(line int, key, format string, args ...any) {
+		found = append(found, config.Diagnostic{Line: line, Key: key, Message: fmt.Sprintf(format, args...)})
 	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		if seen[k.Value] {
-			return e, k.Line, fmt.Errorf("%s is written twice; keep one", k.Value)
+	if f.Endpoints == nil { // left out, empty, or not a list
+		switch line, written := lines["endpoints"]; {
+		case !written && !problemAt(decoded, ""):
+			fail(rootLine, "", "no endpoints key; write `endpoints: [...]`")
+		case written && !problemAt(decoded, "endpoints"):
+			fail(line, "", "endpoints must be a list of {address, zone, weight}; write `endpoints: []` for none")
 		}
-		seen[k.Value] = true
-		var err error
-		switch k.Value {
-		case "address":
-			e.Address, err = scalarString(v)
-		case "zone":
-			e.Zone, err = scalarString(v)
-		case "weight":
-			if err = v.Decode(&e.Weight); err != nil || e.Weight < 1 || e.Weight > MaxWeight {
-				return e, v.Line, fmt.Errorf("weight %s is not a whole number in 1..%d; write one, or leave weight out for 1", describe(v), MaxWeight)
-			}
-		case KeyRingIndex:
-			if err = v.Decode(&e.RingIndex); err != nil || v.Kind != yaml.ScalarNode || e.RingIndex < 0 || e.RingIndex > MaxRingIndex {
-				return e, v.Line, fmt.Errorf("%s %s is not a whole number in 0..%d (the endpoint's shared ring index)", KeyRingIndex, describe(v), MaxRingIndex)
-			}
-			e.Indexed = true
-		case KeyRingSubsets:
-			if err = v.Decode(&e.RingSubsets); err != nil || v.Kind != yaml.ScalarNode || e.RingSubsets < 1 || e.RingSubsets > MaxRingIndex {
-				return e, v.Line, fmt.Errorf("%s %s is not a whole number in 1..%d (the origin's shared subset count, a power of two)", KeyRingSubsets, describe(v), MaxRingIndex)
-			}
+		return nil, found
+	}
+	eps := make([]Endpoint, 0, len(f.Endpoints))
+	firstLine := make(map[string]int, len(f.Endpoints))
+	for i, item := range f.Endpoints {
+		key := "endpoints[" + strconv.Itoa(i) + "]"
+		if problemIn(decoded, key) {
+			continue
+		}
+		line := lines[key]
+		at := func(field string) int { return lines[key+"."+field] }
+		written := func(field string) bool { _, ok := lines[key+"."+field]; return ok }
+		e := Endpoint{Address: item.Address, Zone: item.Zone, Weight: 1,
+			Indexed: written(KeyRingIndex), RingIndex: item.RingIndex, RingSubsets: item.RingSubsets}
+		if item.Weight != nil {
+			e.Weight = *item.Weight
+		}
+		switch {
+		case e.Weight < 1 || e.Weight > MaxWeight:
+			fail(at("weight"), key, "weight \"%d\" is not a whole number in 1..%d; write one, or leave weight out for 1", e.Weight, MaxWeight)
+		case e.Indexed && (e.RingIndex < 0 || e.RingIndex > MaxRingIndex):
+			fail(at(KeyRingIndex), key, "%s \"%d\" is not a whole number in 0..%d (the endpoint's shared ring index)", KeyRingIndex, e.RingIndex, MaxRingIndex)
+		case written(KeyRingSubsets) && (e.RingSubsets < 1 || e.RingSubsets > MaxRingIndex):
+			fail(at(KeyRingSubsets), key, "%s \"%d\" is not a whole number in 1..%d (the origin's shared subset count, a power of two)", KeyRingSubsets, e.RingSubsets, MaxRingIndex)
+		case !written("address"):
+			fail(line, key, "no address; write address: host:port")
 		default:
-			return e, k.Line, fmt.Errorf("unknown key %q; the keys are address, zone, weight, %s and %s", k.Value, KeyRingIndex, KeyRingSubsets)
+			if err := e.Validate(); err != nil {
+				fail(line, key, "%v", err)
+			} else if prev, dup := firstLine[e.Address]; dup {
+				fail(line, key, "address %s is already listed at line %d; remove one", e.Address, prev)
+			} else {
+				firstLine[e.Address] = line
+				eps = append(eps, e)
+			}
 		}
-		if err != nil || v.Kind != yaml.ScalarNode {
-			return e, v.Line, fmt.Errorf("%s must be a string, not %s", k.Value, describe(v))
-		}
 	}
-	if !seen["address"] {
-		return e, n.Line, errors.New("no address; write address: host:port")
-	}
-	if err := e.Validate(); err != nil {
-		return e, n.Line, err
-	}
-	return e, n.Line, nil
+	return eps, found
 }
 
-// scalarString reads a scalar as YAML decodes one into a string field (a
-// null is ""), without the cost of a decoder.
-func scalarString(n *yaml.Node) (string, error) {
-	switch {
-	case n.Kind != yaml.ScalarNode:
-		return "", errors.New("not a scalar")
-	case n.Tag == "!!null":
-		return "", nil
-	}
-	return n.Value, nil
+// problemAt reports whether one of ds is about key itself.
+func problemAt(ds config.Diagnostics, key string) bool {
+	return slices.ContainsFunc(ds, func(d config.Diagnostic) bool { return d.Key == key })
 }
 
-// resolve follows a YAML alias to the node it names.
-func resolve(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return fmt.Sprintf("%q", n.Value)
+// problemIn reports whether one of ds is about key or a key inside it.
+func problemIn(ds config.Diagnostics, key string) bool {
+	return slices.ContainsFunc(ds, func(d config.Diagnostic) bool {
+		rest, under := strings.CutPrefix(d.Key, key)
+		return under && (rest == "" || rest[0] == '.' || rest[0] == '[')
+	})
 }

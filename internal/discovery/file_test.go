@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +12,8 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestParseEndpointsYAMLAndJSON(t *testing.T) {
@@ -48,6 +50,25 @@ endpoints:
 	}
 }
 
+// The file is decoded by the config's rules: aliases and merge keys are
+// followed, and a key given an empty value keeps its default.
+func TestParseEndpointsDecodesAsTheConfigDoes(t *testing.T) {
+	got, err := ParseEndpoints("f", []byte(`
+endpoints:
+  - &east {address: 10.0.0.1:80, zone: us-east-1a, weight: 3}
+  - {<<: *east, address: 10.0.0.2:80}
+  - {address: 10.0.0.3:80, weight: ~}
+`))
+	want := []Endpoint{
+		{Address: "10.0.0.1:80", Zone: "us-east-1a", Weight: 3},
+		{Address: "10.0.0.2:80", Zone: "us-east-1a", Weight: 3},
+		{Address: "10.0.0.3:80", Weight: 1},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v", got, err, want)
+	}
+}
+
 func TestParseEndpointsErrorsNameLineAndFix(t *testing.T) {
 	cases := []struct {
 		name, doc string
@@ -55,7 +76,7 @@ func TestParseEndpointsErrorsNameLineAndFix(t *testing.T) {
 	}{
 		{"empty", "  \n", []string{"eps.yaml is empty", "endpoints: [...]"}},
 		{"syntax", "endpoints: [\n  {address: a:1\n", []string{"not valid YAML", "line"}},
-		{"top-level list", "- address: a:1\n", []string{"line 1", "top level must be a mapping"}},
+		{"top-level list", "- address: a:1\n", []string{"line 1", "want a mapping with keys endpoints, got a list"}},
 		{"unknown top key", "endpoints: []\nservers: []\n", []string{"line 2", `unknown key "servers"`}},
 		{"no endpoints key", "{}\n", []string{"no endpoints key"}},
 		{"null list", "endpoints:\n", []string{"line 1", "endpoints: []"}},
@@ -63,9 +84,10 @@ func TestParseEndpointsErrorsNameLineAndFix(t *testing.T) {
 		{"bad port", "endpoints:\n  - address: 10.0.0.1:http\n", []string{"line 2", "port", "1..65535"}},
 		{"no port", "endpoints:\n  - address: 10.0.0.1\n", []string{"line 2", "not host:port", "10.0.0.7:8080"}},
 		{"zero weight", "endpoints:\n  - address: a:1\n    weight: 0\n", []string{"line 3", "weight", "leave weight out for 1"}},
-		{"text weight", "endpoints:\n  - {address: a:1, weight: heavy}\n", []string{"line 2", `weight "heavy"`}},
-		{"unknown key", "endpoints:\n  - address: a:1\n    wieght: 2\n", []string{"line 3", `unknown key "wieght"`, "address, zone, weight, ring_index and ring_subsets"}},
-		{"list zone", "endpoints:\n  - address: a:1\n    zone: [a, b]\n", []string{"line 3", "zone must be a string, not a list"}},
+		{"text weight", "endpoints:\n  - {address: a:1, weight: heavy}\n", []string{"line 2", `endpoints[0].weight: want a whole number, got "heavy"`}},
+		{"fractional weight", "endpoints:\n  - {address: a:1, weight: 2.5}\n", []string{"line 2", `endpoints[0].weight: want a whole number, got "2.5"`}},
+		{"unknown key", "endpoints:\n  - address: a:1\n    wieght: 2\n", []string{"line 3", `unknown key "wieght"`, `did you mean "weight"?`, "address, zone, weight, ring_index, ring_subsets"}},
+		{"list zone", "endpoints:\n  - address: a:1\n    zone: [a, b]\n", []string{"line 3", "endpoints[0].zone: want a string, got a list"}},
 		{"duplicate", "endpoints:\n  - address: a:1\n  - address: b:1\n  - address: a:1\n", []string{"line 4", "already listed at line 2"}},
 	}
 	for _, c := range cases {
@@ -103,7 +125,7 @@ type fileHarness struct {
 	cancel  context.CancelFunc
 	done    chan error
 	stopped sync.Once
-	log     *logBuffer
+	log     *testlog.Buffer
 }
 
 func startFile(t *testing.T, initial string) *fileHarness {
@@ -113,7 +135,7 @@ func startFile(t *testing.T, initial string) *fileHarness {
 	if initial != "" {
 		h.write(initial)
 	}
-	logger, buf := newTestLogger()
+	logger, buf := testlog.New(slog.LevelInfo)
 	h.log = buf
 	src, err := NewFile(FileConfig{Origin: "payments", Path: h.path, Clock: h.clk, Logger: logger})
 	if err != nil {
@@ -240,7 +262,7 @@ func TestFileRevertToLastGoodEmitsNothing(t *testing.T) {
 
 func TestFileMissingAtStartThenCreated(t *testing.T) {
 	h := startFile(t, "")
-	poll.Until(t, "the missing file to be reported", func() bool { return h.src.Err() != nil })
+	waitfor.Until(t, "the missing file to be reported", func() bool { return h.src.Err() != nil })
 	h.none()
 	h.write("endpoints: []\n")
 	h.clk.Advance(time.Second)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestFleetFromResource(t *testing.T) {
@@ -120,7 +120,7 @@ func TestFleetXDSFollowsItsPosition(t *testing.T) {
 	if err := cp.SetFleet(testNode, FleetResource(3, 3)); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "a NACK", func() bool { return len(cp.NACKs()) > 0 })
+	waitfor.Until(t, "a NACK", func() bool { return len(cp.NACKs()) > 0 })
 	if msg := cp.NACKs()[0].GetErrorDetail().GetMessage(); !strings.Contains(msg, "instance 3 of size 3") {
 		t.Fatalf("NACK says %q", msg)
 	}
@@ -132,12 +132,12 @@ func TestFleetXDSFollowsItsPosition(t *testing.T) {
 	if f := next(); f.Instance != 0 || f.Size != 2 {
 		t.Fatalf("after a move: %+v; want 0 of 2", f)
 	}
-	poll.Until(t, "Err to clear", func() bool { return src.Err() == nil })
+	waitfor.Until(t, "Err to clear", func() bool { return src.Err() == nil })
 
 	// Down: the last position stays, and Err says so; back: followed.
 	addr := cp.Addr()
 	cp.Stop()
-	poll.Until(t, "Err to report the outage", func() bool {
+	waitfor.Until(t, "Err to report the outage", func() bool {
 		err := src.Err()
 		return err != nil && strings.Contains(err.Error(), "keeping the last known fleet position")
 	})

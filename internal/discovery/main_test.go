@@ -1,9 +1,6 @@
 package discovery
 
 import (
-	"bytes"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +10,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// logBuffer is a concurrency-safe log sink for asserting on what a source
-// logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newTestLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, nil)), b
-}
 
 // eps builds a membership from addresses, zone "z" and weight 1.
 func eps(addrs ...string) []Endpoint {

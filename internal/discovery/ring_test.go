@@ -15,7 +15,7 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // indexed builds a membership of addresses a0..: endpoint i has index
@@ -158,9 +158,9 @@ endpoints:
 	for name, c := range map[string]struct{ file, want string }{
 		"partly indexed":   {"endpoints:\n  - {address: a:1, ring_index: 0}\n  - {address: b:1}\n", "ring_index is set on 1 of 2 endpoints, not on b:1"},
 		"duplicate":        {"endpoints:\n  - {address: a:1, ring_index: 0}\n  - {address: b:1, ring_index: 0}\n", "ring_index 0 is held by both a:1 and b:1"},
-		"not a number":     {"endpoints:\n  - {address: a:1, ring_index: first}\n", `line 2: endpoints[0]: ring_index "first" is not a whole number`},
+		"not a number":     {"endpoints:\n  - {address: a:1, ring_index: first}\n", `line 2: endpoints[0].ring_index: want a whole number, got "first"`},
 		"negative":         {"endpoints:\n  - {address: a:1, ring_index: -2}\n", `ring_index "-2" is not a whole number in 0..`},
-		"a list":           {"endpoints:\n  - {address: a:1, ring_index: [0]}\n", "ring_index a list is not a whole number"},
+		"a list":           {"endpoints:\n  - {address: a:1, ring_index: [0]}\n", "endpoints[0].ring_index: want a whole number, got a list"},
 		"zero subsets":     {"endpoints:\n  - {address: a:1, ring_index: 0, ring_subsets: 0}\n", `ring_subsets "0" is not a whole number in 1..`},
 		"subsets not pow2": {"endpoints:\n  - {address: a:1, ring_index: 0, ring_subsets: 6}\n", "ring_subsets 6 is not a power of two"},
 	} {
@@ -219,7 +219,7 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 			}
 		}
 	}
-	poll.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
+	waitfor.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
 
 	for i, c := range []struct {
 		eps  []xdstest.Endpoint
@@ -236,7 +236,7 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 		// The cache resends a NACKed version, so earlier NACKs may repeat:
 		// wait for the one that names this version's problem.
 		var nack *discoveryv3.DiscoveryRequest
-		poll.Until(t, "a NACK of version "+version, func() bool {
+		waitfor.Until(t, "a NACK of version "+version, func() bool {
 			for _, r := range cp.NACKs()[before:] {
 				if strings.Contains(r.GetErrorDetail().GetMessage(), c.want) {
 					nack = r
@@ -261,5 +261,5 @@ func TestXDSNACKsRefusedRingIndices(t *testing.T) {
 	if u := h.next(); u.Origin != "payments" || len(u.Endpoints) != 3 {
 		t.Fatalf("after a valid response: %v", u)
 	}
-	poll.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
+	waitfor.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
 }

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +16,9 @@ import (
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 const testNode = "gw-0"
@@ -167,7 +169,7 @@ func (h *xdsHarness) next() Update {
 }
 
 func testXDSConfig(server string, clk clock.Clock) XDSConfig {
-	logger, _ := newTestLogger()
+	logger, _ := testlog.New(slog.LevelInfo)
 	return XDSConfig{
 		Server: server, NodeID: testNode, Zone: "us-east-1a",
 		Clusters:    map[string]string{"payments": "payments-eds", "search": "search-eds"},
@@ -205,21 +207,21 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 	if !slices.Equal(got["payments"], paymentsWant(2)) || !slices.Equal(got["search"], []Endpoint{{Address: "10.2.0.1:80", Zone: "us-east-1a", Weight: 1}}) {
 		t.Fatalf("initial membership %v", got)
 	}
-	poll.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
+	waitfor.Until(t, "the ACK of version 1", func() bool { return cp.Acked("1") })
 
 	// An add is followed; the unchanged origin is not re-emitted.
 	cp.set("2", payments(3), search)
 	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(3)) {
 		t.Fatalf("after add: %v", u)
 	}
-	poll.Until(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
+	waitfor.Until(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
 
 	// A malformed assignment is NACKed with the last accepted version and
 	// a reason; membership stays.
 	bad := payments(3)
 	bad.Endpoints[0].LbEndpoints[1].HostIdentifier = &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{}}
 	cp.set("3", bad, search)
-	poll.Until(t, "a NACK", func() bool { return len(cp.NACKs()) > 0 })
+	waitfor.Until(t, "a NACK", func() bool { return len(cp.NACKs()) > 0 })
 	nack := cp.NACKs()[0]
 	if nack.GetVersionInfo() != "2" || nack.GetResponseNonce() == "" || !strings.Contains(nack.GetErrorDetail().GetMessage(), "no socket address") {
 		t.Fatalf("NACK = version %q nonce %q detail %q; want version 2, a nonce and the reason",
@@ -234,13 +236,13 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(1)) {
 		t.Fatalf("after remove: %v", u)
 	}
-	poll.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
+	waitfor.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
 
 	// The control plane goes away: the client says so and emits nothing,
 	// so the last known membership stays in force.
 	addr := cp.Addr()
 	cp.Stop()
-	poll.Until(t, "Err to report the outage", func() bool {
+	waitfor.Until(t, "Err to report the outage", func() bool {
 		err := h.src.Err()
 		return err != nil && strings.Contains(err.Error(), "keeping the last known membership")
 	})
@@ -257,7 +259,7 @@ func TestXDSFollowsControlPlaneAcrossNACKAndRestart(t *testing.T) {
 	if u := h.next(); u.Origin != "payments" || !slices.Equal(u.Endpoints, paymentsWant(2)) {
 		t.Fatalf("after restart: %v", u)
 	}
-	poll.Until(t, "Err to clear after reconnect", func() bool { return h.src.Err() == nil })
+	waitfor.Until(t, "Err to clear after reconnect", func() bool { return h.src.Err() == nil })
 	select {
 	case u := <-h.updates:
 		t.Fatalf("unexpected extra update %v", u)
@@ -275,14 +277,14 @@ func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
 
 	// The snapshot cache resends a NACKed version at once. The first
 	// NACK goes out immediately; the next waits on the clock.
-	poll.Until(t, "a paced NACK", func() bool { return clk.Pending() == 1 })
+	waitfor.Until(t, "a paced NACK", func() bool { return clk.Pending() == 1 })
 	if n := len(cp.NACKs()); n != 1 {
 		t.Fatalf("%d NACKs before the clock moved; want 1", n)
 	}
 	// Step fires the paced wait alone: an Advance past it could also fire
 	// the next wait, if the client armed it before Advance returned.
 	clk.Step()
-	poll.Until(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.NACKs()) == 2 })
+	waitfor.Until(t, "the second paced NACK", func() bool { return clk.Pending() == 1 && len(cp.NACKs()) == 2 })
 
 	// A fixed snapshot is picked up when the paced NACK goes out.
 	cp.set("good", cla("payments-eds", locality{eps: []lbe{{"10.1.0.1:80", 2, 0}}}), search)
@@ -291,7 +293,7 @@ func TestXDSPacesRepeatedNACKsOnTheClock(t *testing.T) {
 	if u.Origin != "payments" && u.Origin != "search" {
 		t.Fatalf("unexpected update %v", u)
 	}
-	poll.Until(t, "the ACK of the fixed snapshot", func() bool { return cp.Acked("good") })
+	waitfor.Until(t, "the ACK of the fixed snapshot", func() bool { return cp.Acked("good") })
 }
 
 func TestNewXDSValidates(t *testing.T) {
@@ -370,13 +372,13 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 		defer mu.Unlock()
 		return len(applies[origin])
 	}
-	poll.Until(t, "the first membership", func() bool { return count("payments") == 1 && count("search") == 1 })
+	waitfor.Until(t, "the first membership", func() bool { return count("payments") == 1 && count("search") == 1 })
 
 	// 100 changes while the fake clock stands still: all inside one window.
 	for v := 1; v <= 100; v++ {
 		cp.set(fmt.Sprint(v), members(v), search)
 	}
-	poll.Until(t, "the ACK of version 100", func() bool { return cp.Acked("100") })
+	waitfor.Until(t, "the ACK of version 100", func() bool { return cp.Acked("100") })
 	if n := count("payments"); n != 1 {
 		t.Fatalf("%d applies during the window; want only the first", n)
 	}
@@ -392,10 +394,10 @@ func TestXDSFlappingThroughDebouncerAppliesOnce(t *testing.T) {
 func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
 	cp := startControlPlane(t, "127.0.0.1:0") // no snapshot: the server holds the request
 	cfg := testXDSConfig(cp.Addr(), clock.Real())
-	logger, logs := newTestLogger()
+	logger, logs := testlog.New(slog.LevelInfo)
 	cfg.Logger = logger
 	h := startXDS(t, cfg)
-	poll.Until(t, "the request to reach the server", func() bool { return len(cp.Requests()) > 0 })
+	waitfor.Until(t, "the request to reach the server", func() bool { return len(cp.Requests()) > 0 })
 	if err := h.src.Err(); err == nil || !strings.Contains(err.Error(), "waiting for the first response for clusters payments-eds, search-eds") {
 		t.Fatalf("Err() = %v; want it to say what it waits for", err)
 	}
@@ -404,7 +406,7 @@ func TestXDSReportsWaitingForFirstResponseWithoutWarning(t *testing.T) {
 	}
 	cp.set("1", cla("payments-eds"), cla("search-eds"))
 	h.next()
-	poll.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
+	waitfor.Until(t, "Err to clear", func() bool { return h.src.Err() == nil })
 	if l := logs.String(); strings.Contains(l, "level=WARN") || strings.Contains(l, "recovered") {
 		t.Fatalf("a normal start logged a warning or a recovery:\n%s", l)
 	}
@@ -452,24 +454,24 @@ func TestXDSDrainingEndpointSkipsTheDebounce(t *testing.T) {
 		defer mu.Unlock()
 		return applies[len(applies)-1]
 	}
-	poll.Until(t, "the first membership", func() bool { return count() == 1 })
+	waitfor.Until(t, "the first membership", func() bool { return count() == 1 })
 
 	// A join waits for the window.
 	set("2", a, b, c, d)
-	poll.Until(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
+	waitfor.Until(t, "the ACK of version 2", func() bool { return cp.Acked("2") })
 	if n := count(); n != 1 {
 		t.Fatalf("a join applied at once (%d applies); want it to wait for the window", n)
 	}
 	// b drains: applied now, with the pending join, the clock unmoved.
 	set("3", a, drain(b), c, d)
-	poll.Until(t, "the draining endpoint applied past the window", func() bool { return count() == 2 })
+	waitfor.Until(t, "the draining endpoint applied past the window", func() bool { return count() == 2 })
 	if u := last(); !u.Urgent || len(u.Endpoints) != 3 || slices.ContainsFunc(u.Endpoints, func(e Endpoint) bool { return e.Address == b.addr }) {
 		t.Fatalf("applied %+v; want urgent, a, c and d (b draining, the join included)", u)
 	}
 	// A DRAINING endpoint the gateway never had, and a plain leave, are
 	// not urgent: both wait for the window.
 	set("4", a, drain(b), c, drain(lbe{"10.1.0.9:80", 0, 0}))
-	poll.Until(t, "the ACK of version 4", func() bool { return cp.Acked("4") })
+	waitfor.Until(t, "the ACK of version 4", func() bool { return cp.Acked("4") })
 	if n := count(); n != 2 {
 		t.Fatalf("a leave or a foreign DRAINING endpoint applied at once (%d applies); want the window", n)
 	}

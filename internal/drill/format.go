@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/corput/corput/internal/loadgen"
 )
 
 // Format writes r as the text `corput drill` prints.
@@ -40,9 +42,9 @@ func (r *Result) Format(w io.Writer) {
 	l := r.Load
 	fmt.Fprintf(w, "\nrequests %d, answered %d, lost %d, 2xx %d (%.3f%%), goodput %.0f req/s\n",
 		l.Sent, l.Answered, l.Lost, l.OK, 100*l.SuccessRatio, l.GoodputRPS)
-	fmt.Fprintf(w, "statuses %s\n", counts(l.Statuses))
+	fmt.Fprintf(w, "statuses %s\n", loadgen.Counts(l.Statuses))
 	if len(l.Reasons) > 0 {
-		fmt.Fprintf(w, "gateway reasons %s\n", counts(l.Reasons))
+		fmt.Fprintf(w, "gateway reasons %s\n", loadgen.Counts(l.Reasons))
 	}
 	for _, e := range slices.Sorted(maps.Keys(l.Errors)) {
 		fmt.Fprintf(w, "lost ×%d: %s\n", l.Errors[e], e)
@@ -67,7 +69,7 @@ func (r *Result) Format(w io.Writer) {
 			name string
 			arm  Arm
 		}{{"jitter", d.Jitter}, {"no jitter", d.NoJitter}} {
-			fmt.Fprintf(w, "%-10s %8d %8d %8.3f %12d %8d %10.0f  %s\n", a.name, a.arm.Sent, a.arm.Errors, 100*a.arm.ErrorRatio, a.arm.Reconnected, a.arm.Spike, a.arm.SpreadMs, counts(a.arm.Reasons))
+			fmt.Fprintf(w, "%-10s %8d %8d %8.3f %12d %8d %10.0f  %s\n", a.name, a.arm.Sent, a.arm.Errors, 100*a.arm.ErrorRatio, a.arm.Reconnected, a.arm.Spike, a.arm.SpreadMs, loadgen.Counts(a.arm.Reasons))
 		}
 	}
 	p := r.Process
@@ -97,16 +99,4 @@ func row(w io.Writer, name string, p Percentiles) {
 		return
 	}
 	fmt.Fprintf(w, "%-22s %7d %9.2f %9.2f %9.2f %9.2f\n", name, p.Count, p.P50, p.P90, p.P99, p.Max)
-}
-
-// counts formats a tally as "k=v k=v", keys sorted.
-func counts(m map[string]int64) string {
-	var b strings.Builder
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%d", k, m[k])
-	}
-	return b.String()
 }

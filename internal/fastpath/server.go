@@ -18,10 +18,11 @@
 // doubtful simple) or by net/http as before.
 //
 // Invariants:
-//   - A request's attempts are package forward's, through the origin's
-//     loop (cluster.Origin.Forward): the fast path does only the I/O of an
-//     exchange.
-//   - A request is placed on a loop of its own (cluster.Origin.Place) and
+//   - A request is served by package proxy, like net/http's: the fast path
+//     only reads it (its head parsed in place, its body from the read
+//     buffer and the socket) and writes its answer as HTTP/1.1 (fastConn is
+//     its proxy.Client).
+//   - A request is placed on a loop of its own (package dispatch) and
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
 //   - A proxied request allocates nothing (bench/hotpath), with the access
@@ -40,14 +41,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corput/corput/internal/accesslog"
-	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
-	"github.com/corput/corput/internal/h2"
+	"github.com/corput/corput/internal/httpserve"
+	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/sockio"
-	"github.com/corput/corput/internal/tracing"
 )
 
 // BodyLimit is the largest request body the fast path forwards. The
@@ -62,20 +62,9 @@ const fastReadBuf = 8 << 10
 
 // Config is what the fast path serves with.
 type Config struct {
-	// Route returns the origin for a request's method, host and path, and
-	// the request's kind (its workload class and cost, its route's
-	// priority); routed is false when no route matches.
-	Route func(method, host, path string) (o *cluster.Origin, k cluster.Kind, routed bool)
-	// Served counts a request answered with status.
-	Served func(status int)
-	// Tracer is the tracing in force, asked once per request; nil (or a
-	// nil func) traces nothing.
-	Tracer func() *tracing.Tracer
-	// Forwarding is the X-Forwarded-* rules in force, asked once per
-	// connection.
-	Forwarding func() forward.Forwarding
-	// Guard wraps a connection handed to net/http (the framing guard).
-	Guard func(net.Conn) net.Conn
+	// Handler serves each request the fast path reads (package proxy),
+	// with the configuration in force.
+	Handler *proxy.Handler
 	// Downstream is the downstream listener's settings
 	// (max_header_bytes, read_header_timeout, idle_timeout).
 	Downstream config.Downstream
@@ -88,8 +77,6 @@ type Config struct {
 	// after the TLS handshake): downstream.fast_path: false on an HTTPS
 	// listener, which still needs the handshake and the guard here.
 	HandOffAll bool
-	// AccessLog hears the requests it samples; nil logs none.
-	AccessLog *accesslog.Log
 }
 
 // Server serves a cleartext listener: fast connections here, the rest
@@ -154,7 +141,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		fc := &fastConn{s: s, conn: c, sock: sockio.New(c)}
+		fc := &fastConn{s: s, conn: c, sock: sockio.New(c), accepted: time.Now()}
+		fc.state.Store(connNew)
 		if !s.track(fc) {
 			c.Close()
 			continue
@@ -234,20 +222,30 @@ func (s *Server) waitSlow() error {
 }
 
 // closeIdle closes the connections waiting for a request and returns how
-// many are still busy.
+// many are still busy. A new connection that has not sent its first
+// request yet counts as busy for newConnGrace after it was accepted (as
+// net/http's Shutdown treats one): a client that connected just before the
+// shutdown has its request served.
 func (s *Server) closeIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	busy := 0
 	for fc := range s.conns {
-		if fc.state.CompareAndSwap(connIdle, connClosed) {
+		switch {
+		case fc.state.CompareAndSwap(connIdle, connClosed):
 			fc.conn.Close()
-		} else if fc.state.Load() == connActive {
+		case fc.state.Load() == connNew && time.Since(fc.accepted) >= newConnGrace && fc.state.CompareAndSwap(connNew, connClosed):
+			fc.conn.Close()
+		case fc.state.Load() == connActive, fc.state.Load() == connNew:
 			busy++
 		}
 	}
 	return busy
 }
+
+// newConnGrace is how long Shutdown waits for a new connection's first
+// request (net/http's, for its StateNew connections).
+const newConnGrace = 5 * time.Second
 
 func (s *Server) closeAll() {
 	s.mu.Lock()
@@ -263,7 +261,14 @@ const (
 	connIdle   int32 = iota // waiting for (the rest of) a request head
 	connActive              // serving a request
 	connClosed              // closed by Shutdown
+	connNew                 // accepted, its first request not read yet
 )
+
+// activate takes the connection from waiting for a request (new or idle)
+// to serving one; false when Shutdown closed it.
+func (c *fastConn) activate() bool {
+	return c.state.CompareAndSwap(connIdle, connActive) || c.state.CompareAndSwap(connNew, connActive)
+}
 
 // fastConn is one downstream connection on the fast path.
 type fastConn struct {
@@ -272,38 +277,35 @@ type fastConn struct {
 	tls   *tls.Conn    // over conn, on an HTTPS listener; nil in cleartext
 	sock  *sockio.Conn // the reads and writes: of conn (package sockio), or of tls
 	state atomic.Int32
+	// accepted is when the connection was accepted: Shutdown gives a new
+	// one newConnGrace to send its first request.
+	accepted time.Time
 
-	buf  []byte // read buffer; buf[r:w] is unread
-	r, w int
-	bw   *bufio.Writer
-	head h1.Head
-	resp h1.Head
-	fwd  forward.Peer
-	xff  []byte // X-Forwarded-For's value, reused
-	// cookie is the Set-Cookie value of a sticky origin's new key cookie
-	// for the current request (balancer.cookie), empty for none; reused.
-	cookie []byte
-	watch  *clientWatch
-	rdl    time.Time // the read deadline set on conn
+	buf   []byte // read buffer; buf[r:w] is unread
+	r, w  int
+	bw    *bufio.Writer
+	head  h1.Head
+	fwd   forward.Peer
+	xff   []byte // X-Forwarded-For's value, reused
+	watch *clientWatch
+	rdl   time.Time // the read deadline set on conn
 
-	attempt forward.Attempt  // the current request's (reused)
-	trace   tracing.Request  // the current request's spans (reused)
-	tr      *tracing.Request // &trace while the current request is traced, else nil
-	num     [24]byte         // scratch for numbers
-	client  string           // the peer's address, for the access log
-	h2f     h2.Fields        // an HTTP/2 request's header block (reused)
-	sw      streamWriter     // an HTTP/2 request body's writer (reused)
-	cw      chunkWriter      // an HTTP/2 response body's chunked writer (reused)
-	h2t     *time.Timer      // an HTTP/2 exchange's request timeout, made on first use
+	st     proxy.Stream     // the current request's attempts, trace and answer (reused)
+	in     proxy.Inbound    // the current request's facts (reused)
+	num    [24]byte         // scratch for numbers
+	client string           // the peer's address, for the access log
+	req    exchange.Request // the current request, as its exchanges send it (reused)
+	body   reqBody          // the current request's body, as its exchanges read it
+	cw     chunkWriter      // a Stream response body's chunked writer (reused)
 
 	// the current request
 	bodyAt     int   // offset of its body in buf
 	bodyLen    int64 // its Content-Length (0 without)
 	inBuf      int64 // body bytes already in buf
-	sent       int64 // response body bytes written to the client
-	bodyDone   bool  // the body was forwarded (or is empty)
 	closeAfter bool  // the connection closes after the response (said in it)
 	broken     bool  // the connection cannot carry another request
+	chunkOut   bool  // the response's body is written as chunks (Framing Stream)
+	lowerOut   bool  // the response's field names are HTTP/2's lower case
 }
 
 // serve reads and serves requests until the connection ends or is handed
@@ -330,7 +332,7 @@ func (c *fastConn) serve() {
 		if c.tls.ConnectionState().NegotiatedProtocol == "h2" {
 			// net/http's HTTP/2 server needs the *tls.Conn itself.
 			c.setReadDeadline(time.Time{}, 0, false)
-			if handedOff = c.state.CompareAndSwap(connIdle, connActive) && c.s.handoff.give(c.tls); handedOff {
+			if handedOff = c.activate() && c.s.handoff.give(c.tls); handedOff {
 				c.s.handoffs.Add(1)
 			}
 			return
@@ -340,7 +342,7 @@ func (c *fastConn) serve() {
 	c.bw = fastWriters.Get().(*bufio.Writer)
 	c.bw.Reset(c.sock)
 	c.client = c.conn.RemoteAddr().String()
-	c.fwd = c.s.cfg.Forwarding().Peer(c.client, c.tls != nil)
+	c.fwd = c.s.cfg.Handler.Table().Forwarding.Peer(c.client, c.tls != nil)
 	c.watch = newClientWatch(c)
 	if c.s.cfg.HandOffAll {
 		handedOff = c.handOff()
@@ -355,7 +357,7 @@ func (c *fastConn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		if !c.state.CompareAndSwap(connIdle, connActive) {
+		if !c.activate() {
 			return // Shutdown closed it
 		}
 		keep, handoff := c.serveOne(n)
@@ -465,7 +467,7 @@ func (c *fastConn) handshake() bool {
 
 // handOff gives the connection, with its unread bytes, to net/http.
 func (c *fastConn) handOff() bool {
-	if !c.state.CompareAndSwap(connIdle, connActive) && c.state.Load() != connActive {
+	if !c.activate() && c.state.Load() != connActive {
 		return false
 	}
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
@@ -479,7 +481,7 @@ func (c *fastConn) handOff() bool {
 		hc.Conn, hc.tlsState = c.tls, &st
 	}
 	c.s.handoffs.Add(1)
-	return c.s.handoff.give(c.s.cfg.Guard(hc))
+	return c.s.handoff.give(httpserve.Guard(hc))
 }
 
 // fastWriters recycles the downstream write buffers.

@@ -6,11 +6,11 @@
 // gateway answers a request itself (Reason).
 //
 // An Attempt decides and does no I/O. Its caller acquires the stream
-// (blocking with Pool.Acquire, or with Pool.AcquireAsync on the lab's
-// virtual time), writes the request, reads and relays the response, and
-// reports each step; the Attempt answers with the next Step. Both serving
-// paths of the gateway (net/http's handler and the HTTP/1.1 fast path) and
-// the lab's simulated gateway run it, so the lab's figures come from the
+// (package dispatch: blocking with Pool.Acquire for the gateway, or with
+// Pool.AcquireAsync on the lab's virtual time), makes the exchange
+// (package exchange), and reports each step; the Attempt answers with the
+// next Step. The gateway (package proxy, for both serving paths) and the
+// lab's simulated gateway run it, so the lab's figures come from the
 // decisions that serve traffic.
 //
 // A request's steps, with what the caller does between them:

@@ -1,34 +1,16 @@
 package gateway
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/corput/corput/internal/accept"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // A downstream listener that can no longer accept (its socket closed under
 // it, not by Shutdown) makes the gateway neither ready nor live, and the
@@ -38,13 +20,13 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 		name := map[bool]string{true: "fast path", false: "net/http path"}[fast]
 		t.Run(name, func(t *testing.T) {
 			origins := startOrigins(t, 1, testorigin.Options{})
-			var logs lockedBuf
+			logger, logs := testlog.New(slog.LevelInfo)
 			extra := ""
 			if !fast {
 				extra = "downstream: {fast_path: false}\n"
 			}
 			g := startGateway(t, extra+cfgText(1, ""), origins,
-				Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				Options{Logger: logger})
 			if !g.Live() || !g.Ready() {
 				t.Fatalf("a started gateway: live %v, ready %v", g.Live(), g.Ready())
 			}
@@ -56,7 +38,7 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 				t.Fatalf("the downstream listener is a %T, not an accept.Listener", ln)
 			}
 			al.Listener.Close() // the socket, not the wrapper: as a fault would
-			poll.Until(t, "the gateway to report not live", func() bool { return !g.Live() })
+			waitfor.Until(t, "the gateway to report not live", func() bool { return !g.Live() })
 			if g.Ready() {
 				t.Error("ready with a dead listener")
 			}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/telemetry"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // logOrigin answers /app/fixed with "ok\n" (Content-Length) and
@@ -310,7 +310,7 @@ func TestAccessLogFullBufferDrops(t *testing.T) {
 			}
 			// The fast path logs a request once its response is out: the
 			// last lines may come a moment after the last answer.
-			poll.Until(t, "every request's line added or dropped", func() bool { return alog.Dropped() >= n-ring })
+			waitfor.Until(t, "every request's line added or dropped", func() bool { return alog.Dropped() >= n-ring })
 			dropped, _ := scrapeFamilies(t, g).value("corput_access_log_dropped_total")
 			if dropped != n-ring {
 				t.Errorf("corput_access_log_dropped_total %v; want %d: %d requests, %d slots, the writer stuck", dropped, n-ring, n, ring)
@@ -340,7 +340,7 @@ func TestAccessLogReopen(t *testing.T) {
 	rc.do(t, "GET", "/app/fixed?before")
 	// The line is added once the response is out: it is the old file's
 	// once written there.
-	poll.Until(t, "the first line", func() bool { return len(readLog(t, file)) == 1 })
+	waitfor.Until(t, "the first line", func() bool { return len(readLog(t, file)) == 1 })
 	if err := os.Rename(file, file+".1"); err != nil {
 		t.Fatal(err)
 	}
@@ -392,17 +392,17 @@ origins:
   - name: app
     endpoints: [{address: %q}]
 `, file, logOrigin(t)))
-	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 	rc := dialRaw(t, p.listen)
 	rc.do(t, "GET", "/app/fixed?before")
-	poll.Until(t, "the first line", func() bool { return len(readLog(t, file)) == 1 })
+	waitfor.Until(t, "the first line", func() bool { return len(readLog(t, file)) == 1 })
 	if err := os.Rename(file, file+".1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "a new file at the path", func() bool { _, err := os.Stat(file); return err == nil })
+	waitfor.Until(t, "a new file at the path", func() bool { _, err := os.Stat(file); return err == nil })
 	rc.do(t, "GET", "/app/fixed?after")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // writeToken writes token (with a newline, as editors and echo leave it)
@@ -57,12 +58,12 @@ func adminStatus(t *testing.T, g *Gateway, path, auth string) (int, http.Header)
 func TestAdminTokenOverHTTP(t *testing.T) {
 	const token = "0123456789abcdef-admin"
 	file := writeToken(t, token)
-	var logs syncBuffer
+	logger, logs := testlog.New(slog.LevelDebug)
 	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "dashboard") })
 	yaml := strings.Replace(cfgText(1, ""), "admin: 127.0.0.1:0", "admin: {listen: 127.0.0.1:0, token_file: "+file+"}", 1)
 	g := startGateway(t, yaml, startOrigins(t, 1, testorigin.Options{}), Options{
 		Dashboard: dash,
-		Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:    logger,
 	})
 
 	for _, path := range []string{"/metrics", "/readyz", "/healthz"} {

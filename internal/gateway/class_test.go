@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/cluster"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // classYAML is a gateway on one origin whose requests are classified: a
@@ -98,7 +98,7 @@ func TestClassReachesThePick(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
-				poll.Until(t, "the work to be given back", func() bool { return workInFlight(g) == 0 })
+				waitfor.Until(t, "the work to be given back", func() bool { return workInFlight(g) == 0 })
 			}
 		})
 	}

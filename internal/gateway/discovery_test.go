@@ -30,9 +30,10 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -182,32 +183,12 @@ func membershipChanges(t testing.TB, g *Gateway) float64 {
 	return scrapeFamilies(t, g).sum("corput_membership_changes_total", "origin", "app")
 }
 
-// syncLog is a log sink that tests read while the gateway writes.
-type syncLog struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.String()
-}
-
-func (l *syncLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	srvs := fastOrigins(t, 4)
 	cp := newControlPlane(t, "127.0.0.1:0")
 	cp.publish(t, "1", srvs[:2])
-	logs := &syncLog{}
-	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logs.logger()})
+	logger, logs := testlog.New(slog.LevelInfo)
+	g := runGateway(t, xdsConfig(cp.Addr(), 1, "    debounce: 100ms\n    balancer: {policy: round_robin}\n"), Options{Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()
@@ -219,7 +200,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 
 	// An add is followed: the new endpoint serves, and enters slow start.
 	cp.publish(t, "2", srvs[:3])
-	poll.Until(t, "the added endpoint in /admin/origins", func() bool {
+	waitfor.Until(t, "the added endpoint in /admin/origins", func() bool {
 		return slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[2].Addr())
 	})
 	for _, e := range adminOrigin(t, g).Endpoints {
@@ -227,7 +208,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 			t.Errorf("new endpoint has effective weight %v of %d: not in slow start", e.EffectiveWeight, e.Weight)
 		}
 	}
-	poll.Until(t, "requests to reach the added endpoint", func() bool {
+	waitfor.Until(t, "requests to reach the added endpoint", func() bool {
 		getOK(t, c, g, 3)
 		return servedBy(srvs)[2] > 0
 	})
@@ -235,7 +216,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// A remove is followed: the endpoint's connections drain and close,
 	// and it gets no new requests.
 	cp.publish(t, "3", srvs[1:3])
-	poll.Until(t, "the removal to apply", func() bool {
+	waitfor.Until(t, "the removal to apply", func() bool {
 		return !slices.Contains(endpointAddrs(adminOrigin(t, g)), srvs[0].Addr())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -255,7 +236,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// The control plane goes down: the gateway says so and keeps serving on
 	// the last known membership.
 	cp.Stop()
-	poll.Until(t, "source_error to report the outage", func() bool {
+	waitfor.Until(t, "source_error to report the outage", func() bool {
 		return strings.Contains(adminOrigin(t, g).SourceError, "keeping the last known membership")
 	})
 	before = servedBy(srvs)
@@ -271,7 +252,7 @@ func TestXDSControlPlaneDrivesRunningGateway(t *testing.T) {
 	// endpoint: the gateway reconnects and follows.
 	cp2 := newControlPlane(t, cp.Addr())
 	cp2.publish(t, "1", srvs[1:])
-	poll.Until(t, "requests to reach the endpoint published after the restart", func() bool {
+	waitfor.Until(t, "requests to reach the endpoint published after the restart", func() bool {
 		getOK(t, c, g, 3)
 		return servedBy(srvs)[3] > 0
 	})
@@ -300,7 +281,7 @@ func TestXDSFlappingWithinOneDebounceWindowAppliesOnce(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		v := strconv.Itoa(i)
 		cp.publish(t, v, []*testorigin.Server{srvs[0], srvs[1], srvs[2+i%2]})
-		poll.Until(t, "the ACK of version "+v, func() bool { return cp.Acked(v) })
+		waitfor.Until(t, "the ACK of version "+v, func() bool { return cp.Acked(v) })
 	}
 	if got, v := membershipChanges(t, g), adminOrigin(t, g); got != 1 || v.MembershipChanges != 1 || len(v.Endpoints) != 2 {
 		t.Fatalf("inside the window: %v applied updates (admin %d), %d endpoints; want 1 and the first 2", got, v.MembershipChanges, len(v.Endpoints))
@@ -383,7 +364,7 @@ func (l *loopLoad) halt() {
 func (l *loopLoad) waitFor(t testing.TB, n int64) {
 	t.Helper()
 	target := l.total.Load() + n
-	poll.Until(t, "the load to go on", func() bool { return l.total.Load() >= target })
+	waitfor.Until(t, "the load to go on", func() bool { return l.total.Load() >= target })
 }
 
 func (l *loopLoad) check(t testing.TB) {
@@ -436,7 +417,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	// Add one endpoint while the load runs.
 	created0, acc0 := createdByLoop(t, g), acceptedBy(srvs)
 	cp.publish(t, "2", srvs)
-	poll.Until(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
+	waitfor.Until(t, "the add to apply", func() bool { return snapshotOf(g).Len() == n+1 })
 	cur := snapshotOf(g)
 	changes := subset.Diff(old, cur, 0)
 	gainers := 0
@@ -449,7 +430,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	if gainers != 2 {
 		t.Fatalf("%d loops gained the new endpoint, want the 2 that share its subset", gainers)
 	}
-	poll.Until(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
+	waitfor.Until(t, "the new endpoint's pools to pre-warm", func() bool { return extra.Stats().Connections.Accepted == int64(gainers) })
 	load.waitFor(t, 200)
 	created1, acc1 := createdByLoop(t, g), acceptedBy(srvs)
 	for l := range created1 {
@@ -480,7 +461,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 	open1 := openConns(srvs)
 	closed0 := scrapeFamilies(t, g).sum("corput_upstream_connections_closed_total", "origin", "app")
 	cp.publish(t, "3", keep)
-	poll.Until(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
+	waitfor.Until(t, "the remove to apply", func() bool { return snapshotOf(g).Len() == n })
 	after := snapshotOf(g)
 	changes = subset.Diff(cur, after, 0)
 	lost, moved := 0, map[string]bool{}
@@ -509,7 +490,7 @@ func TestMembershipDeltaUnderLoadTouchesOnlyChangedSubsets(t *testing.T) {
 			}
 		}
 	}
-	poll.Until(t, "the moved endpoint's new pools to pre-warm", func() bool {
+	waitfor.Until(t, "the moved endpoint's new pools to pre-warm", func() bool {
 		total := 0
 		for _, k := range gained {
 			total += k
@@ -570,7 +551,7 @@ func TestFileDiscoveryFollowsEditsAndKeepsLastGoodSetOnGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.yaml")
 	writeFileAtomic(t, path, endpointsYAML(srvs[:2]))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	logs := &syncLog{}
+	logger, logs := testlog.New(slog.LevelInfo)
 	g := runGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -581,7 +562,7 @@ origins:
     discovery: {type: file, path: %q}
     balancer: {policy: round_robin}
     slow_start: {window: 0s}
-`, path), Options{Clock: clk, Logger: logs.logger()})
+`, path), Options{Clock: clk, Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()

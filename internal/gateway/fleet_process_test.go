@@ -18,7 +18,7 @@ import (
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // TestAControlPlanePlacesTheGateway: a `corput serve` whose config names
@@ -81,12 +81,12 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	if i, n := position(); i != 0 || n != 2 {
 		t.Fatalf("at start: instance %d of %d, want the control plane's 0 of 2", i, n)
 	}
-	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 	load := startSteadyLoad(t, "http://"+p.listen+"/x", 8)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
 	moved := func(what string, instance, size int) {
 		t.Helper()
-		poll.Until(t, what, func() bool {
+		waitfor.Until(t, what, func() bool {
 			i, n := position()
 			return i == instance && n == size
 		})
@@ -98,7 +98,7 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the reload", func() bool { return strings.Contains(p.log(), "configuration reloaded") })
+	waitfor.Until(t, "the reload", func() bool { return strings.Contains(p.log(), "configuration reloaded") })
 	if i, n := position(); i != 1 || n != 2 {
 		t.Errorf("after a SIGHUP: instance %d of %d, want the control plane's 1 of 2 kept", i, n)
 	}
@@ -106,7 +106,7 @@ func TestAControlPlanePlacesTheGateway(t *testing.T) {
 	moved("the resize to 3", 1, 3)
 
 	cp.Stop()
-	poll.Until(t, "more load with the control plane down", func() bool { return load.ok.Load() > 400 })
+	waitfor.Until(t, "more load with the control plane down", func() bool { return load.ok.Load() > 400 })
 	if i, n := position(); i != 1 || n != 3 {
 		t.Errorf("with the control plane down: instance %d of %d, want 1 of 3 kept", i, n)
 	}
@@ -190,12 +190,12 @@ origins:
     subset: {size: 4}
 `, cp.Addr(), node))
 		p := startServeWith(t, serveSpec{config: file})
-		poll.Until(t, node+" /readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+		waitfor.Until(t, node+" /readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 		return p
 	}
 	at := func(p *serveProcess, what string, instance, size int) {
 		t.Helper()
-		poll.Until(t, what, func() bool {
+		waitfor.Until(t, what, func() bool {
 			i, n := fleetPosition(t, p.admin)
 			return i == instance && n == size
 		})
@@ -209,7 +209,7 @@ origins:
 	at(a, "gw-a at 0 of 2", 0, 2)
 	at(b, "gw-b at 1 of 2", 1, 2)
 	load := startSteadyLoad(t, "http://"+b.listen+"/x", 8)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
 	bBefore := created(b)
 	if bBefore == 0 {
 		t.Fatal("gw-b counted no connection created: the count below would prove nothing")
@@ -231,7 +231,7 @@ origins:
 	if got := cp.Fleet(); !slices.Equal(got, want) {
 		t.Errorf("the control plane's fleet: %+v, want %+v", got, want)
 	}
-	poll.Until(t, "more load after the compaction", func() bool { return load.ok.Load() > 400 })
+	waitfor.Until(t, "more load after the compaction", func() bool { return load.ok.Load() > 400 })
 	load.halt()
 	load.check(t, "through a rolling replace")
 	if n := created(b) - bBefore; n != 0 {

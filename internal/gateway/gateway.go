@@ -20,14 +20,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,13 +37,15 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/fastpath"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/httpserve"
 	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/telemetry"
-	"github.com/corput/corput/internal/tracing"
 )
 
 // Options are the gateway's injected parts; the zero value serves.
@@ -103,11 +102,13 @@ type Gateway struct {
 	// none); it is never logged.
 	adminToken string
 
-	// What requests read, replaced whole by a reload (reload.go).
-	state  atomic.Pointer[state]
-	tlsCur atomic.Pointer[tls.Config] // the downstream TLS in force: certificates rotate on reload
-	rl     reloads                    // reloads' own bookkeeping
-	alog   *accesslog.Log             // nil: no access log
+	// The configuration in force, replaced whole by a reload (reload.go),
+	// and the requests' handler, which reads its table.
+	state   atomic.Pointer[state]
+	handler *proxy.Handler
+	tlsCur  atomic.Pointer[edgetls.Policy] // the downstream TLS policy in force: replaced by a reload
+	rl      reloads                        // reloads' own bookkeeping
+	alog    *accesslog.Log                 // nil: no access log
 	// webhook posts scale-out events (workload.scale_out.webhook); nil
 	// without one. Replaced by a reload that changes the address.
 	webhook atomic.Pointer[slo.Notifier]
@@ -159,11 +160,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
 	}
 	if cfg.TLS != nil {
-		tc, err := serverTLS(cfg.TLS)
+		p, err := edgetls.New(cfg.TLS, nil)
 		if err != nil {
 			return nil, err
 		}
-		g.tlsCur.Store(tc)
+		g.tlsCur.Store(p)
 	}
 	alog, err := openAccessLog(cfg.AccessLog, opts)
 	if err != nil {
@@ -171,11 +172,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.alog = alog
 	g.setWebhook(cfg)
-	st := newState(cfg, nil)
-	if st.tracer, err = g.newTracer(cfg.Tracing, st.fleet()); err != nil {
+	tracer, err := g.newTracer(cfg.Tracing, fleetOf(cfg))
+	if err != nil {
 		g.alog.Close()
 		return nil, err
 	}
+	st := newState(cfg, nil, tracer)
 	for i := range cfg.Origins {
 		o, err := g.newOrigin(&cfg.Origins[i], cfg)
 		if err != nil {
@@ -183,13 +185,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 				o.Close()
 			}
 			g.alog.Close()
-			st.tracer.Shutdown(context.Background())
+			tracer.Shutdown(context.Background())
 			g.closeWebhook()
 			return nil, err
 		}
 		st.add(o)
 	}
-	g.state.Store(st)
+	g.handler = proxy.NewHandler(st.table, g.downstream, g.alog)
+	g.setState(st)
 	g.setFleetGauges(st.fleet())
 	g.rl.init(g, cfg)
 	g.metrics.OnScrape(g.refreshGauges)
@@ -206,8 +209,15 @@ func (g *Gateway) newOrigin(oc *config.Origin, cfg *config.Config) (*cluster.Ori
 	})
 }
 
-// st is the state requests read now.
+// st is the configuration in force.
 func (g *Gateway) st() *state { return g.state.Load() }
+
+// setState puts st in force: requests that start from now on read its
+// table.
+func (g *Gateway) setState(st *state) {
+	g.state.Store(st)
+	g.handler.Publish(st.table)
+}
 
 // openAccessLog opens the access_log block's log (nil when there is none),
 // or takes Options.AccessLog.
@@ -260,36 +270,16 @@ func (g *Gateway) SetSourceError(originName string, err error) {
 	}
 }
 
-// tlsKey holds the TLS state of an HTTPS/1.1 connection the fast path
-// handed to net/http.
-type tlsKey struct{}
-
-// framingKey holds a guarded connection's *framingConn.
-type framingKey struct{}
-
-// connContext is the downstream server's ConnContext: it keeps what a
-// request needs of its connection — the framing guard's verdicts, and the
-// TLS state of a connection the fast path handed on.
-func (g *Gateway) connContext(ctx context.Context, c net.Conn) context.Context {
-	if fc, ok := c.(*framingConn); ok {
-		ctx = context.WithValue(ctx, framingKey{}, fc)
-		if hc, ok := fc.Conn.(*fastpath.HandedConn); ok && hc.TLS() != nil {
-			ctx = context.WithValue(ctx, tlsKey{}, hc.TLS()) // net/http sees no *tls.Conn
-		}
-	}
-	return ctx
-}
-
 // Server returns the downstream *http.Server serving g: HTTP/1.1 and h2c
 // in cleartext, HTTP/1.1 and h2 with TLS.
 func (g *Gateway) newServer() *http.Server {
 	d := g.st().cfg.Downstream
 	srv := &http.Server{
-		Handler:           g,
+		Handler:           httpserve.New(g.handler),
 		ReadHeaderTimeout: d.ReadHeaderTimeout,
 		IdleTimeout:       d.IdleTimeout,
 		MaxHeaderBytes:    d.MaxHeaderBytes,
-		ConnContext:       g.connContext,
+		ConnContext:       httpserve.ConnContext,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	var protos http.Protocols
@@ -322,9 +312,9 @@ func (g *Gateway) Start() error {
 	access := adminAccess(cfg, aln, g.adminToken)
 	fc := g.fastConfig()
 	if cfg.TLS != nil {
-		// Each handshake takes the TLS in force then: certificates and
-		// client_ca rotate with a reload.
-		fc.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return g.tlsCur.Load(), nil }}
+		// Each handshake takes the policy in force then: certificates,
+		// client CAs, ticket keys and the rest rotate with a reload.
+		fc.TLS = edgetls.Listener(g.tlsCur.Load)
 	}
 	shed := forward.FDLimit.Raw()
 	if fc.TLS != nil {
@@ -333,12 +323,14 @@ func (g *Gateway) Start() error {
 	cur := [2]net.Listener{g.acceptor("listen", ln, shed), g.acceptor("admin", aln, nil)}
 	set, adminSet := accept.NewSet(cur[listenIdx]), accept.NewSet(cur[adminIdx])
 	ln, aln = set, adminSet
+	// hs.TLSConfig stays nil: net/http then sets up its HTTP/2 server for
+	// the h2 *tls.Conn the fast path hands it, whatever the policy's ALPN
+	// list is now or after a reload, and checks no tls.Config of ours.
 	hs := g.newServer()
-	hs.TLSConfig = g.tlsCur.Load() // net/http reads its NextProtos (h2) for the handed-off *tls.Conn
 	var srv server = hs
 	var serve func() error
 	if fc.TLS == nil && !cfg.Downstream.FastPath {
-		ln = guardListener{ln}
+		ln = httpserve.GuardListener(ln)
 		serve = func() error { return hs.Serve(ln) }
 	} else {
 		// The fast path serves the listener, or (fast_path: false over
@@ -390,21 +382,8 @@ func adminAccess(cfg *config.Config, ln net.Listener, token string) telemetry.Ad
 
 // fastConfig is what the fast path serves this gateway with.
 func (g *Gateway) fastConfig() fastpath.Config {
-	return fastpath.Config{
-		Route: func(method, host, path string) (*cluster.Origin, cluster.Kind, bool) {
-			return g.st().route(method, host, path)
-		},
-		Served:     g.served,
-		Tracer:     func() *tracing.Tracer { return g.st().tracer },
-		Forwarding: func() forward.Forwarding { return g.st().fwd },
-		Guard:      func(c net.Conn) net.Conn { return guard(c) },
-		Downstream: g.st().cfg.Downstream,
-		AccessLog:  g.alog,
-	}
+	return fastpath.Config{Handler: g.handler, Downstream: g.st().cfg.Downstream}
 }
-
-// served counts a downstream request answered with status.
-func (g *Gateway) served(status int) { g.downstream[telemetry.ClassIndex(status)].Inc() }
 
 // acceptor wraps a listener so that no transient accept error, running
 // out of descriptors included, ever ends its serve loop; errors are
@@ -433,30 +412,6 @@ func (g *Gateway) ended(name string, err error) error {
 type server interface {
 	Shutdown(ctx context.Context) error
 	Close() error
-}
-
-// serverTLS is the HTTPS listener's TLS: the certificate, h2 and
-// http/1.1 by ALPN, and a client certificate signed by a CA of
-// tls.client_ca required when that key is set (downstream mTLS).
-func serverTLS(t *config.ServerTLS) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("tls.cert, tls.key: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
-	if t.ClientCA == "" {
-		return tc, nil
-	}
-	pem, err := os.ReadFile(t.ClientCA)
-	if err != nil {
-		return nil, fmt.Errorf("tls.client_ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tls.client_ca: %s holds no PEM certificate", t.ClientCA)
-	}
-	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	return tc, nil
 }
 
 // Addr is the downstream listener's address.

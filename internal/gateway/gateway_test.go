@@ -23,7 +23,7 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -108,7 +108,7 @@ func serverAddrs(srvs []*testorigin.Server) []string {
 // pre-warmed).
 func waitReady(t testing.TB, g *Gateway) {
 	t.Helper()
-	poll.Until(t, "the gateway to be ready", g.Ready)
+	waitfor.Until(t, "the gateway to be ready", g.Ready)
 }
 
 // client is one downstream connection (so one loop) to the gateway.

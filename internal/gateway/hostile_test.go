@@ -24,6 +24,7 @@ import (
 	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/testlog"
 )
 
 // hostileHead is the part of every hostile request before its test bytes.
@@ -106,9 +107,9 @@ func hostileGateway(t *testing.T) (*Gateway, *testorigin.Server) {
 	return startGateway(t, text, os, Options{}), os[0]
 }
 
-// exchange writes raw on a fresh connection and reads one response. It
+// oneExchange writes raw on a fresh connection and reads one response. It
 // reports whether the gateway closed the connection after it.
-func exchange(t *testing.T, addr, raw string) (*http.Response, string, bool) {
+func oneExchange(t *testing.T, addr, raw string) (*http.Response, string, bool) {
 	t.Helper()
 	conn := sendRaw(t, addr, raw)
 	defer conn.Close()
@@ -136,7 +137,7 @@ func TestHostileRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 	g, origin := hostileGateway(t)
 	for _, set := range [][]hostileCase{smugglingCases, requestLineCases} {
 		for _, c := range set {
-			resp, body, closed := exchange(t, g.Addr(), c.raw)
+			resp, body, closed := oneExchange(t, g.Addr(), c.raw)
 			if resp.StatusCode != c.want {
 				t.Errorf("%s: status %d, want %d (body %q)", c.name, resp.StatusCode, c.want, body)
 			}
@@ -338,7 +339,7 @@ func TestOversizedHeadersGet431(t *testing.T) {
 	big := "GET / HTTP/1.1\r\nHost: gw.test\r\nX-Big: " + strings.Repeat("a", 16<<10) + "\r\n\r\n"
 	many := "GET / HTTP/1.1\r\nHost: gw.test\r\n" + strings.Repeat("X-Many: aaaaaaaaaaaaaaaa\r\n", 1000) + "\r\n"
 	for name, raw := range map[string]string{"one big header": big, "many headers": many} {
-		resp, _, closed := exchange(t, g.Addr(), raw)
+		resp, _, closed := oneExchange(t, g.Addr(), raw)
 		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !closed {
 			t.Errorf("%s: status %d (closed %v), want 431 and the connection closed", name, resp.StatusCode, closed)
 		}
@@ -423,30 +424,12 @@ func (ca *testCA) leaf(t *testing.T, name string, use x509.ExtKeyUsage) (tls.Cer
 	return c.TLS(), certFile, keyFile
 }
 
-// syncBuffer is a log sink for one gateway.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // gatewayWithLog is gatewayTo with the gateway's log kept.
-func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *syncBuffer) {
+func gatewayWithLog(t *testing.T, top, originKeys string, addrs ...string) (*Gateway, *testlog.Buffer) {
 	t.Helper()
 	text := top + withEndpoints(cfgText(1, originKeys), addrs...)
-	logs := &syncBuffer{}
-	g := startGateway(t, text, nil, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	logger, logs := testlog.New(slog.LevelInfo)
+	g := startGateway(t, text, nil, Options{Logger: logger})
 	return g, logs
 }
 

@@ -25,9 +25,9 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/forward"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/upstream"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // contractMetrics is docs/contract.md: every metric with its type and labels.
@@ -263,7 +263,7 @@ origins:
 	send()
 	<-arrived
 	send()
-	poll.Until(t, "a request waiting in tight's pool", func() bool { return poolPending(g, "tight") == 1 })
+	waitfor.Until(t, "a request waiting in tight's pool", func() bool { return poolPending(g, "tight") == 1 })
 	for i := 0; i < 3; i++ {
 		send()
 		resp := <-answers
@@ -525,7 +525,7 @@ func TestReadyzOnlyAfterPrewarm(t *testing.T) {
 	}
 	close(gate)
 	opened = true
-	poll.Until(t, "/readyz to turn 200", func() bool { return statusOf(t, admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz to turn 200", func() bool { return statusOf(t, admin+"/readyz") == 200 })
 	// Ready means every pool holds its pre-warmed connections: the
 	// gateway's own count, read once ready, says so. The origins' count
 	// lags it (an accept loop runs after the handshake the dial saw).
@@ -533,7 +533,7 @@ func TestReadyzOnlyAfterPrewarm(t *testing.T) {
 		t.Errorf("%v connections created when /readyz turned 200, want 8 (2 origins × 2 loops × prewarm 2)", got)
 	}
 	for _, o := range os {
-		poll.Until(t, "the origin to accept the pre-warmed connections", func() bool { return o.Stats().Connections.Accepted >= 4 })
+		waitfor.Until(t, "the origin to accept the pre-warmed connections", func() bool { return o.Stats().Connections.Accepted >= 4 })
 		if got := o.Stats().Connections.Accepted; got != 4 {
 			t.Errorf("origin %s accepted %d connections, want 4 (2 loops × prewarm 2)", o.Addr(), got)
 		}

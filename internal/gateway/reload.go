@@ -19,7 +19,10 @@ import (
 	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/proxy"
+	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/version"
 	"github.com/corput/corput/internal/workload"
@@ -39,8 +42,9 @@ import (
 //     static endpoints through the membership delta path, pool and
 //     balancer settings in place, a new dialer for new connections;
 //   - a new origin is built (its pools pre-warm); a removed one drains;
-//   - the downstream certificate and client_ca are read again, and new
-//     handshakes use them.
+//   - the downstream TLS policy is built again from its files
+//     (certificates, client CAs, OCSP responses, ticket keys;
+//     internal/edgetls), and new handshakes use it.
 //
 // A new fleet position (fleet.size, fleet.instance) re-subsets every origin
 // in place, as a membership change does: a loop whose subset did not
@@ -55,16 +59,17 @@ import (
 // admin between loopback and not. A changed listen or admin address opens
 // the new listener before the old one closes.
 
-// state is what requests read: one immutable value, swapped by a reload.
+// state is the configuration in force: one immutable value, swapped by a
+// reload (setState). Requests read its table (package proxy).
 type state struct {
 	cfg     *config.Config
-	router  *Router
-	classes *workload.Classifier // the workload's match rules; nil without a workload block
-	origins map[string]*cluster.Origin
-	list    []*cluster.Origin // in config order
-	fwd     forward.Forwarding
-	tracer  *tracing.Tracer // nil: tracing is off
+	origins map[string]*cluster.Origin // the table's
+	list    []*cluster.Origin          // in config order
+	table   *proxy.Table
 }
+
+// tracer is the tracing in force, nil when it is off.
+func (st *state) tracer() *tracing.Tracer { return st.table.Tracer }
 
 // setFleetGauges shows the fleet position in force in corput_fleet_instance
 // and corput_fleet_size.
@@ -84,44 +89,29 @@ func fleetOf(cfg *config.Config) config.Fleet {
 	return fl
 }
 
-func newState(cfg *config.Config, list []*cluster.Origin) *state {
+func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer) *state {
 	var classes *workload.Classifier
 	if cfg.Workload != nil {
 		classes = workload.NewClassifier(*cfg.Workload)
 	}
-	routes := make([]Route, len(cfg.Routes))
+	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		routes[i] = Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow}
+		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow}
 		if r.Class != "" && cfg.Workload != nil {
 			if k, ok := cfg.Workload.Index(r.Class); ok {
 				routes[i].Cost, routes[i].Class = classes.ClassCost(k), k
 			}
 		}
 	}
-	st := &state{cfg: cfg, router: NewRouter(routes), classes: classes, origins: map[string]*cluster.Origin{},
-		fwd: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}}
+	origins := map[string]*cluster.Origin{}
+	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
+		Router: route.NewRouter(routes), Classes: classes, Origins: origins,
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}, Tracer: tracer,
+	}}
 	for _, o := range list {
 		st.add(o)
 	}
 	return st
-}
-
-// route returns the origin of a request and its kind: its route's class,
-// else the first workload class whose match rule it meets, else none (cost
-// 1); and its route's priority. It allocates nothing.
-func (st *state) route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
-	rt := st.router.Lookup(host, path)
-	if rt == nil {
-		return nil, k, false
-	}
-	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
-	if k.Cost == 0 {
-		k.Class, k.Cost = -1, 1
-		if c, ok := st.classes.Classify(method, path); ok {
-			k.Class, k.Cost = c, st.classes.ClassCost(c)
-		}
-	}
-	return st.origins[rt.Origin], k, true
 }
 
 func (st *state) add(o *cluster.Origin) {
@@ -251,11 +241,11 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	// Prepare: everything that can fail, touching nothing.
 	tlsNext := g.tlsCur.Load()
 	if cfg.TLS != nil {
-		tc, err := serverTLS(cfg.TLS)
+		p, err := edgetls.New(cfg.TLS, tlsNext)
 		if err != nil {
 			return err
 		}
-		tlsNext = tc
+		tlsNext = p
 	}
 	tracer, tracerChanged, err := g.nextTracer(cur, cfg)
 	if err != nil {
@@ -317,16 +307,15 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	for _, o := range list {
 		o.SetWorkload(cfg.Workload)
 	}
-	next := newState(cfg, list)
-	next.tracer = tracer
-	g.state.Store(next)
+	next := newState(cfg, list, tracer)
+	g.setState(next)
 	if fl, was := next.fleet(), cur.fleet(); fl != was {
 		g.setFleetGauges(fl)
 		g.log.Info("fleet position changed: every origin re-subset in place", "instance", fl.Instance, "size", fl.Size,
 			"was_instance", was.Instance, "was_size", was.Size)
 	}
 	if tracerChanged {
-		g.retireTracer(cur.tracer)
+		g.retireTracer(cur.tracer())
 	}
 	g.moveListeners(moved)
 	for _, o := range cur.list {

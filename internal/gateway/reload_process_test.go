@@ -17,7 +17,7 @@ import (
 	"time"
 
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // These tests send real signals to a real `corput serve` process, and hand
@@ -124,9 +124,9 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 	var routes []string
 	writeFileAtomic(t, file, serveConfig(routes, origins, ""))
 	p := startServeWith(t, serveSpec{config: file})
-	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 	load := startSteadyLoad(t, "http://"+p.listen+"/x", 8)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
 	hup := func() {
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
@@ -137,13 +137,13 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 		routes = append(routes, prefix)
 		writeFileAtomic(t, file, serveConfig(routes, origins, ""))
 		hup()
-		poll.Until(t, "the reloaded route "+prefix, func() bool {
+		waitfor.Until(t, "the reloaded route "+prefix, func() bool {
 			return strings.Count(p.log(), "configuration reloaded") == i+1
 		})
 	}
 	writeFileAtomic(t, file, strings.Replace(serveConfig(routes, origins, ""), "endpoints:", "endpoint:", 1))
 	hup()
-	poll.Until(t, "the broken file's refusal in the log", func() bool { return strings.Contains(p.log(), "reload refused") })
+	waitfor.Until(t, "the broken file's refusal in the log", func() bool { return strings.Contains(p.log(), "reload refused") })
 	time.Sleep(200 * time.Millisecond)
 	load.halt()
 	load.check(t, "under SIGHUPs")
@@ -179,7 +179,7 @@ func TestWatchReloadsWhenTheFileChanges(t *testing.T) {
 	writeFileAtomic(t, file, serveConfig(nil, origins, ""))
 	p := startServeWith(t, serveSpec{config: file, args: []string{"--watch", "--watch-debounce", "50ms"}})
 	writeFileAtomic(t, file, serveConfig([]string{"/watched/"}, origins, ""))
-	poll.Until(t, "the watched file's reload", func() bool { return strings.Contains(p.log(), "configuration reloaded") })
+	waitfor.Until(t, "the watched file's reload", func() bool { return strings.Contains(p.log(), "configuration reloaded") })
 	if v := configOf(t, p.admin); !strings.Contains(fmt.Sprint(v.Config), "/watched/") {
 		t.Errorf("GET /admin/config after the watched reload lacks the route: %v", v.Config)
 	}
@@ -214,13 +214,13 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 	if old.listen != ln.Addr().String() {
 		t.Fatalf("the process serves %s, not the socket handed over (%s)", old.listen, ln.Addr())
 	}
-	poll.Until(t, "the old process ready", func() bool { return statusOf(t, "http://"+old.admin+"/readyz") == 200 })
+	waitfor.Until(t, "the old process ready", func() bool { return statusOf(t, "http://"+old.admin+"/readyz") == 200 })
 	load := startSteadyLoad(t, "http://"+ln.Addr().String()+"/x", 8)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 200 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 200 })
 	before := acceptedPerSecond(origins)
 
 	next := startServeWith(t, spec)
-	poll.Until(t, "the new process ready", func() bool { return statusOf(t, "http://"+next.admin+"/readyz") == 200 })
+	waitfor.Until(t, "the new process ready", func() bool { return statusOf(t, "http://"+next.admin+"/readyz") == 200 })
 	if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 		t.Fatalf("the old process after SIGTERM: exited %v, %v\n%s", exited, err, old.log())
 	}
 	served := load.ok.Load()
-	poll.Until(t, "the new process to carry the load", func() bool { return load.ok.Load() > served+200 })
+	waitfor.Until(t, "the new process to carry the load", func() bool { return load.ok.Load() > served+200 })
 	load.halt()
 	load.check(t, "across the handover")
 	after := acceptedPerSecond(origins)
@@ -274,13 +274,13 @@ func TestSIGHUPMovesTheFleetPosition(t *testing.T) {
 	}
 	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(0, 2)))
 	p := startServeWith(t, serveSpec{config: file, args: []string{"--fleet-size", "2"}})
-	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 	position := func() (int, int) { return fleetPosition(t, p.admin) }
 	if i, n := position(); i != 0 || n != 2 {
 		t.Fatalf("at start: instance %d of %d, want 0 of 2", i, n)
 	}
 	load := startSteadyLoad(t, "http://"+p.listen+"/x", 8)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 100 })
 	hup := func() {
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
@@ -289,21 +289,21 @@ func TestSIGHUPMovesTheFleetPosition(t *testing.T) {
 
 	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(1, 4)))
 	hup()
-	poll.Until(t, "the reload", func() bool { return strings.Contains(p.log(), "fleet position changed") })
+	waitfor.Until(t, "the reload", func() bool { return strings.Contains(p.log(), "fleet position changed") })
 	if i, n := position(); i != 1 || n != 2 {
 		t.Errorf("after the reload: instance %d of %d, want 1 (the file's) of 2 (--fleet-size)", i, n)
 	}
 
 	writeFileAtomic(t, file, serveConfig(nil, origins, fleet(3, 4)))
 	hup()
-	poll.Until(t, "the refusal", func() bool { return strings.Contains(p.log(), "reload refused") })
+	waitfor.Until(t, "the refusal", func() bool { return strings.Contains(p.log(), "reload refused") })
 	if !strings.Contains(p.log(), "fleet.instance: 3") {
 		t.Errorf("the refusal does not name fleet.instance:\n%s", p.log())
 	}
 	if i, n := position(); i != 1 || n != 2 {
 		t.Errorf("after the refused reload: instance %d of %d, want 1 of 2 kept", i, n)
 	}
-	poll.Until(t, "more load after the reloads", func() bool { return load.ok.Load() > 300 })
+	waitfor.Until(t, "more load after the reloads", func() bool { return load.ok.Load() > 300 })
 	load.halt()
 	load.check(t, "under fleet moves")
 }

@@ -21,12 +21,12 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/subset"
 	"github.com/corput/corput/internal/testcert"
 	"github.com/corput/corput/internal/version"
+	"github.com/corput/corput/internal/waitfor"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -216,7 +216,7 @@ func TestReloadsUnderLoadKeepConnections(t *testing.T) {
 	}
 	r := newReloadRig(t, certs)
 	load := startMixLoad(t, r, 40)
-	poll.Until(t, "the load to start", func() bool { return load.ok.Load() > 200 })
+	waitfor.Until(t, "the load to start", func() bool { return load.ok.Load() > 200 })
 
 	control := measure(r, load, func() { time.Sleep(4 * time.Second) })
 	nextCert := 1
@@ -636,7 +636,7 @@ func TestARemovedOriginDrains(t *testing.T) {
 		resp.Body.Close()
 		inflight <- resp.StatusCode
 	}()
-	poll.Until(t, "the slow request to reach the origin", func() bool { return gone[0].Stats().Concurrency.Current > 0 })
+	waitfor.Until(t, "the slow request to reach the origin", func() bool { return gone[0].Stats().Concurrency.Current > 0 })
 	writeFileAtomic(t, file, text(false))
 	if code, res := postReload(t, g); code != 200 {
 		t.Fatalf("reload: %d %v", code, res.Errors)
@@ -649,7 +649,7 @@ func TestARemovedOriginDrains(t *testing.T) {
 	if code := <-inflight; code != 200 {
 		t.Errorf("the request in flight when its origin was removed: %d, want 200", code)
 	}
-	poll.Until(t, "the removed origin's connections to close", func() bool { return gone[0].Stats().Connections.Open == 0 })
+	waitfor.Until(t, "the removed origin's connections to close", func() bool { return gone[0].Stats().Connections.Open == 0 })
 	if resp, _ := get(t, c2, "http://"+g.Addr()+"/keep/x"); resp.StatusCode != 200 {
 		t.Errorf("the origin kept: %d", resp.StatusCode)
 	}
@@ -737,7 +737,7 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 		// Every pre-warmed connection counted by the origins (their
 		// accept loops may lag the gateway's dials) before the count.
 		before := loopPools(g)
-		poll.Until(t, "the origins to count the pre-warmed connections", func() bool { return open() == int64(poolCount(before)*prewarm) })
+		waitfor.Until(t, "the origins to count the pre-warmed connections", func() bool { return open() == int64(poolCount(before)*prewarm) })
 		accepted0 := accepted(origins)
 		writeFileAtomic(t, file, text(step.instance, step.size))
 		if code, res := postReload(t, g); code != http.StatusOK {
@@ -774,7 +774,7 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 			t.Fatalf("%s: the loops hold %d pools, %d gained and %d lost; want %d, %d and %d",
 				step.name, poolCount(after), gained, lost, step.pairs, step.gained, step.lost)
 		}
-		poll.Until(t, "the lost pools' connections to close and the gained ones' to be counted", func() bool { return open() == int64(poolCount(after)*prewarm) })
+		waitfor.Until(t, "the lost pools' connections to close and the gained ones' to be counted", func() bool { return open() == int64(poolCount(after)*prewarm) })
 		if got, want := accepted(origins)-accepted0, int64(gained*prewarm); got != want {
 			t.Errorf("%s: the reload opened %d connections, want %d (%d pairs gained × %d pre-warmed)", step.name, got, want, gained, prewarm)
 		}
@@ -786,7 +786,7 @@ func TestReloadMovesTheFleetPosition(t *testing.T) {
 			}
 		}
 		fresh.Close()
-		poll.Until(t, "the fresh gateway's connections to close", func() bool { return open() == int64(poolCount(after)*prewarm) })
+		waitfor.Until(t, "the fresh gateway's connections to close", func() bool { return open() == int64(poolCount(after)*prewarm) })
 		getOK(t, c, g, 10)
 	}
 

@@ -52,17 +52,7 @@ func retryAvoidsEveryTriedEndpoint(t *testing.T, top string) {
 	g := startGateway(t, top+withEndpoints(cfgText(1, unsentKeys), dead1, dead2, live.addr), nil, Options{Seed: 1})
 	c := downstream(t, dsH1, nil)
 	for i := range 9 {
-		req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/", nil)
-		req.Header.Set("X-Req", fmt.Sprint(i))
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %d: %d %s, want 200 from the live endpoint", i, resp.StatusCode, resp.Header.Get("X-Corput-Error"))
-		}
+		tracedGet(t, c, g.Addr(), fmt.Sprint(i), nil) // a 200 from the live endpoint
 	}
 	pools := g.Origins().([]cluster.OriginView)[0].Loops[0].Pools
 	if pools[dead1].Failures == 0 || pools[dead2].Failures == 0 {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/slo"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // TestScaleOutSignal is the workload monitor's drill (MC-WM-01): a load
@@ -70,7 +70,7 @@ func TestScaleOutSignal(t *testing.T) {
 				}
 				// A request is counted just after its answer went out:
 				// the second ends once all ten are.
-				poll.Until(t, "the second's requests to be counted", func() bool { return sloView(t, g).ScaleOut.Counting == 10 })
+				waitfor.Until(t, "the second's requests to be counted", func() bool { return sloView(t, g).ScaleOut.Counting == 10 })
 				fake.Advance(time.Second)
 				if v := sloView(t, g); v.ScaleOut.Signal && rose < 0 {
 					rose = sec + 1 // the clock now reads sec+1 s
@@ -92,7 +92,7 @@ func TestScaleOutSignal(t *testing.T) {
 				t.Errorf("corput_workload_scale_out_signal = %v after the rise, want 1", s)
 			}
 			n := g.webhook.Load()
-			poll.Until(t, "the webhook to get the event", func() bool { return n.Sent.Load()+n.Failed.Load() >= 1 })
+			waitfor.Until(t, "the webhook to get the event", func() bool { return n.Sent.Load()+n.Failed.Load() >= 1 })
 			mu.Lock()
 			defer mu.Unlock()
 			if len(events) != 1 || n.Sent.Load() != 1 || n.Dropped.Load() != 0 || n.Failed.Load() != 0 {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/cluster"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // gatedListener holds every Accept until open is closed, so a dial to it
@@ -92,7 +92,7 @@ func TestLoopsWaitOnTheHomeLoopsHTTP2Dial(t *testing.T) {
 		}
 		return pending, dialing, perLoop
 	}
-	poll.Until(t, "every request to queue for a stream", func() bool { p, _, _ := pools(); return p == n })
+	waitfor.Until(t, "every request to queue for a stream", func() bool { p, _, _ := pools(); return p == n })
 	if _, dialing, perLoop := pools(); dialing != 1 {
 		t.Fatalf("%d dials in flight (per loop %v) for %d requests to one HTTP/2 endpoint, want the home loop's 1", dialing, perLoop, n)
 	}

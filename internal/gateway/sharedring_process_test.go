@@ -15,8 +15,8 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testbin"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // startControlPlaneProcess runs `corput control-plane` on a source file
@@ -91,7 +91,7 @@ func TestLiveFleetOneRingFromTheControlPlane(t *testing.T) {
 			writeSource()
 			want := addrsOfServers(members)
 			for j, p := range procs {
-				poll.Until(t, fmt.Sprintf("gateway %d to follow the change", j), func() bool { return slices.Equal(endpointsOf(t, p), want) })
+				waitfor.Until(t, fmt.Sprintf("gateway %d to follow the change", j), func() bool { return slices.Equal(endpointsOf(t, p), want) })
 			}
 		}
 		cfg := filepath.Join(dir, fmt.Sprintf("gw%d.yaml", i))
@@ -108,7 +108,7 @@ origins:
     pool: {prewarm: %d, max_connections: %d}
 `, loops, i, gateways, cp, i, perPool, perPool))
 		p := startServeWith(t, serveSpec{config: cfg})
-		poll.Until(t, fmt.Sprintf("gateway %d ready", i), func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
+		waitfor.Until(t, fmt.Sprintf("gateway %d ready", i), func() bool { return statusOf(t, "http://"+p.admin+"/readyz") == 200 })
 		procs = append(procs, p)
 	}
 	want := addrsOfServers(members)

@@ -29,8 +29,9 @@ import (
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/subset"
+	"github.com/corput/corput/internal/testlog"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // ringPublisher is the control plane's side: a ring over the origin's
@@ -171,7 +172,7 @@ func holds(g *Gateway, want []string) bool {
 func waitFleetHolds(t testing.TB, fleet []*xdsFleetMember, want []string) {
 	t.Helper()
 	for i, m := range fleet {
-		poll.Until(t, fmt.Sprintf("gateway %d to apply the membership", i), func() bool { return holds(m.g, want) })
+		waitfor.Until(t, fmt.Sprintf("gateway %d to apply the membership", i), func() bool { return holds(m.g, want) })
 	}
 }
 
@@ -356,7 +357,7 @@ func TestSharedIndicesSwitchReSubsetsOnlyChangedLoops(t *testing.T) {
 	created0, acc0 := createdByLoop(t, g), acceptedBy(srvs)
 	closed0 := scrapeFamilies(t, g).sum("corput_upstream_connections_closed_total", "origin", "app")
 	cp.publishEndpoints(t, "2", ringEndpoints(r.Indices(), r.Subsets(), true)...)
-	poll.Until(t, "the shared placement", func() bool { return sameRing(snapshotOf(g), r.Snapshot()) })
+	waitfor.Until(t, "the shared placement", func() bool { return sameRing(snapshotOf(g), r.Snapshot()) })
 	checkPlacement(t, g, "shared")
 
 	changes := subset.Diff(local, snapshotOf(g), 0)
@@ -372,7 +373,7 @@ func TestSharedIndicesSwitchReSubsetsOnlyChangedLoops(t *testing.T) {
 			gainedBy[a]++
 		}
 	}
-	poll.Until(t, "the gained pools to pre-warm", func() bool {
+	waitfor.Until(t, "the gained pools to pre-warm", func() bool {
 		acc := acceptedBy(srvs)
 		for _, a := range addrs {
 			if acc[a]-acc0[a] != int64(gainedBy[a]) {
@@ -387,7 +388,7 @@ func TestSharedIndicesSwitchReSubsetsOnlyChangedLoops(t *testing.T) {
 			t.Errorf("loop %d created %v connections in the switch; subset.Diff says it gained %d endpoints", l, d, gained[l])
 		}
 	}
-	poll.Until(t, "the lost pools to close", func() bool {
+	waitfor.Until(t, "the lost pools to close", func() bool {
 		return scrapeFamilies(t, g).sum("corput_upstream_connections_closed_total", "origin", "app")-closed0 == float64(lost)
 	})
 	t.Logf("local → shared: %d loops changed, %v connections created per loop, %d closed; every other pool kept", len(changes), diffs(created0, created1), lost)
@@ -398,7 +399,7 @@ func TestSharedIndicesSwitchReSubsetsOnlyChangedLoops(t *testing.T) {
 	// The same endpoints without indices: local again, nothing moves.
 	before := snapshotOf(g)
 	cp.publishEndpoints(t, "3", ringEndpoints(r.Indices(), 0, false)...)
-	poll.Until(t, "the unindexed membership to apply", func() bool { return adminOrigin(t, g).MembershipChanges == 3 })
+	waitfor.Until(t, "the unindexed membership to apply", func() bool { return adminOrigin(t, g).MembershipChanges == 3 })
 	checkPlacement(t, g, "local")
 	if !sameRing(before, snapshotOf(g)) {
 		t.Fatal("a membership without indices reshuffled the ring it continued from")
@@ -473,7 +474,7 @@ func TestSharedIndicesRefusedUpdatesKeepTheLastGoodSet(t *testing.T) {
 			version := fmt.Sprint(i + 2)
 			n := len(cp.NACKs())
 			cp.publishEndpoints(t, version, r.eps(ringEndpoints(good, 2, true))...)
-			poll.Until(t, "the NACK of the "+r.name+" update", func() bool {
+			waitfor.Until(t, "the NACK of the "+r.name+" update", func() bool {
 				for _, req := range cp.NACKs()[n:] {
 					if strings.Contains(req.GetErrorDetail().GetMessage(), r.cause) {
 						return true
@@ -488,7 +489,7 @@ func TestSharedIndicesRefusedUpdatesKeepTheLastGoodSet(t *testing.T) {
 		}
 		good5 := indexOf([]string{addrs[1], addrs[0], addrs[2], addrs[3], addrs[4]})
 		cp.publishEndpoints(t, "9", ringEndpoints(good5, 2, true)...)
-		poll.Until(t, "the valid update", func() bool { return snapshotOf(g).Len() == 5 })
+		waitfor.Until(t, "the valid update", func() bool { return snapshotOf(g).Len() == 5 })
 		if v := adminOrigin(t, g); v.SourceError != "" || v.Placement != "shared" {
 			t.Fatalf("after a valid update: source_error %q, placement %q", v.SourceError, v.Placement)
 		}
@@ -537,8 +538,8 @@ func TestSharedIndicesIgnoredByOtherAlgorithms(t *testing.T) {
 	cp := newControlPlane(t, "127.0.0.1:0")
 	addrs := addrsOfServers(srvs)
 	cp.publishEndpoints(t, "1", ringEndpoints(indexOf(addrs), 0, true)...)
-	logs := &syncLog{}
-	g := runGateway(t, xdsConfig(cp.Addr(), 2, "    subset: {algorithm: rendezvous, size: 2}\n"), Options{Logger: logs.logger()})
+	logger, logs := testlog.New(slog.LevelInfo)
+	g := runGateway(t, xdsConfig(cp.Addr(), 2, "    subset: {algorithm: rendezvous, size: 2}\n"), Options{Logger: logger})
 	waitReady(t, g)
 	checkPlacement(t, g, "local")
 	if !strings.Contains(logs.String(), "shared ring indices ignored") {
@@ -573,8 +574,8 @@ func TestSharedIndicesSurviveReloadsOfTheSubsetSettings(t *testing.T) {
 	}
 	cp.publishEndpoints(t, "1", ringEndpoints(r.Indices(), r.Subsets(), true)...)
 	text := xdsConfig(cp.Addr(), 4, "    subset: {size: 4}\n    pool: {prewarm: 0}\n")
-	logs := &syncLog{}
-	g := runGateway(t, text, Options{Logger: logs.logger()})
+	logger, logs := testlog.New(slog.LevelInfo)
+	g := runGateway(t, text, Options{Logger: logger})
 	waitReady(t, g)
 	if !sameRing(snapshotOf(g), r.Snapshot()) || snapshotOf(g).Subsets() != 2 {
 		t.Fatalf("before the reload: not the control plane's ring of 2 subsets")
@@ -671,7 +672,7 @@ origins:
 	// One endpoint replaced; then the second gateway starts, from the
 	// membership as it is now.
 	writeSource(srvs[1:])
-	poll.Until(t, "gateway 0 to follow the change", func() bool { return holds(g0, addrsOfServers(srvs[1:])) })
+	waitfor.Until(t, "gateway 0 to follow the change", func() bool { return holds(g0, addrsOfServers(srvs[1:])) })
 	waitReady(t, g0)
 	g1 := gateway(1)
 	waitReady(t, g1)
@@ -710,12 +711,12 @@ origins:
 	addr := cp.Addr()
 	cp.Close()
 	for i, g := range fleet {
-		poll.Until(t, fmt.Sprintf("gateway %d to notice the control plane is down", i), func() bool { return adminOrigin(t, g).SourceError != "" })
+		waitfor.Until(t, fmt.Sprintf("gateway %d to notice the control plane is down", i), func() bool { return adminOrigin(t, g).SourceError != "" })
 	}
 	serve()
 	startCP(addr)
 	for i, g := range fleet {
-		poll.Until(t, fmt.Sprintf("gateway %d to take the restarted control plane's response", i), func() bool { return adminOrigin(t, g).SourceError == "" })
+		waitfor.Until(t, fmt.Sprintf("gateway %d to take the restarted control plane's response", i), func() bool { return adminOrigin(t, g).SourceError == "" })
 	}
 	serve()
 	for i, g := range fleet {
@@ -809,7 +810,7 @@ func TestCorputControlPlaneGivesTheFleetOneRing(t *testing.T) {
 	cp.Close()
 	cp = startCP(addr)
 	for i, m := range fleet {
-		poll.Until(t, fmt.Sprintf("gateway %d to hear the restarted control plane", i), func() bool {
+		waitfor.Until(t, fmt.Sprintf("gateway %d to hear the restarted control plane", i), func() bool {
 			return m.g.Origins().([]cluster.OriginView)[0].SourceError == ""
 		})
 	}

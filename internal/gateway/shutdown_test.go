@@ -21,7 +21,7 @@ import (
 
 	"github.com/corput/corput/internal/cluster"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // holdBackend is an origin whose /hold requests wait until released (or
@@ -108,11 +108,11 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 			shut := make(chan error, 1)
 			go func() { shut <- g.Shutdown(ctx) }()
 
-			poll.Until(t, "/readyz to fail", func() bool { return statusOf(t, "http://"+g.AdminAddr()+"/readyz") == 503 })
+			waitfor.Until(t, "/readyz to fail", func() bool { return statusOf(t, "http://"+g.AdminAddr()+"/readyz") == 503 })
 			if code := statusOf(t, "http://"+g.AdminAddr()+"/healthz"); code != 200 {
 				t.Errorf("/healthz %d while draining, want 200", code)
 			}
-			poll.Until(t, "the listener to refuse connections", func() bool { return refused(g.Addr()) })
+			waitfor.Until(t, "the listener to refuse connections", func() bool { return refused(g.Addr()) })
 			select {
 			case r := <-inflight:
 				t.Fatalf("in-flight request ended before its origin answered: %+v", r)
@@ -137,7 +137,7 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 					}
 				}
 			}
-			poll.Until(t, "the origin to see every upstream connection closed", func() bool { return b.open.Load() == 0 })
+			waitfor.Until(t, "the origin to see every upstream connection closed", func() bool { return b.open.Load() == 0 })
 			if !refused(g.AdminAddr()) {
 				t.Error("admin listener still accepting after Shutdown returned")
 			}
@@ -210,7 +210,7 @@ origins:
     endpoints: [{address: %q}]
 `, b.addr))
 	listen, admin := p.listen, p.admin
-	poll.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+admin+"/readyz") == 200 })
+	waitfor.Until(t, "/readyz", func() bool { return statusOf(t, "http://"+admin+"/readyz") == 200 })
 	c := downstream(t, dsH1, nil)
 	if r := <-fetch(c, "http://"+listen+"/x"); r.status != 200 || r.body != "ok" {
 		t.Fatalf("through corput serve: %+v", r)

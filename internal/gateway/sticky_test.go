@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/cluster"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // stickyYAML is gateway instance of a fleet of 2, with 4 loops, over an
@@ -258,7 +258,7 @@ func TestStickyBoundedLoadCountedByOrigins(t *testing.T) {
 						t.Fatal(err)
 					}
 					inFlight = append(inFlight[:j], inFlight[j+1:]...)
-					poll.Until(t, "the gateway's count to match the origins'", func() bool { return inGateway() == int64(len(inFlight)) })
+					waitfor.Until(t, "the gateway's count to match the origins'", func() bool { return inGateway() == int64(len(inFlight)) })
 				}
 			}
 			for _, h := range inFlight {

@@ -34,8 +34,8 @@ func instanceID(fl config.Fleet) string {
 // changed, else a new one (nil: off).
 func (g *Gateway) nextTracer(cur *state, cfg *config.Config) (next *tracing.Tracer, changed bool, err error) {
 	fl := fleetOf(cfg)
-	if cur.tracer.Same(cfg.Tracing) && instanceID(fl) == instanceID(cur.fleet()) {
-		return cur.tracer, false, nil
+	if cur.tracer().Same(cfg.Tracing) && instanceID(fl) == instanceID(cur.fleet()) {
+		return cur.tracer(), false, nil
 	}
 	next, err = g.newTracer(cfg.Tracing, fl)
 	return next, true, err
@@ -65,5 +65,5 @@ func (g *Gateway) retireTracer(t *tracing.Tracer) {
 func (g *Gateway) stopTracer(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, tracerShutdown)
 	defer cancel()
-	return g.st().tracer.Shutdown(ctx)
+	return g.st().tracer().Shutdown(ctx)
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/tracing/receiver"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // seen records the traceparent and tracestate each request reached the
@@ -291,7 +291,7 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 				why.Range(func(k, _ any) bool { reasons = append(reasons, k.(string)); return true })
 				t.Errorf("%d of %d requests failed with the receiver blackholed: %q", n, clients*each, reasons)
 			}
-			poll.Until(t, "the exporter to reach the blackhole", func() bool { return bh.Accepted() > 0 })
+			waitfor.Until(t, "the exporter to reach the blackhole", func() bool { return bh.Accepted() > 0 })
 			if got := testutil.ToFloat64(dropped) - before; got < 1 {
 				t.Errorf("corput_tracing_spans_dropped_total rose by %v, want spans dropped (the queue holds %d)", got, 2048)
 			}
@@ -306,7 +306,7 @@ func TestTracingBlackholedReceiverNeverFailsRequests(t *testing.T) {
 func exported(t *testing.T, rc *receiver.Receiver, origin *seen, id string) {
 	t.Helper()
 	parent, _ := origin.get(id)
-	poll.Until(t, "request "+id+"'s server span to reach the receiver", func() bool {
+	waitfor.Until(t, "request "+id+"'s server span to reach the receiver", func() bool {
 		for _, s := range rc.Spans() {
 			if s.Kind == tracepb.Span_SPAN_KIND_SERVER && strings.Contains(parent, s.TraceID) {
 				return true
@@ -333,7 +333,7 @@ func TestAFleetMoveRenamesTheTracesInstance(t *testing.T) {
 	}
 	g := startGateway(t, text(0), nil, Options{})
 	c := downstream(t, dsH1, nil)
-	first := g.st().tracer
+	first := g.st().tracer()
 	tracedGet(t, c, g.Addr(), "a", nil)
 	exported(t, rc, origin, "a")
 	cfg, err := config.Parse([]byte(text(1)), "test.yaml")
@@ -343,7 +343,7 @@ func TestAFleetMoveRenamesTheTracesInstance(t *testing.T) {
 	if err := g.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if g.st().tracer == first {
+	if g.st().tracer() == first {
 		t.Fatal("a reload that moved the fleet instance kept the Tracer")
 	}
 	tracedGet(t, c, g.Addr(), "b", nil)
@@ -396,10 +396,10 @@ func TestReloadSwapsTheTracer(t *testing.T) {
 		}
 	}
 	c := downstream(t, dsH1, nil)
-	first := g.st().tracer
+	first := g.st().tracer()
 	tracedGet(t, c, g.Addr(), "a", nil)
 	reload(grpcBlock)
-	if g.st().tracer != first {
+	if g.st().tracer() != first {
 		t.Errorf("a reload with the same tracing block replaced the Tracer")
 	}
 	exported(t, rc, origin, "a")

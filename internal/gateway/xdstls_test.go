@@ -11,9 +11,10 @@ import (
 
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/controlplane"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/testcert"
+	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/tlsfiles"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // A gateway follows `corput control-plane` over mTLS from its
@@ -73,8 +74,8 @@ origins:
     debounce: 0s
 `, cp.Addr(), caFile, gwCert, gwKey, serverName)
 	}
-	logs := &syncLog{}
-	g := runGateway(t, gwConfig("localhost"), Options{Logger: logs.logger()})
+	logger, logs := testlog.New(slog.LevelInfo)
+	g := runGateway(t, gwConfig("localhost"), Options{Logger: logger})
 	waitReady(t, g)
 	c, closeIdle := client()
 	defer closeIdle()
@@ -101,10 +102,10 @@ origins:
 	}
 
 	reload("127.0.0.1") // another name the control plane's certificate carries
-	poll.Until(t, "the sources to restart on the changed tls block", func() bool {
+	waitfor.Until(t, "the sources to restart on the changed tls block", func() bool {
 		return strings.Contains(logs.String(), "membership sources restarted")
 	})
-	poll.Until(t, "the restarted source to follow the control plane", func() bool { return adminOrigin(t, g).SourceError == "" })
+	waitfor.Until(t, "the restarted source to follow the control plane", func() bool { return adminOrigin(t, g).SourceError == "" })
 	getOK(t, c, g, 10)
 	if !holds(g, addrsOfServers(srvs)) {
 		t.Fatalf("after the restart the gateway holds %v, want the same three endpoints", endpointAddrs(adminOrigin(t, g)))

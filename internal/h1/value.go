@@ -1,5 +1,7 @@
 package h1
 
+import "unsafe"
+
 // Value is the value of the i-th field (from 0) named name (lower case)
 // and whether there is one: a parsed head as forward.Prior.
 func (h *Head) Value(name string, i int) ([]byte, bool) {
@@ -12,4 +14,15 @@ func (h *Head) Value(name string, i int) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// View views b as a string, for a call that does not keep it (nor b's
+// bytes past the call's end): a parsed head's fields are views of the
+// connection's read buffer, and looking one up or writing it on allocates
+// nothing.
+func View(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

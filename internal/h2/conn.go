@@ -91,7 +91,7 @@ type Conn struct {
 	nc  net.Conn
 	opt Options
 	br  *bufio.Reader
-	tls *tls.ConnectionState // nc's, when it is TLS: every response's TLS
+	tls *tls.ConnectionState // nc's, when it is TLS
 
 	// The writer. waiting counts goroutines waiting for wmu: the holder
 	// that sees one leaves the flush to it.
@@ -200,6 +200,9 @@ func Handshake(ctx context.Context, nc net.Conn, o Options) (*Conn, error) {
 		return nil, fmt.Errorf("HTTP/2 handshake (the origin's SETTINGS): %w", ctx.Err())
 	}
 }
+
+// TLS is the connection's TLS state, nil in cleartext.
+func (c *Conn) TLS() *tls.ConnectionState { return c.tls }
 
 // Streams is the origin's SETTINGS_MAX_CONCURRENT_STREAMS as last received.
 func (c *Conn) Streams() int { return int(c.maxStreams.Load()) }

@@ -494,41 +494,6 @@ func TestPingAnswered(t *testing.T) {
 	}
 }
 
-// TestRoundTripForNetHTTP: RoundTrip gives net/http's response shape:
-// canonical header keys, ContentLength, announced trailers filled at EOF,
-// and a request body with trailers goes up.
-func TestRoundTripForNetHTTP(t *testing.T) {
-	noLeaks(t)
-	s := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		w.Header().Set("Trailer", "Grpc-Status")
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "%s:%s", b, r.Trailer.Get("X-Req"))
-		w.Header().Set("Grpc-Status", "0")
-	}))
-	c := dial(t, s, Options{})
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/", strings.NewReader("hello"))
-	req.Trailer = http.Header{"X-Req": {"t"}}
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "hello:t" || resp.Header.Get("Content-Type") != "text/plain" || resp.ProtoMajor != 2 {
-		t.Fatalf("body %q, header %v", b, resp.Header)
-	}
-	if resp.Trailer.Get("Grpc-Status") != "0" {
-		t.Fatalf("trailer %v", resp.Trailer)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/", nil)
-	if _, err := c.RoundTrip(req); !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled request: %v", err)
-	}
-}
-
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }

@@ -1,6 +1,6 @@
 package h2
 
-import "unsafe"
+import "github.com/corput/corput/internal/h1"
 
 // Request header blocks (RFC 7541). The encoder never adds to the dynamic
 // table and never Huffman-codes: a field is the static table's entry when
@@ -83,7 +83,7 @@ func (f *Fields) Add(name, value string) {
 		lower[i] = c
 	}
 	switch {
-	case connectionSpecific(view(lower)), string(lower) == "host":
+	case connectionSpecific(h1.View(lower)), string(lower) == "host":
 		return
 	case string(lower) == "te" && value != "trailers":
 		return
@@ -93,7 +93,7 @@ func (f *Fields) Add(name, value string) {
 		return
 	}
 	f.b = append(f.b, 0)
-	f.str(view(lower))
+	f.str(h1.View(lower))
 	f.str(value)
 }
 
@@ -137,12 +137,4 @@ func appendInt(b []byte, n uint, first byte, v uint64) []byte {
 		b = append(b, byte(v&0x7f)|0x80)
 	}
 	return append(b, byte(v))
-}
-
-// view is b as a string, for a call that does not keep it.
-func view(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
 }

@@ -336,8 +336,13 @@ func (s *Stream) Release() {
 	s.recycle()
 }
 
-// unhold lets go of one hold; the last Releases the stream.
-func (s *Stream) unhold() {
+// Hold adds a holder of the stream: a goroutine besides its owner that
+// uses it (a request body's sender). Each holder, the owner included, lets
+// go with Unhold; the last one Releases the stream.
+func (s *Stream) Hold() { s.holds.Add(1) }
+
+// Unhold lets go of one hold; the last Releases the stream.
+func (s *Stream) Unhold() {
 	if s.holds.Add(-1) <= 0 {
 		s.Release()
 	}

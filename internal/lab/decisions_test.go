@@ -216,14 +216,13 @@ func labDecisions(t *testing.T, addrs []string, roles []role, requests int) []tr
 		t.Fatal(err)
 	}
 	defer bal.Close()
-	gw.bal, gw.loops[0].picker = bal, bal.NewWarmPicker(sorted, gw.loops[0].warm)
+	gw.bal, gw.loops[0].picker = bal, bal.NewWarmPicker(sorted, gw.drv.Warm(0))
 	tr := &tracer{}
 	gw.policy = forward.NewPolicy(oc.Retry, e.clk, nil)
 	gw.policy.Trace = tr.add
 	for i := range requests {
 		r := e.newRequest()
-		r.gw, r.loop, r.base, r.arrived = gw, gw.loops[0], time.Millisecond, e.clk.Now()
-		r.a.Start(&gw.policy, r.loop.picker, true, 1, balance.Key{})
+		r.begin(gw, gw.loops[0], 0, time.Millisecond, true, 1)
 		r.attempt()
 		// Only until the request is over: stepping on would run the pools'
 		// keepalive probes and idle timers, which real time does not reach

@@ -23,7 +23,13 @@
 //     AcquireAsync, which never blocks;
 //   - every pick is a real balance.Picker of a per-gateway balance.Origin,
 //     with TryAdmit/Release around the acquisition and Done with the
-//     measured latency and outcome, exactly as the gateway's proxy does it.
+//     measured latency and outcome, exactly as the gateway's proxy does it;
+//   - every request is driven by the gateway's own request driver
+//     (package dispatch): placed on a loop, its picker's warm rule, a
+//     stream borrowed from the endpoint's home loop or acquired from the
+//     loop's pool, and each attempt's step decided by package forward's
+//     Attempt. Only the arrivals and the origins are simulated (gateway.go
+//     keeps the pools a scope stores, and the modelled origin's exchange).
 //
 // Connections created and closed are counted by a pool.Tally observer shared
 // by a run's pools and sampled once per virtual second; the open count is

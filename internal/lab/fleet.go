@@ -268,13 +268,15 @@ func (rf *ringFleet) restart(g int) error {
 	if err != nil {
 		return err
 	}
-	gw.bal, gw.homes = fresh.bal, fresh.homes
+	// The new process: its balancer, its loops with their own pools, and
+	// its driver over them, with in-flight counts of its own; the old
+	// process's requests finish on the old loops' pools, through the old
+	// driver.
 	for l, fl := range fresh.loops {
-		// The new process's loops: its own pools and in-flight count; the
-		// old loops' requests finish on the old pools.
 		fl.gw, fl.requests = gw, gw.loops[l].requests
-		gw.loops[l] = fl
 	}
+	fresh.set.g = gw
+	gw.bal, gw.loops, gw.set, gw.drv = fresh.bal, fresh.loops, fresh.set, fresh.drv
 	rf.rings[g], rf.snaps[g] = ring, snap
 	rf.restarted++
 	rf.recount()

@@ -7,6 +7,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/dispatch"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/pool/memconn"
@@ -15,12 +16,18 @@ import (
 )
 
 // gateway is one simulated gateway instance: a balancer shared by its loops,
-// a Picker per loop, and pools per (endpoint, loop) or per endpoint.
+// a Picker per loop, pools per (endpoint, loop) or per endpoint, and the
+// gateway's own request driver (package dispatch) over them: a request is
+// placed, picks warm endpoints, borrows from home loops and acquires its
+// streams exactly as it does in corput serve. What is simulated is only
+// the arrivals and the origins.
 type gateway struct {
 	e     *engine
 	idx   int
 	bal   *balance.Origin
 	loops []*gwLoop
+	drv   *dispatch.Driver // places requests and acquires their streams, over set
+	set   *poolSet
 	pools []*pool.Pool // by instance id, for the perGateway and perRequest scopes
 
 	policy forward.Policy // the retry rules and budget of its requests (as a gateway origin's)
@@ -28,17 +35,33 @@ type gateway struct {
 	rate  float64                         // arrivals per second at full share
 	share func(now time.Duration) float64 // share of rate taken now; nil: all
 	next  clock.Timer                     // the next arrival, re-armed by each
-	turn  int                             // the rotation's next loop (place)
-	homes map[string]int                  // each endpoint's home loop (subset.Snapshot.Homes), for the perLoop scope
 }
 
 type gwLoop struct {
 	gw       *gateway
 	idx      int
 	requests int64 // placed on it
-	inflight int   // its requests between Start and Finish (place)
 	picker   *balance.Picker
 	pools    []*pool.Pool // by instance id, for the perLoop scope
+}
+
+// poolSet is where a gateway process keeps its pools, as its driver reads
+// them (dispatch.Pools): per loop for the perLoop scope, per gateway for
+// the baseline steps' scopes. A restarted gateway's new process gets a set
+// of its own, while the old process's requests finish on the old one.
+type poolSet struct {
+	g     *gateway
+	loops []*gwLoop
+}
+
+// Pool is loop l's pool for addr, nil before its first use.
+func (s *poolSet) Pool(l int, addr string) *pool.Pool {
+	return s.g.pool(s.loops[l], s.g.e.byAddr[addr])
+}
+
+// Open is loop l's pool for addr, created on its first use.
+func (s *poolSet) Open(l int, addr string) (*pool.Pool, error) {
+	return s.g.poolFor(s.loops[l], s.g.e.byAddr[addr]), nil
 }
 
 // newGateway builds gateway g with its loops' subsets from snap.
@@ -57,43 +80,31 @@ func (e *engine) newGateway(g int, snap *subset.Snapshot) (*gateway, error) {
 	retry := config.DefaultOrigin().Retry
 	retry.Attempts = e.o.retries
 	gw := &gateway{e: e, idx: g, bal: bal, policy: forward.NewPolicy(retry, e.clk, nil)}
-	gw.placed(snap)
 	for l := range e.o.loops {
-		gl := &gwLoop{gw: gw, idx: l}
+		gw.loops = append(gw.loops, &gwLoop{gw: gw, idx: l})
+	}
+	gw.set = &poolSet{g: gw, loops: gw.loops}
+	gw.drv = dispatch.New("origin", e.o.loops, gw.set, e.rnd.IntN)
+	gw.drv.SetMultiplexes(e.o.conn.Streams > 1) // as for an origin that may speak HTTP/2
+	gw.placed(snap)
+	for l, gl := range gw.loops {
 		var warm balance.Warm
 		if !e.o.baseline {
-			warm = gl.warm
+			warm = gw.drv.Warm(l)
 		}
 		gl.picker = bal.NewWarmPicker(snap.Members(g, l), warm)
-		gw.loops = append(gw.loops, gl)
 	}
 	return gw, nil
 }
 
-// placed takes the home loops of a new placement snap.
-func (g *gateway) placed(snap *subset.Snapshot) { g.homes = snap.Homes(g.idx) }
-
-// place is the loop of a new request, by cluster.Origin.Place's rule: of
-// the rotation's next loop and one other drawn at random, the one with
-// fewer requests in flight; a tie keeps the rotation's.
-func (g *gateway) place() *gwLoop {
-	n := len(g.loops)
-	a := g.loops[g.turn]
-	g.turn = (g.turn + 1) % n
-	if n == 1 {
-		return a
+// placed takes the home loops of a new placement snap: only per-loop
+// pools have homes to borrow from, and not in the baseline steps.
+func (g *gateway) placed(snap *subset.Snapshot) {
+	if g.e.o.scope != perLoop || g.e.o.baseline {
+		g.drv.SetHomes(nil)
+		return
 	}
-	if b := g.loops[(a.idx+1+g.e.rnd.IntN(n-1))%n]; b.inflight < a.inflight {
-		return b
-	}
-	return a
-}
-
-// warm is the loop's balance.Warm, as the gateway's (cluster.Loop.warm):
-// what its own pool and the home loop's hold for the endpoint.
-func (l *gwLoop) warm(ep *balance.Endpoint) (ready, held bool) {
-	in := l.gw.e.byAddr[ep.Address()]
-	return pool.Ready(l.gw.pool(l, in), l.gw.homePool(in))
+	g.drv.SetHomes(snap.Homes(g.idx))
 }
 
 // pool is the loop's pool for in, or nil before the first use.
@@ -106,17 +117,6 @@ func (g *gateway) pool(l *gwLoop, in *instance) *pool.Pool {
 		return pools[in.id]
 	}
 	return nil
-}
-
-// homePool is the pool of in's home loop (nil when there is none yet, the
-// pools are not per loop, or in the baseline steps), from which a loop borrows a free stream
-// before it dials, as the gateway's loops do (cluster.Origin.acquire).
-func (g *gateway) homePool(in *instance) *pool.Pool {
-	h, ok := g.homes[in.addr]
-	if !ok || g.e.o.scope != perLoop || g.e.o.baseline {
-		return nil
-	}
-	return g.pool(g.loops[h], in)
 }
 
 // start begins the gateway's Poisson arrivals at rate per second.
@@ -133,13 +133,19 @@ func (g *gateway) arrival() {
 	}
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
-	r.gw, r.loop, r.class = g, g.place(), class
-	r.loop.requests++
-	r.loop.inflight++
-	r.base, r.arrived = e.mix.Classes[class].Latency, e.clk.Now()
-	r.a.Start(&g.policy, r.loop.picker, class >= len(e.o.oneShot) || !e.o.oneShot[class], e.costs[class], balance.Key{})
+	r.begin(g, g.loops[g.drv.Place()], class, e.mix.Classes[class].Latency,
+		class >= len(e.o.oneShot) || !e.o.oneShot[class], e.costs[class])
 	e.rec.arrived(e)
 	r.attempt()
+}
+
+// begin starts r on loop l of gateway g: counted in the loop's requests
+// in flight, its attempts under the gateway's retry policy.
+func (r *request) begin(g *gateway, l *gwLoop, class int, base time.Duration, replayable bool, cost float64) {
+	r.gw, r.drv, r.loop, r.class, r.base, r.arrived = g, g.drv, l, class, base, r.e.clk.Now()
+	l.requests++
+	r.drv.Begin(l.idx)
+	r.a.Start(&g.policy, l.picker, replayable, cost, balance.Key{})
 }
 
 // poolFor returns the pool the request path uses for in on loop l, creating
@@ -178,6 +184,7 @@ func (e *engine) newPool(in *instance, loop int, cfg pool.Config) *pool.Pool {
 type request struct {
 	e       *engine
 	gw      *gateway
+	drv     *dispatch.Driver // the driver it was placed by (a restart replaces the gateway's)
 	loop    *gwLoop
 	class   int
 	base    time.Duration
@@ -217,23 +224,17 @@ func (r *request) recycle() {
 	r.e.spare = append(r.e.spare, r)
 }
 
-// attempt picks the attempt's endpoint and acquires a stream of its pool.
+// attempt makes the request's next attempt ready and acquires its stream
+// on virtual time, through the gateway's driver.
 func (r *request) attempt() {
-	ep, trust, step := r.a.Pick()
-	if step != forward.Acquire {
-		r.answer()
-		return
+	step, p, trust := r.drv.Prepare(&r.a, r.loop.idx, true, nil)
+	if ep := r.a.Endpoint(); ep != nil {
+		r.in = r.e.byAddr[ep.Address()]
 	}
-	r.in = r.e.byAddr[ep.Address()]
 	r.asked = r.e.clk.Now()
-	p := r.gw.poolFor(r.loop, r.in)
-	home := r.gw.homePool(r.in)
-	if l, ok := pool.Borrow(p, home, trust); ok {
-		r.leased(l, nil)
+	if step != forward.Acquire {
+		r.proceed(step)
 		return
-	}
-	if r.e.o.conn.Streams > 1 { // as the gateway does for an origin that may speak HTTP/2
-		p = pool.Share(p, home)
 	}
 	if trust {
 		p.AcquireTrustingAsync(r.onLease) // as the fast path does
@@ -259,8 +260,12 @@ func (r *request) next(s forward.Step) {
 
 // leased is the acquisition's answer: the request goes to the instance,
 // or again, or is answered by the gateway.
-func (r *request) leased(l pool.Lease, err error) {
-	switch r.a.Acquired(l, err) {
+func (r *request) leased(l pool.Lease, err error) { r.proceed(r.a.Acquired(l, err)) }
+
+// proceed carries on after the attempt's acquisition ended with s: on Send
+// the request goes to the instance.
+func (r *request) proceed(s forward.Step) {
+	switch s {
 	case forward.Again:
 		r.attempt()
 		return
@@ -303,7 +308,7 @@ func (r *request) leased(l pool.Lease, err error) {
 // off its loop's requests in flight, as cluster.Origin.Finish does.
 func (r *request) finish() {
 	r.a.Finish()
-	r.loop.inflight--
+	r.drv.Finish(r.loop.idx)
 }
 
 // answer ends a request the gateway answered itself: it never reached an

@@ -76,7 +76,7 @@ func (r Report) Format(w io.Writer) {
 	fmt.Fprintf(w, "target %s, %s for %gs (seed %d)\n", r.Target, rate, r.DurationS, r.Seed)
 	fmt.Fprintf(w, "requests %d, answered %d, success %.2f%%, throughput %.1f req/s over %.2fs\n",
 		r.Requests, r.Answered, 100*r.SuccessRatio, r.Throughput, r.ElapsedS)
-	fmt.Fprintf(w, "status %s\n", counts(r.StatusCodes))
+	fmt.Fprintf(w, "status %s\n", Counts(r.StatusCodes))
 	for _, msg := range slices.Sorted(maps.Keys(r.Errors)) {
 		fmt.Fprintf(w, "error ×%d: %s\n", r.Errors[msg], msg)
 	}
@@ -88,7 +88,7 @@ func (r Report) Format(w io.Writer) {
 		row(w, "overall", "", r.Requests, r.SuccessRatio, *r.Overall)
 	}
 	if len(r.Origins) > 0 {
-		fmt.Fprintf(w, "\norigins %s\n", counts(r.Origins))
+		fmt.Fprintf(w, "\norigins %s\n", Counts(r.Origins))
 	}
 }
 
@@ -104,8 +104,8 @@ func row(w io.Writer, name, share string, n int64, success float64, l Latency) {
 	fmt.Fprintln(w)
 }
 
-// counts formats a tally as "k=v k=v", keys sorted.
-func counts(m map[string]int64) string {
+// Counts formats a tally as "k=v k=v", keys sorted.
+func Counts(m map[string]int64) string {
 	var b strings.Builder
 	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {

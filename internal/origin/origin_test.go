@@ -17,8 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/waitfor"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -131,7 +131,7 @@ func TestWorkersBoundConcurrency(t *testing.T) {
 			}
 		})
 	}
-	poll.Until(t, "every request to arrive", func() bool {
+	waitfor.Until(t, "every request to arrive", func() bool {
 		st := s.Stats()
 		return st.Concurrency.Current+st.Queued.Current == workers+extra
 	})

@@ -14,7 +14,7 @@ import (
 
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/discovery/xdstest"
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // origin is a real HTTP server on loopback that answers "origin".
@@ -29,7 +29,7 @@ func origin(t *testing.T) string {
 // admin addresses.
 func (r *run) serving(t *testing.T) (listen, admin string) {
 	t.Helper()
-	poll.Until(t, "corput serving", func() bool { return r.attr("corput serving", "admin") != "" })
+	waitfor.Until(t, "corput serving", func() bool { return r.attr("corput serving", "admin") != "" })
 	return r.attr("corput serving", "listen"), r.attr("corput serving", "admin")
 }
 
@@ -42,7 +42,7 @@ func (r *run) stopped(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v\n%s", err, r.log)
 		}
-	case <-time.After(poll.Timeout):
+	case <-time.After(waitfor.Timeout):
 		t.Fatalf("Run did not return:\n%s", r.log)
 	}
 }
@@ -91,12 +91,12 @@ func TestSignalsReloadReopenAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	raise(t, syscall.SIGHUP)
-	poll.Until(t, "the reload", func() bool { return strings.Contains(r.log.String(), "configuration reloaded") })
+	waitfor.Until(t, "the reload", func() bool { return strings.Contains(r.log.String(), "configuration reloaded") })
 	if !strings.Contains(r.log.String(), "SIGHUP: reloading the configuration") {
 		t.Errorf("reloaded without SIGHUP's line:\n%s", r.log)
 	}
 	raise(t, syscall.SIGUSR1)
-	poll.Until(t, "SIGUSR1 heard", func() bool { return strings.Contains(r.log.String(), "SIGUSR1: no access log file to reopen") })
+	waitfor.Until(t, "SIGUSR1 heard", func() bool { return strings.Contains(r.log.String(), "SIGUSR1: no access log file to reopen") })
 	if code, body := get(listen, "/b"); code != 200 || body != "origin" {
 		t.Fatalf("after SIGHUP and SIGUSR1: %d %q, want the gateway still serving", code, body)
 	}
@@ -114,11 +114,11 @@ func TestWatchReloadsAChangedFile(t *testing.T) {
 	file := writeConfig(t, gatewayConfig("", to))
 	r := start(t, context.Background(), Options{Config: file, Watch: true, WatchDebounce: 10 * time.Millisecond})
 	r.serving(t)
-	poll.Until(t, "the watch", func() bool { return r.attr("--watch: reloading when these files change", "files") != "" })
+	waitfor.Until(t, "the watch", func() bool { return r.attr("--watch: reloading when these files change", "files") != "" })
 	if err := os.WriteFile(file, []byte(gatewayConfig("", to)+"# changed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the reload", func() bool { return strings.Contains(r.log.String(), "configuration reloaded") })
+	waitfor.Until(t, "the reload", func() bool { return strings.Contains(r.log.String(), "configuration reloaded") })
 	if !strings.Contains(r.log.String(), "--watch: files changed; reloading") {
 		t.Errorf("reloaded without the watcher's line:\n%s", r.log)
 	}
@@ -148,7 +148,7 @@ func TestTheAdminWaitsForThePositionAndIsHandedOver(t *testing.T) {
 	admin := freeAddr(t)
 	fleet := "fleet: {server: " + cp.Addr() + ", node_id: gw-a}\n"
 	r := start(t, context.Background(), Options{Config: writeConfig(t, gatewayConfig(fleet, origin(t))), Admin: admin})
-	poll.Until(t, "the waiting admin", func() bool { code, _ := get(admin, "/readyz"); return code == 503 })
+	waitfor.Until(t, "the waiting admin", func() bool { code, _ := get(admin, "/readyz"); return code == 503 })
 	if code, body := get(admin, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz while waiting: %d %q", code, body)
 	}
@@ -164,7 +164,7 @@ func TestTheAdminWaitsForThePositionAndIsHandedOver(t *testing.T) {
 	if r.attr("fleet position", "instance") != "1" || r.attr("fleet position", "size") != "2" {
 		t.Errorf("placed otherwise than the control plane's 1 of 2:\n%s", r.log)
 	}
-	poll.Until(t, "the gateway's /readyz", func() bool { code, _ := get(admin, "/readyz"); return code == 200 })
+	waitfor.Until(t, "the gateway's /readyz", func() bool { code, _ := get(admin, "/readyz"); return code == 200 })
 }
 
 // TestSIGTERMEndsTheWaitForAPosition: while a gateway waits for its
@@ -176,7 +176,7 @@ func TestSIGTERMEndsTheWaitForAPosition(t *testing.T) {
 	admin := freeAddr(t)
 	fleet := "fleet: {server: " + cp.Addr() + ", node_id: gw-a}\n"
 	r := start(t, context.Background(), Options{Config: writeConfig(t, gatewayConfig(fleet, origin(t))), Admin: admin})
-	poll.Until(t, "the waiting admin", func() bool {
+	waitfor.Until(t, "the waiting admin", func() bool {
 		code, body := get(admin, "/readyz")
 		return code == 503 && strings.Contains(body, "not ready: waiting for the fleet position from the control plane at "+cp.Addr())
 	})

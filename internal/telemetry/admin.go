@@ -37,20 +37,7 @@ type AdminSource interface {
 func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !src.Live() {
-			writeText(w, http.StatusServiceUnavailable, "not serving: a listener stopped accepting\n")
-			return
-		}
-		writeText(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !src.Ready() {
-			writeText(w, http.StatusServiceUnavailable, "not ready\n")
-			return
-		}
-		writeText(w, http.StatusOK, "ready\n")
-	})
+	HandleProbes(mux, src.Live, src.Ready)
 	// Go's profiler, as Envoy's admin has /cpuprofiler: the admin
 	// listener is loopback unless configured otherwise.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -84,6 +71,39 @@ func AdminHandler(m *Metrics, src AdminSource, dashboard http.Handler) http.Hand
 		mux.Handle("GET /dashboard/", dashboard)
 	}
 	return mux
+}
+
+// HandleProbes serves an orchestrator's probes on mux. GET /healthz
+// answers 200 "ok" while live reports true, and 503 once it reports false
+// (a listener stopped accepting for good: restart the process); a nil live
+// is always live. GET /readyz answers 200 "ready" while ready reports true,
+// 503 "not ready" otherwise.
+func HandleProbes(mux *http.ServeMux, live, ready func() bool) {
+	HandleProbesWithDetail(mux, live, ready, nil)
+}
+
+// HandleProbesWithDetail is HandleProbes whose /readyz answer is followed
+// by detail's lines, when detail is not nil (what an operator should know
+// of a state that does not change readiness).
+func HandleProbesWithDetail(mux *http.ServeMux, live, ready func() bool, detail func() string) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if live != nil && !live() {
+			writeText(w, http.StatusServiceUnavailable, "not serving: a listener stopped accepting\n")
+			return
+		}
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		more := ""
+		if detail != nil {
+			more = detail()
+		}
+		if !ready() {
+			writeText(w, http.StatusServiceUnavailable, "not ready\n"+more)
+			return
+		}
+		writeText(w, http.StatusOK, "ready\n"+more)
+	})
 }
 
 func writeText(w http.ResponseWriter, code int, s string) {

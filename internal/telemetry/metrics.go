@@ -1,4 +1,6 @@
 // Package telemetry owns corput's Prometheus metrics and the admin HTTP API.
+// Its probes, /healthz and /readyz (HandleProbes), are also the ones the
+// control plane's admin listener serves.
 //
 // The metric names, types and labels are part of corput's external contract
 // (docs/contract.md). Every metric of the gateway (`corput serve`) is

@@ -118,6 +118,29 @@ func TestScrapeHasEveryContractMetric(t *testing.T) {
 	}
 }
 
+// A server that has no liveness of its own (a nil live, as the control
+// plane's admin) answers /healthz ok whatever its readiness.
+func TestProbesWithoutLiveness(t *testing.T) {
+	var ready atomic.Bool
+	mux := http.NewServeMux()
+	HandleProbes(mux, nil, ready.Load)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, want := range []struct {
+		ready           bool
+		healthz, readyz int
+		readyBody       string
+	}{{false, 200, 503, "not ready\n"}, {true, 200, 200, "ready\n"}} {
+		ready.Store(want.ready)
+		if code, body := get(t, srv.URL+"/healthz"); code != want.healthz || body != "ok\n" {
+			t.Errorf("ready %v: /healthz = %d %q, want %d \"ok\\n\"", want.ready, code, body, want.healthz)
+		}
+		if code, body := get(t, srv.URL+"/readyz"); code != want.readyz || body != want.readyBody {
+			t.Errorf("ready %v: /readyz = %d %q, want %d %q", want.ready, code, body, want.readyz, want.readyBody)
+		}
+	}
+}
+
 func TestAdminEndpoints(t *testing.T) {
 	src := &fakeSource{}
 	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "dashboard") })

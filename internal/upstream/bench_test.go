@@ -17,7 +17,7 @@ func benchRoundTrip(b *testing.B, o originOpts, d Options) {
 	buf := make([]byte, 64)
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := c.RoundTrip(req)
+		resp, err := roundTrip(c, req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,25 +2,15 @@ package upstream
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/pool"
 )
 
-// Conn is an upstream connection that can carry requests. Both the
-// HTTP/1.1 and the HTTP/2 connection implement it; the gateway does
-// lease.Conn().(upstream.Conn).RoundTrip(req).
+// Conn is an upstream connection: the HTTP/1.1 one is a Raw, the HTTP/2
+// one a Mux, and package exchange makes a request's exchange on either.
 type Conn interface {
 	pool.Conn
-	// RoundTrip sends req and returns the response once its headers
-	// arrived. The caller must read the body to EOF or close it, and only
-	// then release its lease: an HTTP/1.1 connection is reusable only
-	// after its response body is done. req.Context() cancels the exchange
-	// (on HTTP/1.1 that closes the connection). A 101 Switching Protocols
-	// response on HTTP/1.1 has a Body that is also an io.Writer: the raw
-	// connection, owned by the caller from then on.
-	RoundTrip(req *http.Request) (*http.Response, error)
 }
 
 // Protocol names.

@@ -76,7 +76,7 @@ func TestMTLS(t *testing.T) {
 		if err == nil {
 			req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
 			var resp *http.Response
-			resp, err = nc.RoundTrip(req)
+			resp, err = roundTrip(nc, req)
 			nc.Close()
 			if err == nil {
 				t.Fatalf("h1: no client certificate: got status %d, want a refusal", resp.StatusCode)

@@ -2,20 +2,16 @@ package upstream
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
-	"net/textproto"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func readAll(t testing.TB, resp *http.Response) string {
@@ -67,7 +63,7 @@ func TestH1BusyConnectionRefusesSecondRequest(t *testing.T) {
 	c := mustDial(t, mustDialer(t, Options{}), o.addr())
 	resp := get(t, c, o.url("/"))
 	req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
-	if _, err := c.RoundTrip(req); !errors.Is(err, ErrConnBusy) || !IsRefusedStream(err) {
+	if _, err := roundTrip(c, req); !errors.Is(err, ErrConnBusy) || !IsRefusedStream(err) {
 		t.Fatalf("second request while the first body is open: %v, want ErrConnBusy (retryable)", err)
 	}
 	readAll(t, resp)
@@ -91,7 +87,7 @@ func TestH1ConnectionClose(t *testing.T) {
 			t.Fatal("connection usable after the origin sent Connection: close")
 		}
 		req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
-		if _, err := c.RoundTrip(req); !errors.Is(err, ErrConnUnusable) {
+		if _, err := roundTrip(c, req); !errors.Is(err, ErrConnUnusable) {
 			t.Fatalf("request on a closed connection: %v, want ErrConnUnusable", err)
 		}
 	})
@@ -99,7 +95,7 @@ func TestH1ConnectionClose(t *testing.T) {
 		c := mustDial(t, d, o.addr())
 		req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
 		req.Header.Set("Connection", "close")
-		resp, err := c.RoundTrip(req)
+		resp, err := roundTrip(c, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,52 +104,6 @@ func TestH1ConnectionClose(t *testing.T) {
 			t.Fatal("connection usable after the request sent Connection: close")
 		}
 	})
-}
-
-func TestH1EarlyBodyClose(t *testing.T) {
-	noLeaks(t)
-	o := startOrigin(t, originOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/small":
-			io.WriteString(w, strings.Repeat("s", 100))
-		case "/big":
-			w.Header().Set("Content-Length", fmt.Sprint(8<<20))
-			w.Write(make([]byte, 8<<20))
-		case "/chunked":
-			w.Write([]byte("part"))
-			w.(http.Flusher).Flush()
-			w.Write([]byte("rest"))
-		}
-	}))
-	d := mustDialer(t, Options{})
-	for _, tc := range []struct {
-		path   string
-		reused bool
-	}{
-		{"/small", true},    // the rest is already buffered: drained, kept
-		{"/big", false},     // most of it is still on the wire: closed
-		{"/chunked", false}, // unknown length: closed
-	} {
-		t.Run(tc.path, func(t *testing.T) {
-			c := mustDial(t, d, o.addr())
-			resp := get(t, c, o.url(tc.path))
-			if _, err := io.ReadFull(resp.Body, make([]byte, 4)); err != nil {
-				t.Fatal(err)
-			}
-			if tc.path == "/small" {
-				// Make sure the whole small body is in the buffer, as it
-				// is in practice: it came in the same segment.
-				poll.Until(t, "small body buffered", func() bool { return c.(*h1Conn).br.Buffered() >= 96 })
-			}
-			resp.Body.Close()
-			if got := c.Usable(); got != tc.reused {
-				t.Fatalf("usable after early close = %v, want %v", got, tc.reused)
-			}
-			if tc.reused {
-				readAll(t, get(t, c, o.url("/small")))
-			}
-		})
-	}
 }
 
 // rawOrigin is a hand-driven HTTP/1.1 origin: each accepted connection is
@@ -274,7 +224,7 @@ func TestH1PeerClosedIdleIsNotHandedOut(t *testing.T) {
 			}
 			close(closeIt)
 			<-closed
-			poll.Until(t, "peer close detected", func() bool { return !c.Usable() })
+			waitfor.Until(t, "peer close detected", func() bool { return !c.Usable() })
 			var pinged error
 			c.Ping(0, func(err error) { pinged = err })
 			if pinged == nil {
@@ -296,61 +246,7 @@ func TestH1UnaskedBytesMakeIdleUnusable(t *testing.T) {
 	c := mustDial(t, mustDialer(t, Options{}), addr)
 	readAll(t, get(t, c, "http://"+addr+"/"))
 	<-sent
-	poll.Until(t, "stray bytes detected", func() bool { return !c.Usable() })
-}
-
-func TestH1StreamingBodyTrailersAnd1xx(t *testing.T) {
-	noLeaks(t)
-	o := startOrigin(t, originOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("Link", "</a.css>; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Set("Trailer", "X-Sum")
-		w.Header().Set("X-Got-TE", strings.Join(r.TransferEncoding, ","))
-		w.Header().Set("X-Got-Trailer", r.Trailer.Get("X-Req-Trailer"))
-		w.WriteHeader(http.StatusOK)
-		w.Write(body)
-		w.Header().Set("X-Sum", fmt.Sprint(len(body)))
-	}))
-	c := mustDial(t, mustDialer(t, Options{}), o.addr())
-	pr, pw := io.Pipe()
-	go func() {
-		for i := range 5 {
-			fmt.Fprintf(pw, "chunk%d;", i)
-		}
-		pw.Close()
-	}()
-	var got1xx []int
-	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
-		got1xx = append(got1xx, code)
-		return nil
-	}}
-	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, o.url("/echo"), pr)
-	req.Trailer = http.Header{"X-Req-Trailer": nil}
-	req.Trailer.Set("X-Req-Trailer", "t1") // set before the body ends: it is sent after the last chunk
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	if want := "chunk0;chunk1;chunk2;chunk3;chunk4;"; body != want {
-		t.Fatalf("echo %q, want %q", body, want)
-	}
-	if te := resp.Header.Get("X-Got-TE"); te != "chunked" {
-		t.Errorf("origin saw Transfer-Encoding %q, want chunked for a body of unknown length", te)
-	}
-	if tr := resp.Header.Get("X-Got-Trailer"); tr != "t1" {
-		t.Errorf("origin saw request trailer %q, want t1", tr)
-	}
-	if sum := resp.Trailer.Get("X-Sum"); sum != "35" {
-		t.Errorf("response trailer X-Sum = %q, want 35", sum)
-	}
-	if len(got1xx) != 1 || got1xx[0] != http.StatusEarlyHints {
-		t.Errorf("1xx responses seen %v, want [103]", got1xx)
-	}
-	if !c.Usable() {
-		t.Fatal("connection not reusable after a streamed request")
-	}
+	waitfor.Until(t, "stray bytes detected", func() bool { return !c.Usable() })
 }
 
 func TestH1UpgradeGivesRawConnection(t *testing.T) {
@@ -368,7 +264,7 @@ func TestH1UpgradeGivesRawConnection(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, o.url("/ws"), nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "echo")
-	resp, err := c.RoundTrip(req)
+	resp, err := roundTrip(c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,34 +286,4 @@ func TestH1UpgradeGivesRawConnection(t *testing.T) {
 		t.Fatal("an upgraded connection must never go back to the pool")
 	}
 	rw.Close()
-}
-
-func TestH1ContextCancelAbortsAndBreaks(t *testing.T) {
-	noLeaks(t)
-	release := make(chan struct{})
-	arrived := make(chan struct{}, 1)
-	o := startOrigin(t, originOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer close(release)
-	c := mustDial(t, mustDialer(t, Options{}), o.addr())
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.url("/slow"), nil)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.RoundTrip(req)
-		errc <- err
-	}()
-	<-arrived // the request is on the wire: cancelling now must abort it
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled request: %v, want context.Canceled", err)
-	}
-	if c.Usable() {
-		t.Fatal("connection usable after an aborted exchange")
-	}
 }

@@ -2,10 +2,8 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/corput/corput/internal/h2"
@@ -67,25 +65,3 @@ func (c *h2Conn) Ping(timeout time.Duration, done func(error)) {
 
 // Close closes the connection at once; in-flight streams fail.
 func (c *h2Conn) Close() error { return c.c.Close() }
-
-// RoundTrip sends req on a new stream. Request and response bodies
-// stream; trailers are passed both ways (gRPC works through it).
-func (c *h2Conn) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := c.c.RoundTrip(req)
-	if err != nil {
-		return nil, c.wrap(req.Method, req.URL.Path, err)
-	}
-	return resp, nil
-}
-
-// wrap names the endpoint and request in an exchange's error, mapping
-// package h2's to this package's.
-func (c *h2Conn) wrap(method, path string, err error) error {
-	switch {
-	case errors.Is(err, h2.ErrUnusable):
-		err = ErrConnUnusable
-	case errors.Is(err, h2.ErrHeadTooLarge):
-		err = ErrHeadTooLarge
-	}
-	return fmt.Errorf("upstream %s: %s %s: %w", c.addr, method, path, err)
-}

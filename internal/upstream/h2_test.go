@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestH2StreamsFromPeerSettingsAndMultiplexing(t *testing.T) {
@@ -51,7 +51,7 @@ func TestH2StreamsFromPeerSettingsAndMultiplexing(t *testing.T) {
 	for range streams {
 		wg.Go(func() {
 			req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
-			resp, err := c.RoundTrip(req)
+			resp, err := roundTrip(c, req)
 			if err != nil {
 				errs <- err
 				return
@@ -101,7 +101,7 @@ func TestH2TrailersAndStreamingBodies(t *testing.T) {
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest(http.MethodPost, o.url("/svc/Method"), pr)
 	req.Trailer = http.Header{"X-Req-Trailer": nil}
-	resp, err := c.RoundTrip(req)
+	resp, err := roundTrip(c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,9 @@ func TestH2GoAwayMakesUnusable(t *testing.T) {
 	readAll(t, get(t, c, o.url("/")))
 	shut := make(chan error, 1)
 	go func() { shut <- o.Config.Shutdown(context.Background()) }() // sends GOAWAY
-	poll.Until(t, "GOAWAY seen", func() bool { return !c.Usable() })
+	waitfor.Until(t, "GOAWAY seen", func() bool { return !c.Usable() })
 	req, _ := http.NewRequest(http.MethodGet, o.url("/"), nil)
-	if _, err := c.RoundTrip(req); !IsRefusedStream(err) {
+	if _, err := roundTrip(c, req); !IsRefusedStream(err) {
 		t.Fatalf("request after GOAWAY: %v, want a retryable refusal", err)
 	}
 	c.Close()
@@ -206,7 +206,7 @@ func TestH2RefusedStreamIsRetryable(t *testing.T) {
 		t.Fatalf("Streams() = %d, want 4", c.Streams())
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-	_, err := c.RoundTrip(req)
+	_, err := roundTrip(c, req)
 	if err == nil || !IsRefusedStream(err) {
 		t.Fatalf("refused stream: %v, want IsRefusedStream", err)
 	}

@@ -212,7 +212,7 @@ func get(t testing.TB, c Conn, url string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.RoundTrip(req)
+	resp, err := roundTrip(c, req)
 	if err != nil {
 		t.Fatal(err)
 	}

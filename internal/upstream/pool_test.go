@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/clock"
-	"github.com/corput/corput/internal/poll"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 // gate holds requests at the origin until opened; it counts arrivals.
@@ -81,7 +81,7 @@ func fetch(p *pool.Pool, url string) (body string, lease pool.Lease, err error) 
 		return "", lease, err
 	}
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	resp, err := lease.Conn().(Conn).RoundTrip(req)
+	resp, err := roundTrip(lease.Conn().(Conn), req)
 	if err != nil {
 		lease.Discard()
 		return "", lease, err
@@ -144,14 +144,14 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 			c.MaxConnections, c.MaxPending, c.OverCap = maxConns, pending, over
 			c.Prewarm = maxConns
 		}), d, clk)
-		poll.Until(t, "pool pre-warmed", p.Ready)
+		waitfor.Until(t, "pool pre-warmed", p.Ready)
 		return o, g, p, tally
 	}
 	// fill holds a request on each of the 8 connections and waits until
 	// all are at the origin.
 	fill := func(t *testing.T, p *pool.Pool, o *origin, g *gate) chan error {
 		held := hold(p, o, maxConns)
-		poll.Until(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
+		waitfor.Until(t, "8 in service", func() bool { return g.arrived.Load() == maxConns })
 		return held
 	}
 
@@ -166,7 +166,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 			}
 			full++
 		}
-		poll.Until(t, "8 in service, 50 queued", func() bool {
+		waitfor.Until(t, "8 in service, 50 queued", func() bool {
 			return g.arrived.Load() == maxConns && p.Stats().Pending == pending
 		})
 		g.open()
@@ -185,7 +185,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		o, g, p, _ := warm(t, pool.Queue, clk)
 		held := fill(t, p, o, g)
 		waiter := hold(p, o, 1)
-		poll.Until(t, "one waiter queued", func() bool { return p.Stats().Pending == 1 })
+		waitfor.Until(t, "one waiter queued", func() bool { return p.Stats().Pending == 1 })
 		clk.Advance(p.Config().AcquireTimeout)
 		if err := <-waiter; !errors.Is(err, pool.ErrAcquireTimeout) {
 			t.Fatalf("waiter after acquire_timeout: %v, want ErrAcquireTimeout", err)
@@ -226,7 +226,7 @@ func TestPoolH1BoundAndOverCapPolicies(t *testing.T) {
 		if n := tally.Closed(pool.ReasonEviction); n != extra {
 			t.Fatalf("pool closed %d one-shot connections, want %d", n, extra)
 		}
-		poll.Until(t, "one-shot connections closed at the origin", func() bool { return o.closed.Load() == extra })
+		waitfor.Until(t, "one-shot connections closed at the origin", func() bool { return o.closed.Load() == extra })
 		release(t, g, held, maxConns)
 	})
 }
@@ -241,7 +241,7 @@ func TestPoolH2Multiplexes(t *testing.T) {
 	o := startOrigin(t, originOpts{tls: true, h2: true, maxStreams: streams}, g.handler())
 	p, _ := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.Prewarm = 1 }),
 		mustDialer(t, Options{TLS: getPKI(t).clientTLS(false)}), nil)
-	poll.Until(t, "pool pre-warmed", p.Ready)
+	waitfor.Until(t, "pool pre-warmed", p.Ready)
 	// All 56 are at the origin at once: they are multiplexed.
 	holdAtOnce(t, g, p, o, clients, streams)
 }
@@ -252,7 +252,7 @@ func TestPoolH2Multiplexes(t *testing.T) {
 func holdAtOnce(t *testing.T, g *gate, p *pool.Pool, o *origin, n, streams int) {
 	t.Helper()
 	errs := hold(p, o, n)
-	poll.Until(t, fmt.Sprintf("%d requests in flight", n), func() bool {
+	waitfor.Until(t, fmt.Sprintf("%d requests in flight", n), func() bool {
 		select {
 		case err := <-errs:
 			t.Fatalf("with %d in flight, stats %+v: %v", g.arrived.Load(), p.Stats(), err)
@@ -340,7 +340,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 		if tally.Closed(pool.ReasonIdle) != 1 {
 			t.Fatal("connection not evicted at idle_timeout")
 		}
-		poll.Until(t, "origin sees the close", func() bool { return o.closed.Load() == 1 })
+		waitfor.Until(t, "origin sees the close", func() bool { return o.closed.Load() == 1 })
 		mustFetch(t, p, o.url("/b"))
 		if o.accepted.Load() != 2 {
 			t.Fatalf("origin accepted %d connections, want 2 (one after the eviction)", o.accepted.Load())
@@ -361,7 +361,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 			p, tally := newPool(t, o.addr(), poolConfig(func(c *pool.Config) { c.MaxLifetime = 10 * time.Minute }),
 				mustDialer(t, tc.d), clk)
 			held := hold(p, o, 1)
-			poll.Until(t, "request in flight", func() bool { return g.arrived.Load() == 1 })
+			waitfor.Until(t, "request in flight", func() bool { return g.arrived.Load() == 1 })
 			clk.Advance(11 * time.Minute) // past 10m + 10 % jitter
 			if p.Stats().Draining != 1 {
 				t.Fatalf("stats %+v: want the old connection draining", p.Stats())
@@ -373,7 +373,7 @@ func TestPoolIdleEvictionAndLifetimeRecycle(t *testing.T) {
 			if err := <-held; err != nil {
 				t.Fatalf("in-flight request failed by the recycle: %v", err)
 			}
-			poll.Until(t, "drained connection closed", func() bool { return tally.Closed(pool.ReasonLifetime) == 1 })
+			waitfor.Until(t, "drained connection closed", func() bool { return tally.Closed(pool.ReasonLifetime) == 1 })
 			if o.accepted.Load() != 2 {
 				t.Fatalf("origin accepted %d connections, want 2", o.accepted.Load())
 			}
@@ -408,7 +408,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		p, tally := newPool(t, o.addr(), cfg, mustDialer(t, Options{}), clk)
 		old := mustFetch(t, p, o.url("/a")).Conn()
 		o.CloseClientConnections()
-		poll.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
+		waitfor.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
 		clk.Advance(keepalive) // the first probe after the kill
 		if tally.Closed(pool.ReasonKeepalive) != 1 {
 			t.Fatalf("dead connection not closed by the first keepalive probe (closed: keepalive %d, remote %d)",
@@ -424,7 +424,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		p, tally := newPool(t, o.addr(), poolConfig(nil), mustDialer(t, Options{}), nil)
 		old := mustFetch(t, p, o.url("/a")).Conn()
 		o.CloseClientConnections()
-		poll.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
+		waitfor.Until(t, "FIN arrived", func() bool { return peerClosed(old) })
 		// No probe ran; the hand-out check alone keeps it out.
 		if lease := mustFetch(t, p, o.url("/b")); lease.Conn() == old {
 			t.Fatal("the dead connection was handed out")
@@ -443,7 +443,7 @@ func TestPoolKeepaliveFindsDeadOrigin(t *testing.T) {
 		front.blackhole() // the open connection goes silent; new ones still pass
 		clk.Advance(keepalive)
 		// The PING times out after `timeout` (wall time, in the conn).
-		poll.Until(t, "lost PING closes the connection", func() bool { return tally.Closed(pool.ReasonKeepalive) == 1 })
+		waitfor.Until(t, "lost PING closes the connection", func() bool { return tally.Closed(pool.ReasonKeepalive) == 1 })
 		if old.Usable() {
 			t.Fatal("blackholed connection still reports usable")
 		}

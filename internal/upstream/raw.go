@@ -32,6 +32,11 @@ type Raw interface {
 	// with http.ReadResponse (skipping 1xx interim responses), for a
 	// request with the given method.
 	ReadResponse(method string) (*http.Response, error)
+	// Upgrade hands the connection over after a 101 Switching Protocols
+	// read by ReadResponse: it reads what the origin sends (buffered bytes
+	// first) and writes straight to the socket. The connection never
+	// returns to the pool; closing what Upgrade returns closes it.
+	Upgrade() io.ReadWriteCloser
 	// Addr is the endpoint address.
 	Addr() string
 	// Stale reports whether err, which failed the exchange, is what the
@@ -44,6 +49,21 @@ type Raw interface {
 }
 
 func (c *h1Conn) Addr() string { return c.addr }
+
+func (c *h1Conn) Upgrade() io.ReadWriteCloser {
+	c.state.Store(h1Broken)
+	// The tunnel reads and writes from two goroutines, for as long as it
+	// lasts: no write held back for a read, no deadline of the exchange.
+	c.sock.holdWrites(false)
+	c.rdl, c.wdl = time.Time{}, false
+	_ = c.sock.SetReadDeadline(time.Time{})
+	_ = c.sock.SetWriteDeadline(time.Time{})
+	var w io.Writer = c.sock
+	if c.tls != nil {
+		w = c.tls
+	}
+	return &upgradedBody{r: c.br, w: w, close: c.closeSocket}
+}
 
 func (c *h1Conn) Begin(deadline time.Time, body bool) (*bufio.Reader, *bufio.Writer, error) {
 	if !c.state.CompareAndSwap(h1Idle, h1Busy) {

@@ -34,7 +34,7 @@ func rawGet(t *testing.T, c Raw, path string, deadline time.Time) string {
 // TestRawDeadlineLeftBehind: a Raw exchange leaves its read deadline on
 // the socket (one timer update per request); once it has passed, the
 // connection is still usable, a probe still finds it alive, and both a
-// RoundTrip and a Raw exchange without a deadline may take longer than the
+// roundTrip and a Raw exchange without a deadline may take longer than the
 // old deadline allowed.
 func TestRawDeadlineLeftBehind(t *testing.T) {
 	noLeaks(t)
@@ -53,17 +53,17 @@ func TestRawDeadlineLeftBehind(t *testing.T) {
 		t.Fatal("an idle connection whose old exchange deadline passed was found dead")
 	}
 	req, _ := http.NewRequest(http.MethodGet, o.url("/slow"), nil)
-	resp, err := c.RoundTrip(req)
+	resp, err := roundTrip(c, req)
 	if err != nil {
-		t.Fatalf("RoundTrip after a Raw exchange: %v", err)
+		t.Fatalf("roundTrip after a Raw exchange: %v", err)
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || string(b) != "hello /slow" {
-		t.Fatalf("RoundTrip body %q, %v", b, err)
+		t.Fatalf("roundTrip body %q, %v", b, err)
 	}
 	if got := rawGet(t, c, "/b", time.Now().Add(50*time.Millisecond)); got != "hello /b" {
-		t.Fatalf("Raw exchange after a RoundTrip: %q", got)
+		t.Fatalf("Raw exchange after a roundTrip: %q", got)
 	}
 	if got := rawGet(t, c, "/slow", time.Time{}); got != "hello /slow" {
 		t.Fatalf("Raw exchange without a deadline after one with: %q", got)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/corput/corput/internal/poll"
+	"github.com/corput/corput/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,7 +89,7 @@ func TestServerRecordsACKsAndNACKs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, "the server to record 3 requests", func() bool { return len(s.Requests()) >= 3 })
+	waitfor.Until(t, "the server to record 3 requests", func() bool { return len(s.Requests()) >= 3 })
 	if !s.Acked("1") || s.Acked("2") {
 		t.Fatalf("Acked(1) = %v, Acked(2) = %v; want true, false", s.Acked("1"), s.Acked("2"))
 	}

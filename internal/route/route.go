@@ -1,4 +1,13 @@
-package gateway
+// Package route maps a request to the route that serves it: among the
+// routes whose host matches (an exact host beats a wildcard, which beats
+// "any"), the longest matching path prefix wins.
+//
+// Invariants:
+//   - A Router is immutable once built: a reload builds a new one, and
+//     requests read it without a lock.
+//   - Lookup allocates nothing for a host without a port (the common
+//     case).
+package route
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package gateway
+package httpserve
 
 import (
 	"bytes"
@@ -46,7 +46,9 @@ import (
 // plaintext itself, so CL+TE over HTTPS/1.1 is handled as net/http does
 // (Content-Length dropped, the body forwarded chunked).
 
-// guardListener wraps every accepted connection in a framingConn.
+// GuardListener wraps every connection ln accepts in the framing guard.
+func GuardListener(ln net.Listener) net.Listener { return guardListener{ln} }
+
 type guardListener struct{ net.Listener }
 
 func (l guardListener) Accept() (net.Conn, error) {
@@ -56,6 +58,10 @@ func (l guardListener) Accept() (net.Conn, error) {
 	}
 	return guard(c), nil
 }
+
+// Guard puts c under the framing guard: a connection the fast path hands
+// to net/http.
+func Guard(c net.Conn) net.Conn { return guard(c) }
 
 // guard puts c under the framing guard.
 func guard(c net.Conn) *framingConn {

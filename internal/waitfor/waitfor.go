@@ -1,11 +1,11 @@
-// Package poll waits, in tests, for a fact that other goroutines or the
+// Package waitfor waits, in tests, for a fact that other goroutines or the
 // other end of a socket establish without signalling it: a connection
 // closed at an origin, an ACK at a control plane, a membership applied.
 //
 // It polls every millisecond; the deadline only turns a hang into a
 // failure and says nothing about speed, so no test asserts how fast the
 // fact arrives.
-package poll
+package waitfor
 
 import (
 	"testing"

@@ -1,0 +1,301 @@
+// Package proxy is one client request through the gateway, whichever
+// serving path read it (the fast path, or net/http's handler): its route,
+// the SLO guard's admission, a loop (package dispatch's placement), the
+// sticky key, its attempts — each a stream acquired by the origin's
+// driver and an exchange (package exchange) — then the gateway's own
+// answer when no origin's was relayed, the trace, the count of requests
+// served and the access log line.
+//
+// A serving path holds the request its own way and writes the answer its
+// own way; it gives this package the request's facts (Inbound) and one
+// small interface (Client: exchange.Client, and the request as the
+// exchange sends it). Everything else about a request is written here
+// once.
+//
+// Invariants:
+//   - Every request ends in exactly one count of corput_downstream_requests_total
+//     (by its status), at most one access-log line (when sampled) and, when
+//     tracing, one server span with a client span per attempt.
+//   - A request's attempts are package forward's decisions: Serve only
+//     runs them (the driver's acquisition, then the exchange) and stops on
+//     the step that ends the request.
+//   - The gateway's own answer (Answer) is the same bytes whichever path
+//     writes it: the reason's status, its fields (X-Corput-Error,
+//     Retry-After), its body and Content-Length, the body left out for a
+//     HEAD request.
+//   - With a Stream kept per client connection, Serve allocates nothing
+//     (bench/hotpath): the table is read with one atomic load, and the
+//     access log copies a sampled request's fields into its ring.
+package proxy
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/exchange"
+	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/route"
+	"github.com/corput/corput/internal/telemetry"
+	"github.com/corput/corput/internal/tracing"
+	"github.com/corput/corput/internal/workload"
+)
+
+// Table is what requests read of the configuration in force. A reload
+// publishes a new one whole (Handler.Publish); requests read it with one
+// atomic load.
+type Table struct {
+	Router     *route.Router
+	Classes    *workload.Classifier // the workload's match rules; nil without a workload block
+	Origins    map[string]*cluster.Origin
+	Forwarding forward.Forwarding
+	Tracer     *tracing.Tracer // nil: tracing is off
+}
+
+// Route returns the origin for a request's method, host and path, and the
+// request's kind (its workload class and cost, its route's priority); ok
+// is false when no route matches.
+func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
+	rt := t.Router.Lookup(host, path)
+	if rt == nil {
+		return nil, k, false
+	}
+	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
+	if k.Cost == 0 {
+		k.Class, k.Cost = -1, 1
+		if c, ok := t.Classes.Classify(method, path); ok {
+			k.Class, k.Cost = c, t.Classes.ClassCost(c)
+		}
+	}
+	return t.Origins[rt.Origin], k, true
+}
+
+// Handler serves the requests of both serving paths with the table in
+// force.
+type Handler struct {
+	table  atomic.Pointer[Table]
+	served [5]prometheus.Counter // by code class 1xx..5xx
+	log    *accesslog.Log        // nil: no access log
+}
+
+// NewHandler returns a Handler serving with t, counting requests served in
+// served (corput_downstream_requests_total by code class) and handing
+// sampled ones to log (nil: none).
+func NewHandler(t *Table, served [5]prometheus.Counter, log *accesslog.Log) *Handler {
+	h := &Handler{served: served, log: log}
+	h.table.Store(t)
+	return h
+}
+
+// Table is the table in force.
+func (h *Handler) Table() *Table { return h.table.Load() }
+
+// Publish puts t in force for the requests that start from now on.
+func (h *Handler) Publish(t *Table) { h.table.Store(t) }
+
+// Routing is a request's route, read once from the table in force.
+type Routing struct {
+	Table  *Table
+	Origin *cluster.Origin // nil unless OK
+	Kind   cluster.Kind
+	OK     bool // a route matched
+	// Refuse, when not None, is answered at once: the serving path found
+	// the request malformed (BadRequest) before any route.
+	Refuse forward.Reason
+}
+
+// Route routes a request by its method, host and path with the table in
+// force.
+func (h *Handler) Route(method, host, path string) Routing {
+	t := h.table.Load()
+	o, k, ok := t.Route(method, host, path)
+	return Routing{Table: t, Origin: o, Kind: k, OK: ok}
+}
+
+// Inbound is a client request's facts, as its serving path read them. The
+// strings may be views of the connection's buffer, valid during Serve.
+type Inbound struct {
+	Method, Host, Path, Target string
+	Proto                      string // "HTTP/1.1", "HTTP/2.0"
+	Client                     string // the peer's address (host:port)
+	TLS                        bool
+	// Head is the request's fields: the sticky key, the trace context, the
+	// access log's Referer and User-Agent and a trusted peer's
+	// X-Forwarded-* are read from it.
+	Head forward.Prior
+	// Peer is the connection's X-Forwarded-* facts (forward.Forwarding.Peer).
+	Peer forward.Peer
+}
+
+// Client is the serving path's side of a request: where its answer goes,
+// and the request as its exchanges send it.
+type Client interface {
+	exchange.Client
+	// Request readies the request for origin o, its head rewritten for the
+	// origin (hop-by-hop fields out, X-Forwarded-* in, the client's trace
+	// context out when s.Tr is set). It is called once a request, after
+	// the sticky key was read from the head.
+	Request(o *cluster.Origin, s *Stream) *exchange.Request
+}
+
+// Stream is one request's state: its attempts, its exchanges' buffers, its
+// trace, and what its answer needs. The fast path keeps one per client
+// connection, so that its requests allocate nothing; the zero value is
+// ready.
+type Stream struct {
+	attempt forward.Attempt
+	x       exchange.State
+	trace   tracing.Request
+	// Tr is the request's trace while it is traced, else nil.
+	Tr *tracing.Request
+	// Cookie is the Set-Cookie value of a sticky origin's new key cookie
+	// (balancer.cookie) for the answer relayed from the origin, empty for
+	// none; the Client writes it with the head.
+	Cookie []byte
+	// Sent is the answer's body bytes, as the Client wrote them (End,
+	// Abort, its own answers): the access log's bytes.
+	Sent int64
+
+	ans       exchange.Head // the gateway's own answer (Answer)
+	ansFields [4]hpack.HeaderField
+}
+
+// Serve serves one request routed by rt, answering it through c, and
+// returns the status it was answered with (499 when the client left
+// first). ctx ends a wait for a stream when the client leaves; trust lets
+// a request that can go again take an idle HTTP/1.1 connection unprobed
+// (the fast path's first attempt: one read saved a request; a closed one
+// is Stale and the retry probes).
+func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing, c Client, trust bool) int {
+	logged := h.log.Sample()
+	var start time.Time
+	if logged {
+		start = time.Now()
+	}
+	s.Sent = 0
+	s.Cookie = s.Cookie[:0]
+	s.beginTrace(rt.Table.Tracer, in)
+	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
+	switch {
+	case reason != forward.None:
+	case !rt.OK:
+		reason = forward.NoRoute
+	default:
+		reason = o.Admit(rt.Kind)
+	}
+	if reason == forward.None {
+		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
+		loop = ol.Index()
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, c, trust)
+	}
+	if reason != forward.None {
+		s.Cookie = s.Cookie[:0]
+		status = s.Answer(c, reason, in.Method)
+	}
+	attempts := 0
+	if loop >= 0 {
+		attempts = s.attempt.Attempts()
+	}
+	s.Tr.End(status, reason, nameOf(o), loop, attempts) // nil with tracing off: nothing
+	h.served[telemetry.ClassIndex(status)].Inc()
+	if logged {
+		h.logRequest(s, in, start, status, o, loop, reason)
+	}
+	return status
+}
+
+// forward runs the request's attempts through loop ol of origin o: each
+// acquires a stream (the origin's driver) and makes an exchange on it,
+// until one is delivered or the request is answered. It returns the status
+// delivered (499 when the client left), or the reason to answer with.
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, c Client, trust bool) (int, forward.Reason) {
+	started := o.Started(k)
+	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
+	if !key.Valid() {
+		s.Cookie, key, _ = o.NewCookie(s.Cookie)
+	}
+	req := c.Request(o, s)
+	replayable := req.Body == nil && req.Upgrade == "" && forward.Idempotent(in.Method)
+	a := &s.attempt
+	o.Begin(a, ol, replayable, k.Cost, key)
+	defer o.Finish(a, ol)
+	d, l := o.Driver(), ol.Index()
+	for {
+		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
+		if step == forward.Send {
+			req.Deadline = time.Time{}
+			if t := o.RequestTimeout(); t > 0 {
+				req.Deadline = time.Now().Add(t)
+			}
+			status, step = s.x.Do(a, req, c)
+		}
+		s.Tr.EndAttempt(a, step)
+		switch step {
+		case forward.Delivered:
+			if status != 499 {
+				o.Served(k, started)
+			}
+			return status, forward.None
+		case forward.Gone:
+			return 499, forward.None
+		case forward.Answer:
+			return 0, a.Reason()
+		}
+	}
+}
+
+// beginTrace starts the request's server span when tracing is on (s.Tr is
+// then its Request, else nil); its traceparent is a parent only from a
+// trusted proxy.
+func (s *Stream) beginTrace(t *tracing.Tracer, in *Inbound) {
+	s.Tr = nil
+	if t == nil {
+		return
+	}
+	s.Tr = &s.trace
+	proto := "1.1"
+	if in.Proto == "HTTP/2.0" {
+		proto = "2"
+	}
+	t.Begin(s.Tr, in.Head, in.Peer.Trusted, tracing.Inbound{
+		Method: in.Method, Path: in.Path, Host: in.Host, Peer: in.Client, TLS: in.TLS, Proto: proto,
+	})
+}
+
+// logRequest hands the request just served to the access log; the record's
+// strings are views the log copies.
+func (h *Handler) logRequest(s *Stream, in *Inbound, start time.Time, status int, o *cluster.Origin, loop int, reason forward.Reason) {
+	r := accesslog.Record{
+		Start: start, Duration: time.Since(start), Client: in.Client,
+		Method: in.Method, Host: in.Host, Target: in.Target, Proto: in.Proto,
+		Status: status, Bytes: s.Sent, Reason: reason.String(), Loop: loop,
+	}
+	if v, ok := in.Head.Value("referer", 0); ok {
+		r.Referer = h1.View(v)
+	}
+	if v, ok := in.Head.Value("user-agent", 0); ok {
+		r.UserAgent = h1.View(v)
+	}
+	r.Origin = nameOf(o)
+	if loop >= 0 {
+		r.Attempts = s.attempt.Attempts()
+		if ep := s.attempt.LastEndpoint(); ep != nil {
+			r.Endpoint = ep.Address()
+		}
+	}
+	h.log.Add(&r)
+}
+
+// nameOf is the name of the origin a request was routed to, "" for none.
+func nameOf(o *cluster.Origin) string {
+	if o == nil {
+		return ""
+	}
+	return o.Name()
+}
