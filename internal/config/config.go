@@ -203,6 +203,9 @@ const (
 // longest matching prefix wins; an exact host beats "*.suffix", which beats
 // "" (any host).
 type Route struct {
+	// Name identifies the route: in per-route settings, metrics and logs.
+	// Optional; RouteName derives the default from host and path prefix.
+	Name       string `yaml:"name"`
 	Host       string `yaml:"host"`        // "", "example.com" or "*.example.com"; lower-cased by Parse
 	PathPrefix string `yaml:"path_prefix"` // starts with "/"; default "/"
 	Origin     string `yaml:"origin"`      // name of an entry in origins
@@ -214,6 +217,20 @@ type Route struct {
 	// PriorityLow routes are shed first (503 slo_shed); "" is
 	// PriorityNormal, never shed by the guard.
 	Priority string `yaml:"priority"`
+}
+
+// RouteName is the route's name: routes[].name, or when it is empty one
+// derived from its host and path prefix ("any" for no host), such as
+// "api.example.com/pay" or "any/".
+func (r *Route) RouteName() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	h := r.Host
+	if h == "" {
+		h = "any"
+	}
+	return h + r.PathPrefix
 }
 
 // Route priorities (routes[].priority).

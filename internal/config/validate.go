@@ -215,8 +215,19 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 	}
 	type key struct{ host, prefix string }
 	seen := map[key]int{}
+	named := map[string]int{}
 	for i, rt := range c.Routes {
 		p := joinIndex("routes", i)
+		if rt.Name != "" && !originName.MatchString(rt.Name) {
+			r.errorf(p+".name", "%q: use 1–63 letters, digits, '.', '_' or '-' (it is a metric label)", rt.Name)
+		}
+		// Two unnamed routes with one derived name have one host and
+		// prefix: that is reported below.
+		if j, dup := named[rt.RouteName()]; dup && (rt.Name != "" || c.Routes[j].Name != "") {
+			r.errorf(p+".name", "%q is also routes[%d]'s name; give each route its own name", rt.RouteName(), j)
+		} else if !dup {
+			named[rt.RouteName()] = i
+		}
 		checkRouteHost(r, p+".host", rt.Host)
 		if !strings.HasPrefix(rt.PathPrefix, "/") {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
