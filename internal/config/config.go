@@ -170,6 +170,10 @@ type Downstream struct {
 	// origins on corput's own byte-level loop (default true); false serves
 	// every request through net/http.
 	FastPath bool `yaml:"fast_path"`
+	// BodyReadTimeout bounds the wait for each read of a client's request
+	// body (additive; nginx's client_body_timeout): a client that sends
+	// nothing for this long is answered 408 and its upstream request cut.
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
 }
 
 // Shutdown is the graceful drain on SIGTERM/SIGINT.
@@ -217,6 +221,21 @@ type Route struct {
 	// PriorityLow routes are shed first (503 slo_shed); "" is
 	// PriorityNormal, never shed by the guard.
 	Priority string `yaml:"priority"`
+	// Timeouts override the origin's time limits for the route's requests
+	// (additive): a key left out, or 0, takes the origin's.
+	Timeouts *RouteTimeouts `yaml:"timeouts"`
+	// MaxRequestBodyBytes bounds a request body (additive): a longer one
+	// is answered 413 and not forwarded, or cut mid-way. 0: unlimited.
+	MaxRequestBodyBytes int `yaml:"max_request_body_bytes"`
+}
+
+// RouteTimeouts are a route's overrides of its origin's Timeouts; zero
+// takes the origin's. The dial (connect) is the origin's pools' alone.
+type RouteTimeouts struct {
+	ResponseHeader time.Duration `yaml:"response_header"`
+	StreamIdle     time.Duration `yaml:"stream_idle"`
+	Request        time.Duration `yaml:"request"`
+	GRPCMax        time.Duration `yaml:"grpc_max"`
 }
 
 // RouteName is the route's name: routes[].name, or when it is empty one
@@ -509,6 +528,10 @@ type Retry struct {
 	Attempts      int       `yaml:"attempts"`       // retries after the first try; 0: none
 	BudgetPercent int       `yaml:"budget_percent"` // retries in flight ≤ this share of active requests
 	On            []RetryOn `yaml:"on"`
+	// PerTryTimeout bounds each attempt up to its response head (additive);
+	// an attempt past it is retried like a connect failure when the
+	// request can go again. 0: none (response_header alone).
+	PerTryTimeout time.Duration `yaml:"per_try_timeout"`
 }
 
 // RetryOn names a condition that makes a request retryable.
@@ -521,10 +544,21 @@ const (
 	Retry503            RetryOn = "503"
 )
 
-// Timeouts towards the origin.
+// Timeouts towards the origin (docs/gateway.md, "Time limits").
 type Timeouts struct {
 	Connect time.Duration `yaml:"connect"`
-	Request time.Duration `yaml:"request"` // whole exchange, headers and body
+	// Request bounds the whole exchange, headers and body; 0: none (the
+	// default: response_header and stream_idle bound a hung origin).
+	Request time.Duration `yaml:"request"`
+	// ResponseHeader bounds the wait from the request sent to the
+	// response head (additive).
+	ResponseHeader time.Duration `yaml:"response_header"`
+	// StreamIdle ends an exchange on which no byte moved either way for
+	// this long (additive); 0: none.
+	StreamIdle time.Duration `yaml:"stream_idle"`
+	// GRPCMax caps the deadline a request's grpc-timeout asks for
+	// (additive); 0: the client's grpc-timeout is honoured as it is.
+	GRPCMax time.Duration `yaml:"grpc_max"`
 }
 
 // SLO is a latency target. Percentiles are required; an average alone is
@@ -550,6 +584,7 @@ func Default() *Config {
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    65536,
 			FastPath:          true,
+			BodyReadTimeout:   DefaultBodyReadTimeout,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 	}
@@ -600,9 +635,16 @@ func DefaultOrigin() Origin {
 			BudgetPercent: 20,
 			On:            []RetryOn{RetryConnectFailure, RetryRefusedStream, Retry503},
 		},
-		Timeouts: Timeouts{Connect: time.Second, Request: 15 * time.Second},
+		Timeouts: Timeouts{Connect: time.Second, ResponseHeader: 15 * time.Second, StreamIdle: DefaultStreamIdle},
 	}
 }
+
+// The time limits' defaults (docs/decisions.md, "Time limits and request
+// bodies").
+const (
+	DefaultStreamIdle      = 60 * time.Second // nginx's proxy_read_timeout
+	DefaultBodyReadTimeout = 60 * time.Second // nginx's client_body_timeout
+)
 
 // setDefaults is called by the decoder on every element of origins,
 // routes and endpoints, and on a new access_log block, before the

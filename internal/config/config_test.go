@@ -59,7 +59,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		Admin:  Admin{Listen: "127.0.0.1:9901"},
 		Fleet:  Fleet{Instance: 0, Size: 1},
 		Downstream: Downstream{
-			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true, BodyReadTimeout: 60 * time.Second,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 		Routes:   []Route{{PathPrefix: "/", Origin: "api"}},
@@ -111,7 +111,11 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		{"retry.budget_percent", got.Retry.BudgetPercent, 20},
 		{"retry.on", got.Retry.On, []RetryOn{RetryConnectFailure, RetryRefusedStream, Retry503}},
 		{"timeouts.connect", got.Timeouts.Connect, time.Second},
-		{"timeouts.request", got.Timeouts.Request, 15 * time.Second},
+		{"timeouts.request", got.Timeouts.Request, time.Duration(0)},
+		{"timeouts.response_header", got.Timeouts.ResponseHeader, 15 * time.Second},
+		{"timeouts.stream_idle", got.Timeouts.StreamIdle, 60 * time.Second},
+		{"timeouts.grpc_max", got.Timeouts.GRPCMax, time.Duration(0)},
+		{"retry.per_try_timeout", got.Retry.PerTryTimeout, time.Duration(0)},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {

@@ -68,6 +68,7 @@ func (c *Config) diagnose(r *reporter) {
 	}
 	checkPositive(r, "downstream.read_header_timeout", c.Downstream.ReadHeaderTimeout, "10s")
 	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
+	checkPositive(r, "downstream.body_read_timeout", c.Downstream.BodyReadTimeout, "60s")
 	checkRange(r, "downstream.max_header_bytes", c.Downstream.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes, "65536 is the default")
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 
@@ -253,6 +254,12 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if rt.Priority != "" && rt.Priority != PriorityNormal && rt.Priority != PriorityLow {
 			r.errorf(p+".priority", "%q is not a priority; use low (shed first by the SLO guard) or normal (the default)", rt.Priority)
 		}
+		if rt.MaxRequestBodyBytes < 0 {
+			r.errorf(p+".max_request_body_bytes", "%d is negative; use 0 (unlimited) or a size in bytes, e.g. 1048576", rt.MaxRequestBodyBytes)
+		}
+		if o := c.originNamed(rt.Origin); o != nil && rt.Timeouts != nil {
+			rt.Timeouts.check(r, p+".timeouts", o)
+		}
 		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
 		if first, dup := seen[k]; dup {
 			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)
@@ -309,10 +316,7 @@ func (o *Origin) check(r *reporter, p string) {
 	o.checkPool(r, p+".pool")
 	o.checkHealth(r, p)
 	o.checkRetry(r, p+".retry")
-	checkPositive(r, p+".timeouts.connect", o.Timeouts.Connect, "1s")
-	if checkPositive(r, p+".timeouts.request", o.Timeouts.Request, "15s") && o.Timeouts.Connect > o.Timeouts.Request {
-		r.errorf(p+".timeouts.connect", "%v is longer than timeouts.request (%v); the request deadline covers the dial", o.Timeouts.Connect, o.Timeouts.Request)
-	}
+	o.checkTimeouts(r, p)
 	if o.SLO != nil {
 		o.SLO.check(r, p+".slo")
 	}
@@ -518,8 +522,8 @@ func (o *Origin) checkPool(r *reporter, p string) {
 		r.codedf(p+".max_pending", CodeUnboundedQueue, "%s", unboundedMessage(strconv.Itoa(int(pl.MaxPending))))
 	}
 	checkEnum(r, p+".over_cap", pl.OverCap, OverCapQueue, OverCapTemporary, OverCapReject)
-	if checkPositive(r, p+".acquire_timeout", pl.AcquireTimeout, "100ms") && pl.AcquireTimeout >= o.Timeouts.Request && o.Timeouts.Request > 0 {
-		r.errorf(p+".acquire_timeout", "%v is not shorter than timeouts.request (%v); a request would time out while still waiting for a connection", pl.AcquireTimeout, o.Timeouts.Request)
+	if checkPositive(r, p+".acquire_timeout", pl.AcquireTimeout, "100ms") && pl.AcquireTimeout >= o.Timeouts.ResponseHeader && o.Timeouts.ResponseHeader > 0 {
+		r.errorf(p+".acquire_timeout", "%v is not shorter than timeouts.response_header (%v); a request would time out while still waiting for a connection", pl.AcquireTimeout, o.Timeouts.ResponseHeader)
 	}
 	checkNonNegative(r, p+".idle_timeout", pl.IdleTimeout, "60s")
 	checkNonNegative(r, p+".max_lifetime", pl.MaxLifetime, "10m")

@@ -48,7 +48,7 @@ type fleet struct {
 	addrs   []string
 	gw      *gateway.Gateway
 	dials   *dialLog
-	timeout time.Duration // origins[].timeouts.request
+	timeout time.Duration // origins[].timeouts.request, else response_header
 
 	mu      sync.Mutex // guards following
 	origins []*origin.Server
@@ -91,6 +91,9 @@ func startFleet(s fleetSpec) (*fleet, error) {
 	}
 	oc := &cfg.Origins[0]
 	f.timeout = oc.Timeouts.Request
+	if f.timeout == 0 { // no whole-request limit: a silent origin is cut at the response head's
+		f.timeout = oc.Timeouts.ResponseHeader
+	}
 	d, err := upstream.NewDialer(upstream.Options{Protocol: upstream.Protocol(oc.Protocol), ConnectTimeout: oc.Timeouts.Connect})
 	if err != nil {
 		f.close()
