@@ -133,6 +133,13 @@ func (o *Origin) Driver() *dispatch.Driver { return o.drv }
 // MaxResponseHead is pool.max_response_header_bytes.
 func (o *Origin) MaxResponseHead() int { return o.conf.Load().Pool.MaxResponseHeaderBytes }
 
+// Timeouts are the origin's time limits and retry.per_try_timeout, as
+// configured now.
+func (o *Origin) Timeouts() (config.Timeouts, time.Duration) {
+	c := o.conf.Load()
+	return c.Timeouts, c.Retry.PerTryTimeout
+}
+
 // RequestTimeout is timeouts.request (0: none).
 func (o *Origin) RequestTimeout() time.Duration { return time.Duration(o.reqTimeout.Load()) }
 

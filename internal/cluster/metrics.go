@@ -25,6 +25,7 @@ type originMetrics struct {
 	ejections   prometheus.Counter
 	membership  prometheus.Counter
 	stale       prometheus.Counter // requests sent again after a stale connection (forward.Stale)
+	idle        prometheus.Counter // exchanges ended by timeouts.stream_idle
 	ejected     prometheus.Gauge
 	panic       prometheus.Gauge
 }
@@ -39,6 +40,7 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
 		membership:  m.MembershipChanges.WithLabelValues(name),
 		stale:       m.StaleRetries.WithLabelValues(name),
+		idle:        m.IdleTimeouts.WithLabelValues(name),
 		ejected:     m.OutlierEjected.WithLabelValues(name),
 		panic:       m.PanicMode.WithLabelValues(name),
 	}
@@ -65,8 +67,13 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 	return om
 }
 
-// Answered implements forward.Observer: it counts a shed request.
+// Answered implements forward.Observer: it counts a shed request, and an
+// exchange ended by stream_idle.
 func (m *originMetrics) Answered(r forward.Reason) {
+	if r == forward.UpstreamIdleTimeout {
+		m.idle.Inc()
+		return
+	}
 	if c, ok := m.shed[r]; ok {
 		c.Inc()
 	}

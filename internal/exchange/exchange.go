@@ -147,6 +147,18 @@ func (x *State) Do(a *forward.Attempt, req *Request, c Client) (int, forward.Ste
 // fails the attempt as Broken: the request went out partly.
 var ErrClientGone = errors.New("the client's connection failed while its request body was read")
 
+// ErrBodyTooLarge is what a serving path's request body returns once it
+// grew above the route's max_request_body_bytes: the attempt fails as
+// BodyTooLarge (413 when no response head went out), the upstream request
+// cut.
+var ErrBodyTooLarge = errors.New("the request body is above max_request_body_bytes")
+
+// ErrBodyTimeout is what a serving path's request body returns when its
+// client sent nothing for downstream.body_read_timeout: the attempt fails
+// as BodyTimeout (408 when no response head went out), the upstream
+// request cut.
+var ErrBodyTimeout = errors.New("the client sent no request body byte for downstream.body_read_timeout")
+
 // failureOf classifies what failed an exchange before any response, on
 // either protocol; raw is the HTTP/1.1 connection (nil on HTTP/2), which
 // knows whether the error is a stale idle connection's.
@@ -155,6 +167,14 @@ func failureOf(err error, raw upstream.Raw) forward.Failure {
 	switch {
 	case errors.Is(err, ErrClientGone):
 		return forward.ClientLeft
+	case errors.Is(err, ErrBodyTooLarge):
+		return forward.BodyTooLarge
+	case errors.Is(err, ErrBodyTimeout):
+		return forward.BodyTimeout
+	case errors.As(err, new(limitError)):
+		var le limitError
+		errors.As(err, &le)
+		return timeoutFailure(forward.Limit(le))
 	case errors.Is(err, upstream.ErrHeadTooLarge), errors.Is(err, h2.ErrHeadTooLarge):
 		return forward.HeadTooLarge
 	case timedOut(err), errors.Is(err, h2.ErrDone):

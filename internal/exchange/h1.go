@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -30,7 +31,15 @@ const writeWait = 50 * time.Millisecond
 // framing).
 func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client) (int, forward.Step) {
 	body := req.hasBody()
-	ubr, ubw, err := raw.Begin(req.Deadline, body)
+	atomic.StoreInt64(&req.sent, 0)
+	// Without a body the head's wait starts at once; with one the body's
+	// writes are bounded by the whole request's and the attempt's limits,
+	// and response_header counts from its last byte sent.
+	by, _ := req.headBy(req.Start)
+	if body {
+		by, _ = req.headBy(time.Time{})
+	}
+	ubr, ubw, err := raw.Begin(by, body)
 	if err != nil {
 		return 0, a.Failed(forward.Refused) // nothing was sent
 	}
@@ -44,19 +53,35 @@ func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client)
 		}
 		wrote = make(chan error, 1)
 		go func() {
-			err := writeBody(ubw, req)
+			err := writeBody(ubw, req, nil)
 			if err != nil {
 				raw.Close() // the response cannot be trusted to end: cut it
 			}
 			wrote <- err
 		}()
-	} else if err := x.sendInline(ubw, req, body); err != nil {
+	} else if err := x.sendInline(ubw, req, body, raw); err != nil {
 		return 0, fail(a, raw, failureOf(err, raw))
+	}
+	if body {
+		by, _ = req.headBy(req.lastSent())
+		raw.ReadBy(by)
 	}
 	// The client is watched until the response is relayed: one that
 	// leaves cuts the exchange (the connection is closed).
 	c.Watch(raw)
 	rn, res, err := readResponseHead(ubr, &x.resp, c.RawChunks())
+	for err != nil && timedOut(err) {
+		l, next := req.headExpired(time.Now())
+		if l != forward.NoLimit {
+			err = limitError(l)
+			break
+		}
+		if raw.ReadBy(next) != nil {
+			break
+		}
+		by = next
+		rn, res, err = readResponseHead(ubr, &x.resp, c.RawChunks())
+	}
 	if err == nil && res != h1.Complete {
 		return x.h1Slow(a, raw, req, c, wrote)
 	}
@@ -77,7 +102,9 @@ func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client)
 		raw.End(endWrite(wrote, req) == nil && skipBuffered(ubr, rn, rh, req.Method))
 		return 0, a.Settle()
 	}
-	ok := x.relay(ubr, rn, req.Method, c)
+	bw := bodyWait{req: req, raw: raw, set: by}
+	ok := x.relay(ubr, rn, req.Method, c, &bw)
+	bw.report(a)
 	c.Unwatch()
 	raw.End(endWrite(wrote, req) == nil && ok)
 	step := a.Settle()
@@ -86,9 +113,9 @@ func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client)
 }
 
 // sendInline writes the body after the head, and flushes.
-func (x *State) sendInline(w *bufio.Writer, req *Request, body bool) error {
+func (x *State) sendInline(w *bufio.Writer, req *Request, body bool, raw upstream.Raw) error {
 	if body {
-		if err := writeBody(w, req); err != nil {
+		if err := writeBody(w, req, raw); err != nil {
 			return err
 		}
 	}
@@ -97,8 +124,9 @@ func (x *State) sendInline(w *bufio.Writer, req *Request, body bool) error {
 
 // writeBody writes the request body: Length bytes, or chunked with its
 // trailers when the length is unknown. A body that ends short of its
-// length fails with io.ErrUnexpectedEOF.
-func writeBody(w *bufio.Writer, req *Request) error {
+// length fails with io.ErrUnexpectedEOF. With raw (the body sent inline:
+// its writer owns the connection) each write is bounded by stream_idle.
+func writeBody(w *bufio.Writer, req *Request, raw upstream.Raw) error {
 	bp := forward.Buffer()
 	defer forward.PutBuffer(bp)
 	buf := *bp
@@ -106,6 +134,7 @@ func writeBody(w *bufio.Writer, req *Request) error {
 		for left := req.Length; left > 0; {
 			k, err := req.Body.Read(buf[:min(int64(len(buf)), left)])
 			left -= int64(k)
+			req.writing(raw)
 			if _, werr := w.Write(buf[:k]); werr != nil {
 				return werr
 			}
@@ -116,12 +145,15 @@ func writeBody(w *bufio.Writer, req *Request) error {
 				return err
 			}
 		}
-		return w.Flush()
+		err := w.Flush()
+		req.markSent()
+		return err
 	}
 	var num [16]byte
 	for {
 		k, err := req.Body.Read(buf)
 		if k > 0 {
+			req.writing(raw)
 			w.Write(strconv.AppendInt(num[:0], int64(k), 16))
 			w.WriteString("\r\n")
 			w.Write(buf[:k])
@@ -145,7 +177,9 @@ func writeBody(w *bufio.Writer, req *Request) error {
 		}
 	}
 	w.WriteString("\r\n")
-	return w.Flush()
+	err := w.Flush()
+	req.markSent()
+	return err
 }
 
 // waitWrote waits up to d for a duplex body's writer.
@@ -196,7 +230,11 @@ func noResponse(a *forward.Attempt, raw upstream.Raw, req *Request, c Client, wr
 	if gone {
 		return 0, fail(a, raw, forward.ClientLeft)
 	}
-	return 0, fail(a, raw, failureOf(err, raw))
+	f := failureOf(err, raw)
+	if f == forward.Timeout || f == forward.HeadTimeout {
+		a.Expired(limitOf(err, req))
+	}
+	return 0, fail(a, raw, f)
 }
 
 // fail ends an exchange's I/O on raw, the connection not to be reused,
@@ -266,7 +304,7 @@ func bodyLess(method string, status int) bool {
 // as a Stream. It reports whether the upstream connection ended cleanly at
 // the response's end and may be reused. A body that breaks mid-way is
 // aborted (Client.Abort).
-func (x *State) relay(br *bufio.Reader, n int, method string, c Client) bool {
+func (x *State) relay(br *bufio.Reader, n int, method string, c Client, bw *bodyWait) bool {
 	rh := &x.resp
 	h := x.newHead(rh.Status, false)
 	for i := range rh.Fields {
@@ -299,7 +337,7 @@ func (x *State) relay(br *bufio.Reader, n int, method string, c Client) bool {
 	case Length:
 		left := rh.ContentLength
 		if left > 0 {
-			err = pump(br, c, func(b []byte) (int, bool, error) {
+			err = pump(br, c, bw, func(b []byte) (int, bool, error) {
 				k := int(min(int64(len(b)), left))
 				left -= int64(k)
 				return k, left == 0, nil
@@ -308,10 +346,10 @@ func (x *State) relay(br *bufio.Reader, n int, method string, c Client) bool {
 		sent = rh.ContentLength - left
 	case Chunked:
 		var ch h1.Chunks
-		err = pump(br, c, ch.Scan)
+		err = pump(br, c, bw, ch.Scan)
 		sent = int64(ch.Data()) // the data, without the framing
 	case Stream:
-		err = pump(br, c, func(b []byte) (int, bool, error) {
+		err = pump(br, c, bw, func(b []byte) (int, bool, error) {
 			sent += int64(len(b))
 			return len(b), false, nil
 		})
@@ -340,14 +378,21 @@ var errClientGone = errors.New("client connection broke")
 // stream is never held back. It returns nil at the body's end, the read
 // error (io.EOF when the origin closed first), take's error, or
 // errClientGone.
-func pump(br *bufio.Reader, c Client, take func([]byte) (k int, done bool, err error)) error {
+func pump(br *bufio.Reader, c Client, bw *bodyWait, take func([]byte) (k int, done bool, err error)) error {
 	for {
 		if br.Buffered() == 0 {
 			if c.Flush() != nil {
 				return errClientGone
 			}
-			if _, err := br.Peek(1); err != nil {
-				return err
+			bw.waiting()
+			for {
+				_, err := br.Peek(1)
+				if err == nil {
+					break
+				}
+				if !timedOut(err) || !bw.again() {
+					return err
+				}
 			}
 		}
 		b, _ := br.Peek(br.Buffered())
@@ -382,7 +427,9 @@ func (x *State) h1Slow(a *forward.Attempt, raw upstream.Raw, req *Request, c Cli
 		raw.End(false)
 		return 0, a.Settle()
 	}
-	ok := x.relaySlow(resp, req.Method, c)
+	bw := bodyWait{req: req, raw: raw}
+	ok := x.relaySlow(resp, req.Method, c, &bw)
+	bw.report(a)
 	c.Unwatch()
 	raw.End(endWrite(wrote, req) == nil && ok)
 	step := a.Settle()
@@ -392,7 +439,7 @@ func (x *State) h1Slow(a *forward.Attempt, raw upstream.Raw, req *Request, c Cli
 
 // relaySlow relays a response read by http.ReadResponse (its end left for
 // the caller's Flush, as relay does).
-func (x *State) relaySlow(resp *http.Response, method string, c Client) bool {
+func (x *State) relaySlow(resp *http.Response, method string, c Client, bw *bodyWait) bool {
 	defer resp.Body.Close()
 	forward.RemoveHop(resp.Header, "")
 	for k := range resp.Trailer {
@@ -421,7 +468,7 @@ func (x *State) relaySlow(resp *http.Response, method string, c Client) bool {
 	}
 	// Flushed after each read: a response the fast parser declined may be
 	// a stream.
-	n, err := forward.Copy(c, resp.Body, c.Flush)
+	n, err := forward.Copy(c, &slowBody{r: resp.Body, w: bw}, c.Flush)
 	if err != nil {
 		c.Abort(n)
 		return false

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/h2"
 	"github.com/corput/corput/internal/tracing"
@@ -48,8 +49,25 @@ type Request struct {
 	Upgrade string
 	// Trace, when tracing, gives each attempt its trace context fields.
 	Trace *tracing.Request
-	// Deadline bounds the exchange (timeouts.request); zero for none.
-	Deadline time.Time
+	// Deadline bounds the whole exchange (timeouts.request, or the
+	// request's grpc-timeout: DeadlineLimit says which); zero for none.
+	Deadline      time.Time
+	DeadlineLimit forward.Limit
+	// Start is when the attempt began (set per attempt, with PerTry).
+	Start time.Time
+	// PerTry bounds the attempt up to its response head
+	// (retry.per_try_timeout from Start); zero for none.
+	PerTry time.Time
+	// HeadTimeout bounds the wait for the response head from the request's
+	// last byte sent (timeouts.response_header); 0 for none.
+	HeadTimeout time.Duration
+	// IdleTimeout ends an exchange on which no byte moved either way for
+	// this long after the head (timeouts.stream_idle); 0 for none.
+	IdleTimeout time.Duration
+	// sent is when the request body's last byte went out (UnixNano), 0
+	// while none did (then Start): response_header counts from it. A
+	// duplex body's sender writes it.
+	sent int64 // read and written with sync/atomic
 	// MaxHead bounds the response head (pool.max_response_header_bytes).
 	MaxHead int
 }

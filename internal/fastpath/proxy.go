@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -44,7 +45,7 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	c.broken = false
 	c.in = proxy.Inbound{
 		Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Target: h1.View(h.Target),
-		Proto: "HTTP/1.1", Client: c.client, TLS: c.tls != nil, Head: h, Peer: c.fwd,
+		Proto: "HTTP/1.1", Client: c.client, TLS: c.tls != nil, Head: h, Peer: c.fwd, Length: body,
 	}
 	// A wait for a stream is bounded by pool.acquire_timeout. The first
 	// attempt of a request that can go again takes an idle connection
@@ -103,10 +104,10 @@ func (c *fastConn) Request(o *cluster.Origin, s *proxy.Stream) *exchange.Request
 }
 
 // reqBody is a request body as the exchange reads it: the bytes the
-// head's read buffered, then the rest from the client's socket, under the
-// exchange's deadline (or read_header_timeout without one). A read that
-// fails leaves the connection broken: the client broke its request
-// (exchange.ErrClientGone).
+// head's read buffered, then the rest from the client's socket, each read
+// within downstream.body_read_timeout. A read that fails leaves the
+// connection broken: the client broke its request (exchange.ErrClientGone),
+// or stalled (exchange.ErrBodyTimeout: answered 408).
 type reqBody struct {
 	c    *fastConn
 	read int64 // body bytes read so far
@@ -123,19 +124,16 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	if left == 0 {
 		return 0, io.EOF
 	}
-	if b.read == c.inBuf {
-		deadline := c.req.Deadline
-		if deadline.IsZero() {
-			deadline = time.Now().Add(c.s.hdrWait)
-		}
-		c.setReadDeadline(deadline, 0, false)
-	}
+	c.setReadDeadline(time.Now().Add(c.s.bodyWait), 0, false)
 	c.sock.WaitRead()
 	k, err := c.sock.Read(p[:min(int64(len(p)), left)])
 	b.read += int64(k)
 	if err != nil && b.read < c.bodyLen {
 		c.broken = true
 		if k == 0 {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return 0, exchange.ErrBodyTimeout
+			}
 			return 0, exchange.ErrClientGone
 		}
 	}

@@ -88,6 +88,7 @@ type Server struct {
 	headLimit int
 	hdrWait   time.Duration // downstream.read_header_timeout
 	idleWait  time.Duration // downstream.idle_timeout
+	bodyWait  time.Duration // downstream.body_read_timeout
 
 	closing  atomic.Bool
 	handoffs atomic.Int64 // connections given to net/http
@@ -110,6 +111,7 @@ func New(cfg Config, slow *http.Server) *Server {
 		headLimit: min(fastReadBuf, d.MaxHeaderBytes),
 		hdrWait:   d.ReadHeaderTimeout,
 		idleWait:  d.IdleTimeout,
+		bodyWait:  d.BodyReadTimeout,
 		conns:     map[*fastConn]struct{}{},
 		slowDone:  make(chan error, 1),
 	}

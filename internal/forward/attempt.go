@@ -104,6 +104,17 @@ const (
 	// Protocol: the origin broke the protocol (a response that cannot be
 	// relayed, such as a 101 nobody asked for).
 	Protocol
+	// HeadTimeout: a limit of the attempt's own (Expired names it:
+	// response_header or per_try) passed before the response head. Unlike
+	// Timeout (the whole request's limit), another attempt may follow a
+	// per-try timeout.
+	HeadTimeout
+	// BodyTooLarge: the client's body grew above the route's
+	// max_request_body_bytes; the upstream request was cut.
+	BodyTooLarge
+	// BodyTimeout: the client's body stalled for
+	// downstream.body_read_timeout; the upstream request was cut.
+	BodyTimeout
 )
 
 // ErrNoPool is what the caller reports to Acquired when the picked endpoint
@@ -183,7 +194,9 @@ type Attempt struct {
 	start   time.Time     // the stream was acquired
 	headers time.Duration // start to the response head
 	status  int
-	discard bool // Respond chose not to relay (an origin's 503 to retry past)
+	discard bool  // Respond chose not to relay (an origin's 503 to retry past)
+	limit   Limit // the time limit that ended the latest exchange (Expired)
+	idleCut bool  // the relayed response was ended by stream_idle (IdleTimedOut)
 }
 
 // Start readies a for a request through pk under pol. replayable: the
@@ -355,6 +368,21 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	case Timeout:
 		ep.End(a.ticket, elapsed, balance.ServerError)
 		return a.answer(UpstreamTimeout)
+	case HeadTimeout:
+		ep.End(a.ticket, elapsed, balance.ServerError)
+		if a.limit == LimitPerTry && a.pol.RetryConnect {
+			// The attempt's own limit: another endpoint may answer in
+			// time (Envoy's per_try_timeout). A request that may have
+			// reached the origin: replayable ones only, budgeted.
+			return a.after(sentMaybe, UpstreamTimeout)
+		}
+		return a.answer(UpstreamTimeout)
+	case BodyTooLarge:
+		ep.End(a.ticket, 0, balance.Shed)
+		return a.answer(RequestBodyTooLarge)
+	case BodyTimeout:
+		ep.End(a.ticket, 0, balance.Shed)
+		return a.answer(RequestBodyTimeout)
 	case HeadTooLarge:
 		ep.End(a.ticket, elapsed, balance.ServerError)
 		return a.answer(UpstreamHeadTooLarge)

@@ -27,6 +27,9 @@ const (
 	UpgradeUnsupported                 // a 101 the downstream connection cannot carry
 	FDLimit                            // the process is out of file descriptors (answered on the spare one)
 	SLOShed                            // the SLO guard sheds the route's priority: low traffic
+	UpstreamIdleTimeout                // after the head, the stream was silent for timeouts.stream_idle (never answered: counted and logged)
+	RequestBodyTooLarge                // the request body is above the route's max_request_body_bytes
+	RequestBodyTimeout                 // the client's body stalled for downstream.body_read_timeout
 	numReasons
 )
 
@@ -51,6 +54,9 @@ var reasons = [numReasons]struct {
 	UpgradeUnsupported:   {"upgrade_unsupported", http.StatusBadRequest, false, false},
 	FDLimit:              {"fd_limit", http.StatusServiceUnavailable, true, false},
 	SLOShed:              {"slo_shed", http.StatusServiceUnavailable, true, true},
+	UpstreamIdleTimeout:  {"upstream_idle_timeout", http.StatusGatewayTimeout, false, false},
+	RequestBodyTooLarge:  {"request_body_too_large", http.StatusRequestEntityTooLarge, false, false},
+	RequestBodyTimeout:   {"request_body_timeout", http.StatusRequestTimeout, false, false},
 }
 
 // String is the X-Corput-Error value ("" for None).

@@ -274,8 +274,10 @@ func (g *Gateway) SetSourceError(originName string, err error) {
 // in cleartext, HTTP/1.1 and h2 with TLS.
 func (g *Gateway) newServer() *http.Server {
 	d := g.st().cfg.Downstream
+	hh := httpserve.New(g.handler)
+	hh.BodyReadTimeout = d.BodyReadTimeout
 	srv := &http.Server{
-		Handler:           httpserve.New(g.handler),
+		Handler:           hh,
 		ReadHeaderTimeout: d.ReadHeaderTimeout,
 		IdleTimeout:       d.IdleTimeout,
 		MaxHeaderBytes:    d.MaxHeaderBytes,

@@ -96,7 +96,11 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 	}
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow}
+		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow,
+			MaxBody: int64(r.MaxRequestBodyBytes)}
+		if t := r.Timeouts; t != nil {
+			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}
+		}
 		if r.Class != "" && cfg.Workload != nil {
 			if k, ok := cfg.Workload.Index(r.Class); ok {
 				routes[i].Cost, routes[i].Class = classes.ClassCost(k), k

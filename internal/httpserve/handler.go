@@ -28,11 +28,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
@@ -41,10 +43,16 @@ import (
 // Handler is net/http's handler of the gateway's requests.
 type Handler struct {
 	p *proxy.Handler
+	// BodyReadTimeout bounds each read of a request body
+	// (downstream.body_read_timeout); 0: none.
+	BodyReadTimeout time.Duration
 }
 
-// New returns the handler that serves requests through p.
-func New(p *proxy.Handler) *Handler { return &Handler{p: p} }
+// New returns the handler that serves requests through p, its body reads
+// bounded by config.DefaultBodyReadTimeout until BodyReadTimeout is set.
+func New(p *proxy.Handler) *Handler {
+	return &Handler{p: p, BodyReadTimeout: config.DefaultBodyReadTimeout}
+}
 
 // tlsKey holds the TLS state of an HTTPS/1.1 connection the fast path
 // handed on.
@@ -94,11 +102,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := proxy.Inbound{
 		Method: r.Method, Host: r.Host, Path: r.URL.Path, Target: r.RequestURI, Proto: r.Proto,
 		Client: r.RemoteAddr, TLS: r.TLS != nil, Head: forward.HeaderFields(r.Header),
+		Length: r.ContentLength, GRPCTimeout: grpcTimeout(r.Header["Grpc-Timeout"]),
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		in.Length = 0
 	}
 	fwd := rt.Table.Forwarding
 	in.Peer = fwd.Peer(r.RemoteAddr, r.TLS != nil)
 	s := streams.Get().(*proxy.Stream)
-	c := &netClient{w: w, r: r, s: s, fwd: fwd}
+	c := &netClient{w: w, r: r, s: s, fwd: fwd, bodyWait: h.BodyReadTimeout}
 	h.p.Serve(r.Context(), s, &in, rt, c, false)
 	streams.Put(s)
 	if c.aborted && r.Context().Err() == nil {
@@ -183,6 +195,11 @@ type netClient struct {
 	aborted bool          // the body broke after the head
 	stop    func() bool   // ends the watch
 	cut     chan struct{} // closed once the watch has cut the exchange
+	// bodyWait is downstream.body_read_timeout; bodyCut is set once the
+	// request body was cut (stalled, or above the route's limit): the
+	// answer then closes the connection, whose rest of the body is unread.
+	bodyWait time.Duration
+	bodyCut  atomic.Bool
 }
 
 // Request rewrites r's head for origin o and readies it for the exchanges:
@@ -214,7 +231,11 @@ func (n *netClient) Request(o *cluster.Origin, s *proxy.Stream) *exchange.Reques
 		req.Scheme = "https"
 	}
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		req.Body, req.Length, req.Trailer, req.Duplex = r.Body, r.ContentLength, r.Trailer, true
+		body := &clientBody{r: r.Body, wait: n.bodyWait, cut: &n.bodyCut, rc: http.NewResponseController(n.w)}
+		if r.ContentLength < 0 {
+			body.max = s.MaxBody // a known length above it was answered 413 already
+		}
+		req.Body, req.Length, req.Trailer, req.Duplex = body, r.ContentLength, r.Trailer, true
 	}
 	h := r.Header
 	if te := h["Te"]; len(te) == 1 && te[0] == "trailers" {
@@ -233,6 +254,12 @@ func (n *netClient) Request(o *cluster.Origin, s *proxy.Stream) *exchange.Reques
 
 func (n *netClient) WriteHead(h *exchange.Head) error {
 	hd := n.w.Header()
+	if n.bodyCut.Load() && n.r.ProtoMajor == 1 {
+		// The rest of the body is not read: the connection carries no
+		// further request, and net/http must not wait to drain it.
+		hd.Set("Connection", "close")
+		_ = http.NewResponseController(n.w).SetReadDeadline(time.Unix(1, 0))
+	}
 	for i := range h.Fields {
 		hd.Add(h.Fields[i].Name, h.Fields[i].Value)
 	}
@@ -343,4 +370,73 @@ func (n *netClient) Upgrade(h *exchange.Head, backend io.ReadWriteCloser) int {
 	<-errc
 	n.s.Sent = sent
 	return http.StatusSwitchingProtocols
+}
+
+// clientBody is a request body as the exchanges read it: each read within
+// downstream.body_read_timeout (a stalled client: exchange.ErrBodyTimeout),
+// and a body of unknown length bounded by the route's
+// max_request_body_bytes (exchange.ErrBodyTooLarge). Either cuts the
+// upstream request: the exchange resets its stream or closes its
+// connection.
+type clientBody struct {
+	r      io.ReadCloser
+	rc     *http.ResponseController
+	wait   time.Duration
+	max, n int64
+	cut    *atomic.Bool
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.wait > 0 {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.wait))
+	}
+	k, err := b.r.Read(p)
+	b.n += int64(k)
+	if b.max > 0 && b.n > b.max {
+		b.cut.Store(true)
+		return 0, exchange.ErrBodyTooLarge // not a byte over the limit goes on
+	}
+	if err != nil && err != io.EOF {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			b.cut.Store(true)
+			return k, exchange.ErrBodyTimeout
+		}
+	}
+	return k, err
+}
+
+func (b *clientBody) Close() error { return b.r.Close() }
+
+// grpcTimeout parses a gRPC request's grpc-timeout (an integer of at most
+// 8 digits and a unit: H, M, S, m, u, n); 0 for none or a malformed one.
+func grpcTimeout(v []string) time.Duration {
+	if len(v) != 1 || len(v[0]) < 2 || len(v[0]) > 9 {
+		return 0
+	}
+	s := v[0]
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0
+	}
+	if n > int64(1<<62)/int64(unit) {
+		return 1 << 62
+	}
+	return time.Duration(n) * unit
 }

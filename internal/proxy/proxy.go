@@ -62,9 +62,15 @@ type Table struct {
 // request's kind (its workload class and cost, its route's priority); ok
 // is false when no route matches.
 func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
-	rt := t.Router.Lookup(host, path)
+	o, k, rt := t.lookup(method, host, path)
+	return o, k, rt != nil
+}
+
+// lookup is Route with the route matched (nil for none).
+func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.Kind, rt *route.Route) {
+	rt = t.Router.Lookup(host, path)
 	if rt == nil {
-		return nil, k, false
+		return nil, k, nil
 	}
 	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
 	if k.Cost == 0 {
@@ -73,7 +79,7 @@ func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.K
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, true
+	return t.Origins[rt.Origin], k, rt
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -104,7 +110,8 @@ type Routing struct {
 	Table  *Table
 	Origin *cluster.Origin // nil unless OK
 	Kind   cluster.Kind
-	OK     bool // a route matched
+	OK     bool         // a route matched
+	Route  *route.Route // the route matched, nil for none
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed (BadRequest) before any route.
 	Refuse forward.Reason
@@ -114,8 +121,8 @@ type Routing struct {
 // force.
 func (h *Handler) Route(method, host, path string) Routing {
 	t := h.table.Load()
-	o, k, ok := t.Route(method, host, path)
-	return Routing{Table: t, Origin: o, Kind: k, OK: ok}
+	o, k, r := t.lookup(method, host, path)
+	return Routing{Table: t, Origin: o, Kind: k, OK: r != nil, Route: r}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -131,6 +138,12 @@ type Inbound struct {
 	Head forward.Prior
 	// Peer is the connection's X-Forwarded-* facts (forward.Forwarding.Peer).
 	Peer forward.Peer
+	// Length is the request body's length (Content-Length; 0 for none), -1
+	// when unknown: a longer one than the route's max_request_body_bytes is
+	// answered 413 before anything is forwarded.
+	Length int64
+	// GRPCTimeout is the request's grpc-timeout, 0 for none.
+	GRPCTimeout time.Duration
 }
 
 // Client is the serving path's side of a request: where its answer goes,
@@ -161,6 +174,10 @@ type Stream struct {
 	// Sent is the answer's body bytes, as the Client wrote them (End,
 	// Abort, its own answers): the access log's bytes.
 	Sent int64
+	// MaxBody is the route's max_request_body_bytes (0: unlimited): the
+	// Client's Request bounds a body of unknown length by it
+	// (exchange.ErrBodyTooLarge).
+	MaxBody int64
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [4]hpack.HeaderField
@@ -186,13 +203,16 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	case reason != forward.None:
 	case !rt.OK:
 		reason = forward.NoRoute
+	case rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody:
+		reason = forward.RequestBodyTooLarge // nothing is forwarded
 	default:
 		reason = o.Admit(rt.Kind)
 	}
 	if reason == forward.None {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, c, trust)
+		s.MaxBody = rt.Route.MaxBody
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -201,6 +221,9 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	attempts := 0
 	if loop >= 0 {
 		attempts = s.attempt.Attempts()
+		if reason == forward.None && s.attempt.IdleCut() {
+			reason = forward.UpstreamIdleTimeout // relayed, then cut: logged and traced so
+		}
 	}
 	s.Tr.End(status, reason, nameOf(o), loop, attempts) // nil with tracing off: nothing
 	h.served[telemetry.ClassIndex(status)].Inc()
@@ -214,7 +237,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // acquires a stream (the origin's driver) and makes an exchange on it,
 // until one is delivered or the request is answered. It returns the status
 // delivered (499 when the client left), or the reason to answer with.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, c Client, trust bool) (int, forward.Reason) {
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
@@ -226,13 +249,18 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 	o.Begin(a, ol, replayable, k.Cost, key)
 	defer o.Finish(a, ol)
 	d, l := o.Driver(), ol.Index()
+	lim := limitsOf(o, rt)
+	var grpcBy time.Time // the request's grpc-timeout: the whole request's, every attempt's
+	if g := in.GRPCTimeout; g > 0 {
+		if lim.grpcMax > 0 {
+			g = min(g, lim.grpcMax)
+		}
+		grpcBy = time.Now().Add(g)
+	}
 	for {
 		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
 		if step == forward.Send {
-			req.Deadline = time.Time{}
-			if t := o.RequestTimeout(); t > 0 {
-				req.Deadline = time.Now().Add(t)
-			}
+			lim.set(req, time.Now(), grpcBy)
 			status, step = s.x.Do(a, req, c)
 		}
 		s.Tr.EndAttempt(a, step)

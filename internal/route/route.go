@@ -13,6 +13,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/corput/corput/internal/h1"
 )
@@ -29,6 +30,17 @@ type Route struct {
 	Class int
 	// Low: routes[].priority is low, shed first by the SLO guard.
 	Low bool
+	// Timeouts are the route's overrides of its origin's time limits
+	// (routes[].timeouts); a zero one takes the origin's.
+	Timeouts Timeouts
+	// MaxBody is routes[].max_request_body_bytes; 0: unlimited.
+	MaxBody int64
+}
+
+// Timeouts are time limits a route may set for its requests
+// (docs/gateway.md, "Time limits").
+type Timeouts struct {
+	ResponseHeader, StreamIdle, Request, GRPCMax time.Duration
 }
 
 // Router picks the origin for a request: among routes whose host matches

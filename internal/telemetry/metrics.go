@@ -67,6 +67,7 @@ type Metrics struct {
 	MembershipChanges  *prometheus.CounterVec   // origin
 	DownstreamRequests *prometheus.CounterVec   // code_class
 	StaleRetries       *prometheus.CounterVec   // origin (additive)
+	IdleTimeouts       *prometheus.CounterVec   // origin (additive)
 	AcceptErrors       *prometheus.CounterVec   // reason (additive)
 	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads      *prometheus.CounterVec   // result: ok, rejected (additive)
@@ -132,6 +133,9 @@ func New() *Metrics {
 	m.StaleRetries = counter("corput_upstream_stale_retries_total",
 		"Requests sent again because the idle HTTP/1.1 connection they took unprobed had been closed by the origin.", "origin")
 
+	m.IdleTimeouts = counter("corput_upstream_idle_timeouts_total",
+		"Exchanges ended after their response head because no byte moved either way for timeouts.stream_idle.", "origin")
+
 	m.LoopRequests = counter("corput_loop_requests_total",
 		"Requests placed on each loop of an origin (a loop is chosen per request: the shares should be even).", "origin", "loop")
 	m.ConfigReloads = counter("corput_config_reloads_total",
@@ -164,7 +168,7 @@ func New() *Metrics {
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
-		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
 		m.FleetInstance, m.FleetSize,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),

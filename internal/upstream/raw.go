@@ -22,6 +22,14 @@ type Raw interface {
 	// the socket's buffer). It fails with ErrConnUnusable or ErrConnBusy;
 	// nothing was sent then.
 	Begin(deadline time.Time, body bool) (r *bufio.Reader, w *bufio.Writer, err error)
+	// ReadBy moves the read deadline of the exchange in progress to t
+	// (zero: none): the exchange's limits after a wait they ended, or once
+	// the response head came (timeouts.stream_idle). Read side's owner
+	// only.
+	ReadBy(t time.Time) error
+	// WriteBy bounds the writes of the exchange in progress by t: a
+	// request body's, sent by the exchange's owner.
+	WriteBy(t time.Time) error
 	// End ends the exchange. reusable says the response ended cleanly at
 	// its framing and neither side asked to close; otherwise the
 	// connection is closed. A reused connection is probed when it is next
@@ -113,6 +121,16 @@ func deadlineKept(set, want time.Time) bool {
 		return set.Equal(want)
 	}
 	return !set.Before(want) && set.Sub(want) <= DeadlineSlack
+}
+
+func (c *h1Conn) ReadBy(t time.Time) error {
+	c.rdl = t
+	return c.sock.SetReadDeadline(t)
+}
+
+func (c *h1Conn) WriteBy(t time.Time) error {
+	c.wdl = true
+	return c.sock.SetWriteDeadline(t)
 }
 
 func (c *h1Conn) End(reusable bool) {
