@@ -227,10 +227,10 @@ func noResponse(a *forward.Attempt, raw upstream.Raw, req *Request, c Client, wr
 	if werr := endWrite(wrote, req); werr != nil {
 		err = werr
 	}
-	if gone {
+	f := failureOf(err, raw)
+	if gone && !cutBody(f) {
 		return 0, fail(a, raw, forward.ClientLeft)
 	}
-	f := failureOf(err, raw)
 	if f == forward.Timeout || f == forward.HeadTimeout {
 		a.Expired(limitOf(err, req))
 	}

@@ -69,10 +69,11 @@ func (x *State) H2(a *forward.Attempt, mux upstream.Mux, req *Request, c Client)
 		gone := c.Unwatch()
 		s.Cancel(err)
 		s.Unhold()
-		if gone {
+		f := failureOf(err, nil)
+		if gone && !cutBody(f) {
 			return 0, a.Failed(forward.ClientLeft)
 		}
-		return 0, a.Failed(failureOf(err, nil))
+		return 0, a.Failed(f)
 	}
 	if v, ok := s.Value(loadField); ok {
 		a.Loaded(v)
@@ -186,8 +187,8 @@ func (x *State) relayH2(s *h2.Stream, status int, req *Request, by time.Time, c 
 	bp := forward.Buffer()
 	defer forward.PutBuffer(bp)
 	var sent int64
-	var last time.Time // when the latest wait for DATA began
-	armed := false
+	var last time.Time // when the latest wait for DATA began, after bytes came
+	armed, came := false, true
 	done := h2.Wait{Expire: x.expire(by)}
 	for {
 		if !s.Buffered() {
@@ -195,7 +196,9 @@ func (x *State) relayH2(s *h2.Stream, status int, req *Request, by time.Time, c 
 				c.Abort(sent)
 				return
 			}
-			last = time.Now()
+			if came {
+				last, came = time.Now(), false
+			}
 			if !armed { // the body's deadline, when the head's comes too late
 				armed = true
 				if want := req.bodyBy(last); !want.IsZero() && (by.IsZero() || want.Before(by)) {
@@ -222,6 +225,7 @@ func (x *State) relayH2(s *h2.Stream, status int, req *Request, by time.Time, c 
 			return
 		}
 		if k > 0 {
+			came = true
 			if _, werr := c.Write((*bp)[:k]); werr != nil {
 				c.Abort(sent)
 				return

@@ -218,3 +218,11 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// cutBody reports whether f is the client's body cut by the gateway (too
+// large, or stalled): answered (413, 408) even though the serving path may
+// see the client as gone (net/http ends the request's context when a body
+// read fails).
+func cutBody(f forward.Failure) bool {
+	return f == forward.BodyTooLarge || f == forward.BodyTimeout
+}
