@@ -121,7 +121,9 @@ var interopCases = []struct {
 // certificate's file for the gateway to trust, "" for plaintext.
 func interopOrigin(t testing.TB, useTLS bool) (addr, caFile string) {
 	t.Helper()
-	var opts []grpc.ServerOption
+	// Stop waits for the handlers: the interop server's sleeps (a response's
+	// interval) do not end with the call.
+	opts := []grpc.ServerOption{grpc.WaitForHandlers(true)}
 	if useTLS {
 		c, err := testcert.SelfSigned("corput interop origin")
 		if err != nil {
@@ -370,5 +372,19 @@ func TestGRPCAnswerOnTheFastPath(t *testing.T) {
 			resp.Header.Get("Grpc-Message") != "Not Found: no_route") {
 			t.Fatalf("%s: length %d body %q headers %v; want an empty application/grpc answer naming no_route", tc.contentType, resp.ContentLength, body, resp.Header)
 		}
+	}
+}
+
+// TestGRPCClientGetsDeadlineExceededAtTheGatewaysLimit: an origin that
+// sends nothing past timeouts.request (its first response is due in 1 s,
+// the limit is 300 ms) gets its grpc-go client DEADLINE_EXCEEDED naming
+// upstream_timeout, not UNAVAILABLE from a 504; the client set no
+// deadline of its own.
+func TestGRPCClientGetsDeadlineExceededAtTheGatewaysLimit(t *testing.T) {
+	addr, _ := interopOrigin(t, false)
+	_, cc := grpcGateway(t, dsH2C, addr, "", "    timeouts: {connect: 200ms, request: 300ms}\n")
+	got, err := serverStream(context.Background(), testgrpc.NewTestServiceClient(cc), 1, 10, time.Second)
+	if st, _ := status.FromError(err); got != 0 || st.Code() != codes.DeadlineExceeded || st.Message() != "Gateway Timeout: upstream_timeout" {
+		t.Fatalf("%d responses, then %v; want none and DeadlineExceeded: Gateway Timeout: upstream_timeout", got, err)
 	}
 }
