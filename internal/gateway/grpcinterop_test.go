@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -155,21 +154,30 @@ func grpcGateway(t testing.TB, down, addr, caFile, origin string) (*Gateway, *gr
 	if caFile != "" {
 		keys = fmt.Sprintf("    protocol: h2\n    tls: {ca: %q}\n", caFile)
 	}
-	top, creds := "", insecure.NewCredentials()
+	top, dial := grpcDownstream(t, down)
+	g := gatewayTo(t, 2, top, keys+origin, addr)
+	return g, dial(g)
+}
+
+// grpcDownstream is a gateway's top-level keys for a downstream kind
+// (dsH2C or dsTLSH2: a certificate of its own), and the grpc-go client of
+// such a gateway, closed when the test ends.
+func grpcDownstream(t testing.TB, down string) (top string, dial func(*Gateway) *grpc.ClientConn) {
+	t.Helper()
+	creds := insecure.NewCredentials()
 	if down == dsTLSH2 {
-		var certFile, keyFile string
-		var roots *x509.CertPool
-		certFile, keyFile, roots = selfSignedFiles(t)
+		certFile, keyFile, roots := selfSignedFiles(t)
 		top = fmt.Sprintf("tls: {cert: %q, key: %q}\n", certFile, keyFile)
 		creds = credentials.NewTLS(&tls.Config{RootCAs: roots})
 	}
-	g := gatewayTo(t, 2, top, keys+origin, addr)
-	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
+	return top, func(g *Gateway) *grpc.ClientConn {
+		cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
 	}
-	t.Cleanup(func() { cc.Close() })
-	return g, cc
 }
 
 // TestGRPCInterop runs grpc-go's interop client through the gateway to
@@ -296,24 +304,14 @@ origins:
 func TestGRPCClientsGetGRPCAnswers(t *testing.T) {
 	for _, down := range []string{dsH2C, dsTLSH2} {
 		t.Run(down, func(t *testing.T) {
-			top, creds := "", insecure.NewCredentials()
-			if down == dsTLSH2 {
-				certFile, keyFile, roots := selfSignedFiles(t)
-				top = fmt.Sprintf("tls: {cert: %q, key: %q}\n", certFile, keyFile)
-				creds = credentials.NewTLS(&tls.Config{RootCAs: roots})
-			}
+			top, dial := grpcDownstream(t, down)
 			// Only TestService is routed, to an origin with no endpoint.
-			g := noEndpointGateway(t, top, "[{path_prefix: /grpc.testing.TestService/, origin: app}]")
-			cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(creds))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
+			cc := dial(noEndpointGateway(t, top, "[{path_prefix: /grpc.testing.TestService/, origin: app}]"))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 
 			var trailer metadata.MD
-			_, err = testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{}, grpc.Trailer(&trailer))
+			_, err := testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{}, grpc.Trailer(&trailer))
 			st, _ := status.FromError(err)
 			if st.Code() != codes.Unavailable || st.Message() != "Service Unavailable: no_healthy" {
 				t.Fatalf("EmptyCall to an origin with no endpoint: %v; want Unavailable: Service Unavailable: no_healthy", err)

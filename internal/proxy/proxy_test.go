@@ -152,16 +152,22 @@ func hello(t *testing.T) string {
 	}))
 }
 
-// TestGatewaysOwnAnswers: what the gateway answers itself — the reason's
-// status, its fields, its body and length (the length alone to HEAD) —
-// and the one count of each request.
-func TestGatewaysOwnAnswers(t *testing.T) {
+// downRig is a one-loop handler whose only route, host down.example, goes
+// to an origin that refuses connections and does not retry.
+func downRig(t *testing.T) *proxytest.Rig {
 	dead := proxytest.Dead(t)
-	r := proxytest.New(t, proxytest.Config{
+	return proxytest.New(t, proxytest.Config{
 		Origins: []proxytest.Origin{{Name: "down", Endpoints: []string{dead}, Edit: func(oc *config.Origin) { oc.Retry.On = nil }}},
 		Routes:  []route.Route{{Host: "down.example", Origin: "down"}},
 		Loops:   1,
 	})
+}
+
+// TestGatewaysOwnAnswers: what the gateway answers itself — the reason's
+// status, its fields, its body and length (the length alone to HEAD) —
+// and the one count of each request.
+func TestGatewaysOwnAnswers(t *testing.T) {
+	r := downRig(t)
 	for _, tc := range []struct {
 		name, method, host string
 		refuse             forward.Reason
@@ -221,12 +227,7 @@ func TestGatewaysOwnAnswers(t *testing.T) {
 // the reason, X-Corput-Error and Retry-After as the plain answer has them —
 // and is counted under the reason's status.
 func TestGatewaysOwnAnswersToGRPCClients(t *testing.T) {
-	dead := proxytest.Dead(t)
-	r := proxytest.New(t, proxytest.Config{
-		Origins: []proxytest.Origin{{Name: "down", Endpoints: []string{dead}, Edit: func(oc *config.Origin) { oc.Retry.On = nil }}},
-		Routes:  []route.Route{{Host: "down.example", Origin: "down"}},
-		Loops:   1,
-	})
+	r := downRig(t)
 	for _, tc := range []struct {
 		name, host, contentType string
 		status                  int
