@@ -1,0 +1,278 @@
+package health
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corput/corput/internal/balance"
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/pool"
+	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/upstream"
+	"github.com/corput/corput/internal/waitfor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The behaviours of a test origin.
+const (
+	answerOK   int32 = iota // 200
+	answer500               // 500 to everything
+	answer503               // 503 to everything
+	answerNone              // accepts, reads, never answers
+)
+
+// origin is an HTTP/1.1 server on a real socket that counts what reaches
+// it: connections accepted, probes (by their user-agent) and other
+// requests.
+type origin struct {
+	ln       net.Listener
+	mode     atomic.Int32
+	conns    atomic.Int64
+	probes   atomic.Int64
+	requests atomic.Int64
+
+	mu   sync.Mutex
+	open []net.Conn
+	wg   sync.WaitGroup
+}
+
+func startOrigin(t *testing.T) *origin {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &origin{ln: ln}
+	o.wg.Add(1)
+	go o.serve()
+	t.Cleanup(o.close)
+	return o
+}
+
+func (o *origin) addr() string { return o.ln.Addr().String() }
+
+func (o *origin) serve() {
+	defer o.wg.Done()
+	for {
+		c, err := o.ln.Accept()
+		if err != nil {
+			return
+		}
+		o.conns.Add(1)
+		o.mu.Lock()
+		o.open = append(o.open, c)
+		o.mu.Unlock()
+		o.wg.Add(1)
+		go o.handle(c)
+	}
+}
+
+func (o *origin) handle(c net.Conn) {
+	defer o.wg.Done()
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		if req.Header.Get("User-Agent") == "corput-health-check" {
+			o.probes.Add(1)
+		} else {
+			o.requests.Add(1)
+		}
+		status := 200
+		switch o.mode.Load() {
+		case answerNone:
+			io.Copy(io.Discard, br) // until the prober closes it
+			return
+		case answer500:
+			status = 500
+		case answer503:
+			status = 503
+		}
+		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Length: 2\r\n\r\nok", status, http.StatusText(status))
+	}
+}
+
+func (o *origin) close() {
+	o.ln.Close()
+	o.mu.Lock()
+	for _, c := range o.open {
+		c.Close()
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// rig is one origin's endpoints on real sockets, their balancer and one
+// warm HTTP/1.1 pool each, on a fake clock, with a Checker.
+type rig struct {
+	t       *testing.T
+	clk     *clock.Fake
+	origins map[string]*origin
+	addrs   []string
+	bal     *balance.Origin
+	pools   map[string]*pool.Pool
+	c       *Checker
+	hang    map[string]bool // endpoints whose probes wait for their timeout
+	start   time.Time
+}
+
+func (r *rig) ProbePool(addr string) (*pool.Pool, bool) { return r.pools[addr], false }
+
+func newRig(t *testing.T, n int, hc config.HealthCheck, tune ...func(*pool.Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, clk: clock.NewFake(time.Unix(1000, 0)), origins: map[string]*origin{}, pools: map[string]*pool.Pool{}, hang: map[string]bool{}}
+	var ms []balance.Member
+	for range n {
+		o := startOrigin(t)
+		r.origins[o.addr()] = o
+		r.addrs = append(r.addrs, o.addr())
+		ms = append(ms, balance.Member{Address: o.addr()})
+	}
+	var err error
+	r.bal, err = balance.NewOrigin("app", balance.DefaultConfig(), ms, balance.Options{Clock: r.clk, Rand: rng.New(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := upstream.NewDialer(upstream.Options{Protocol: upstream.H1, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pool.DefaultConfig()
+	cfg.IdleTimeout, cfg.MaxLifetime, cfg.Keepalive = 0, 0, 0
+	for _, f := range tune {
+		f(&cfg)
+	}
+	for i, a := range r.addrs {
+		p, err := pool.New(a, 0, cfg, d, r.clk, rng.New(uint64(i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.pools[a] = p
+	}
+	waitfor.Until(t, "every pool warm", func() bool {
+		for _, p := range r.pools {
+			if !p.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+	waitfor.Until(t, "the origins to count the warm connections", func() bool { return r.conns() == int64(n) })
+	oc := config.DefaultOrigin()
+	oc.Name, oc.HealthCheck = "app", &hc
+	r.c = New(Env{Origin: "app", Clock: r.clk, Seed: 3, Balance: r.bal, Pools: r})
+	r.c.Configure(&oc)
+	r.c.Sync(r.addrs)
+	r.start = r.clk.Now()
+	t.Cleanup(func() {
+		r.c.Close()
+		for _, p := range r.pools {
+			p.Close()
+		}
+		r.bal.Close()
+	})
+	return r
+}
+
+// settle waits until every probe in flight has ended, but those to a
+// hanging endpoint still waiting for their timeout.
+func (r *rig) settle() {
+	r.t.Helper()
+	waitfor.Until(r.t, "the probes in flight to end", func() bool {
+		r.c.mu.Lock()
+		defer r.c.mu.Unlock()
+		for a, t := range r.c.targets {
+			if t.running && !(r.hang[a] && !t.expired) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// run moves the clock to d after the start, one timer at a time, letting
+// the probes each timer starts end before the next.
+func (r *rig) run(d time.Duration) {
+	until := r.start.Add(d)
+	for {
+		next, ok := r.clk.Next()
+		if !ok || next.After(until) {
+			r.clk.AdvanceTo(until)
+			r.settle()
+			return
+		}
+		r.clk.AdvanceTo(next)
+		r.settle()
+	}
+}
+
+// changedAt is when addr's check state last changed, since the start.
+func (r *rig) changedAt(addr string) time.Duration {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.c.targets[addr].changedAt.Sub(r.start)
+}
+
+func (r *rig) probes() map[string]int64 {
+	out := map[string]int64{}
+	for a, o := range r.origins {
+		out[a] = o.probes.Load()
+	}
+	return out
+}
+
+func (r *rig) conns() int64 {
+	var n int64
+	for _, o := range r.origins {
+		n += o.conns.Load()
+	}
+	return n
+}
+
+// traffic ends a successful live request to every endpoint but skip every
+// period on the fake clock, until stop is called.
+func (r *rig) traffic(period time.Duration, skip map[string]bool) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var tick func()
+	tick = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		for _, a := range r.addrs {
+			if skip[a] {
+				continue
+			}
+			p := r.bal.NewPicker([]string{a})
+			ep, err := p.Pick()
+			p.Close()
+			if err == nil {
+				ep.Done(5*time.Millisecond, balance.Success)
+			}
+		}
+		r.clk.AfterFunc(period, tick)
+	}
+	r.clk.AfterFunc(0, tick)
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}
+}
