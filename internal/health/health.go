@@ -30,8 +30,8 @@
 //     AfterFuncs on it. Each probe is due interval plus a jitter drawn from
 //     a seeded source after the previous one started (the first within one
 //     interval plus jitter of the endpoint joining), so a probe to an
-//     endpoint that fails is judged within unhealthy_threshold × (interval
-//     + jitter) + timeout.
+//     endpoint that fails is judged within
+//     unhealthy_threshold × (interval + jitter) + timeout.
 //   - State: unknown until the first verdict, and routed as healthy
 //     meanwhile (slow start and /readyz are unchanged by checks); healthy
 //     after a passing probe (from unknown) or healthy_threshold in a row;
@@ -142,6 +142,7 @@ func newMetrics(m *telemetry.Metrics, origin string) metrics {
 		nop := prometheus.NewCounter(prometheus.CounterOpts{Name: "nop"})
 		return metrics{nop, nop, nop, nop, nop, nop}
 	}
+	m.InitHealth(origin)
 	return metrics{
 		pass:        m.HealthProbes.WithLabelValues(origin, "pass"),
 		fail:        m.HealthProbes.WithLabelValues(origin, "fail"),

@@ -248,6 +248,24 @@ var ShedReasons = func() []string {
 // EjectConsecutive5xx is the ejection reason for consecutive failures.
 const EjectConsecutive5xx = "consecutive_5xx"
 
+// EjectHealthCheck is the ejection reason for failed active health checks.
+const EjectHealthCheck = "health_check"
+
+// InitHealth creates the series of an origin's active health checks
+// (health_check), so that they read 0 before the first probe.
+func (m *Metrics) InitHealth(origin string) {
+	for _, r := range []string{"pass", "fail"} {
+		m.HealthProbes.WithLabelValues(origin, r)
+	}
+	for _, r := range []string{"live_traffic", "pool_busy"} {
+		m.HealthSkipped.WithLabelValues(origin, r)
+	}
+	for _, to := range []string{"healthy", "unhealthy"} {
+		m.HealthChanges.WithLabelValues(origin, to)
+	}
+	m.OutlierEjections.WithLabelValues(origin, EjectHealthCheck)
+}
+
 // InitOrigin creates the zero-valued series of one origin so that a scrape
 // shows every metric from the start (a Prometheus vector exports nothing
 // until a child exists, and rate() needs the zero).
