@@ -446,6 +446,19 @@ func (c *Checker) Fill(eps []balance.EndpointStatus) {
 	}
 }
 
+// InFlight is the number of probes in flight.
+func (c *Checker) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.targets {
+		if t.running {
+			n++
+		}
+	}
+	return n
+}
+
 // State is addr's check state ("" when it is not probed).
 func (c *Checker) State(addr string) string {
 	c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/health/healthtest"
 	"github.com/corput/corput/internal/pool"
 )
 
@@ -27,8 +28,8 @@ func TestSickEndpointWithoutTrafficIsFound(t *testing.T) {
 	hc := check()
 	r := newRig(t, 10, hc)
 	bad, hung := r.addrs[0], r.addrs[1]
-	r.origins[bad].mode.Store(answer500)
-	r.origins[hung].mode.Store(answerNone)
+	r.origins[bad].Mode.Store(healthtest.S500)
+	r.origins[hung].Mode.Store(healthtest.Hang)
 	r.hang[hung] = true
 	bound := time.Duration(hc.UnhealthyThreshold)*(hc.Interval+hc.Jitter) + hc.Timeout
 	r.run(bound + 100*time.Millisecond)
@@ -70,7 +71,7 @@ func TestSickEndpointWithoutTrafficIsFound(t *testing.T) {
 
 	// Recovery: the 500 answers 200 again; healthy_threshold passes bring
 	// it back, through slow start.
-	r.origins[bad].mode.Store(answerOK)
+	r.origins[bad].Mode.Store(healthtest.OK)
 	r.run(bound + 100*time.Millisecond + time.Duration(hc.HealthyThreshold)*(hc.Interval+hc.Jitter))
 	if st := r.c.State(bad); st != Healthy {
 		t.Fatalf("recovered endpoint: state %s", st)
@@ -133,7 +134,7 @@ func TestLiveFailureProbesSooner(t *testing.T) {
 	r.run(11 * time.Second) // every endpoint probed once
 	before := r.probes()
 	x := r.addrs[0]
-	r.origins[x].mode.Store(answer503)
+	r.origins[x].Mode.Store(healthtest.S503)
 	p := r.bal.NewPicker([]string{x})
 	ep, err := p.Pick()
 	p.Close()
@@ -165,7 +166,7 @@ func TestBusyPoolIsLeftAlone(t *testing.T) {
 		t.Fatal("no warm connection")
 	}
 	r.run(5 * time.Second)
-	if n := r.origins[a].probes.Load(); n != 0 {
+	if n := r.origins[a].Probes.Load(); n != 0 {
 		t.Fatalf("%d probes while the only connection was busy", n)
 	}
 	r.c.mu.Lock()
@@ -176,7 +177,7 @@ func TestBusyPoolIsLeftAlone(t *testing.T) {
 	}
 	lease.Release()
 	r.run(10 * time.Second)
-	if n := r.origins[a].probes.Load(); n != 0 {
+	if n := r.origins[a].Probes.Load(); n != 0 {
 		t.Fatalf("%d probes took the last idle connection of a pool at max_connections", n)
 	}
 	if d := r.conns() - conns; d != 0 {
@@ -186,7 +187,7 @@ func TestBusyPoolIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.run(15 * time.Second)
-	if n := r.origins[a].probes.Load(); n < 3 {
+	if n := r.origins[a].Probes.Load(); n < 3 {
 		t.Fatalf("%d probes once the pool was below max_connections; want the interval's", n)
 	}
 }
@@ -196,10 +197,10 @@ func TestBusyPoolIsLeftAlone(t *testing.T) {
 // released to passive detection.
 func TestScopeFollowsSync(t *testing.T) {
 	r := newRig(t, 4, check())
-	r.origins[r.addrs[3]].mode.Store(answer500)
+	r.origins[r.addrs[3]].Mode.Store(healthtest.S500)
 	r.c.Sync(r.addrs[1:])
 	r.run(5 * time.Second)
-	if n := r.origins[r.addrs[0]].probes.Load(); n != 0 {
+	if n := r.origins[r.addrs[0]].Probes.Load(); n != 0 {
 		t.Fatalf("%d probes to an endpoint outside the subsets", n)
 	}
 	if !r.bal.Endpoint(r.addrs[3]).Status().Ejected {
@@ -212,12 +213,12 @@ func TestScopeFollowsSync(t *testing.T) {
 	if r.bal.Endpoint(r.addrs[3]).Status().Ejected {
 		t.Fatal("an endpoint out of scope stays ejected by checks nobody runs")
 	}
-	before := r.origins[r.addrs[3]].probes.Load()
+	before := r.origins[r.addrs[3]].Probes.Load()
 	r.run(10 * time.Second)
-	if n := r.origins[r.addrs[3]].probes.Load(); n != before {
+	if n := r.origins[r.addrs[3]].Probes.Load(); n != before {
 		t.Fatal("a dropped endpoint is still probed")
 	}
-	if n := r.origins[r.addrs[0]].probes.Load(); n < 3 {
+	if n := r.origins[r.addrs[0]].Probes.Load(); n < 3 {
 		t.Fatalf("%d probes to the endpoint that joined the scope", n)
 	}
 }
@@ -226,7 +227,7 @@ func TestScopeFollowsSync(t *testing.T) {
 // endpoints they held; turned on again, probing resumes.
 func TestReconfigureInPlace(t *testing.T) {
 	r := newRig(t, 2, check())
-	r.origins[r.addrs[0]].mode.Store(answer500)
+	r.origins[r.addrs[0]].Mode.Store(healthtest.S500)
 	r.run(5 * time.Second)
 	if !r.bal.Endpoint(r.addrs[0]).Status().Ejected {
 		t.Fatal("not ejected")
@@ -246,7 +247,7 @@ func TestReconfigureInPlace(t *testing.T) {
 	oc.HealthCheck = &hc
 	r.c.Configure(&oc)
 	r.run(20 * time.Second)
-	if got := r.origins[r.addrs[1]].probes.Load() - n[r.addrs[1]]; got < 3 || got > 6 {
+	if got := r.origins[r.addrs[1]].Probes.Load() - n[r.addrs[1]]; got < 3 || got > 6 {
 		t.Fatalf("%d probes in 10 s at a 2 s interval", got)
 	}
 }
@@ -263,4 +264,10 @@ func maps2Equal(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+func TestTheTestOriginKnowsProbes(t *testing.T) {
+	if UserAgent != healthtest.ProbeAgent {
+		t.Fatalf("healthtest counts probes by %q; probes say %q", healthtest.ProbeAgent, UserAgent)
+	}
 }

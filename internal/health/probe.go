@@ -50,6 +50,10 @@ func newSpec(oc *config.Origin) *spec {
 	return s
 }
 
+// UserAgent is a probe's user-agent: origins can tell probes from requests
+// by it (and package healthtest's origins count them so).
+const UserAgent = "corput-health-check"
+
 // GRPCCheckPath is the gRPC health protocol's method.
 const GRPCCheckPath = "/grpc.health.v1.Health/Check"
 
@@ -74,7 +78,7 @@ func (s *spec) request(addr string) *exchange.Request {
 	}
 	r := &exchange.Request{
 		Method: s.hc.Method, Target: s.hc.Path, Host: host, Scheme: s.scheme,
-		Fields:  []hpack.HeaderField{{Name: "user-agent", Value: "corput-health-check"}},
+		Fields:  []hpack.HeaderField{{Name: "user-agent", Value: UserAgent}},
 		MaxHead: s.maxHead,
 	}
 	if s.grpc {

@@ -1,13 +1,7 @@
 package health
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +10,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/health/healthtest"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/upstream"
@@ -24,105 +19,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The behaviours of a test origin.
-const (
-	answerOK   int32 = iota // 200
-	answer500               // 500 to everything
-	answer503               // 503 to everything
-	answerNone              // accepts, reads, never answers
-)
-
-// origin is an HTTP/1.1 server on a real socket that counts what reaches
-// it: connections accepted, probes (by their user-agent) and other
-// requests.
-type origin struct {
-	ln       net.Listener
-	mode     atomic.Int32
-	conns    atomic.Int64
-	probes   atomic.Int64
-	requests atomic.Int64
-
-	mu   sync.Mutex
-	open []net.Conn
-	wg   sync.WaitGroup
-}
-
-func startOrigin(t *testing.T) *origin {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &origin{ln: ln}
-	o.wg.Add(1)
-	go o.serve()
-	t.Cleanup(o.close)
-	return o
-}
-
-func (o *origin) addr() string { return o.ln.Addr().String() }
-
-func (o *origin) serve() {
-	defer o.wg.Done()
-	for {
-		c, err := o.ln.Accept()
-		if err != nil {
-			return
-		}
-		o.conns.Add(1)
-		o.mu.Lock()
-		o.open = append(o.open, c)
-		o.mu.Unlock()
-		o.wg.Add(1)
-		go o.handle(c)
-	}
-}
-
-func (o *origin) handle(c net.Conn) {
-	defer o.wg.Done()
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, req.Body)
-		if req.Header.Get("User-Agent") == "corput-health-check" {
-			o.probes.Add(1)
-		} else {
-			o.requests.Add(1)
-		}
-		status := 200
-		switch o.mode.Load() {
-		case answerNone:
-			io.Copy(io.Discard, br) // until the prober closes it
-			return
-		case answer500:
-			status = 500
-		case answer503:
-			status = 503
-		}
-		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Length: 2\r\n\r\nok", status, http.StatusText(status))
-	}
-}
-
-func (o *origin) close() {
-	o.ln.Close()
-	o.mu.Lock()
-	for _, c := range o.open {
-		c.Close()
-	}
-	o.mu.Unlock()
-	o.wg.Wait()
-}
-
 // rig is one origin's endpoints on real sockets, their balancer and one
 // warm HTTP/1.1 pool each, on a fake clock, with a Checker.
 type rig struct {
 	t       *testing.T
 	clk     *clock.Fake
-	origins map[string]*origin
+	origins map[string]*healthtest.Origin
 	addrs   []string
 	bal     *balance.Origin
 	pools   map[string]*pool.Pool
@@ -135,13 +37,13 @@ func (r *rig) ProbePool(addr string) (*pool.Pool, bool) { return r.pools[addr], 
 
 func newRig(t *testing.T, n int, hc config.HealthCheck, tune ...func(*pool.Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, clk: clock.NewFake(time.Unix(1000, 0)), origins: map[string]*origin{}, pools: map[string]*pool.Pool{}, hang: map[string]bool{}}
+	r := &rig{t: t, clk: clock.NewFake(time.Unix(1000, 0)), origins: map[string]*healthtest.Origin{}, pools: map[string]*pool.Pool{}, hang: map[string]bool{}}
 	var ms []balance.Member
 	for range n {
-		o := startOrigin(t)
-		r.origins[o.addr()] = o
-		r.addrs = append(r.addrs, o.addr())
-		ms = append(ms, balance.Member{Address: o.addr()})
+		o := healthtest.Start(t)
+		r.origins[o.Addr()] = o
+		r.addrs = append(r.addrs, o.Addr())
+		ms = append(ms, balance.Member{Address: o.Addr()})
 	}
 	var err error
 	r.bal, err = balance.NewOrigin("app", balance.DefaultConfig(), ms, balance.Options{Clock: r.clk, Rand: rng.New(7)})
@@ -231,7 +133,7 @@ func (r *rig) changedAt(addr string) time.Duration {
 func (r *rig) probes() map[string]int64 {
 	out := map[string]int64{}
 	for a, o := range r.origins {
-		out[a] = o.probes.Load()
+		out[a] = o.Probes.Load()
 	}
 	return out
 }
@@ -239,7 +141,7 @@ func (r *rig) probes() map[string]int64 {
 func (r *rig) conns() int64 {
 	var n int64
 	for _, o := range r.origins {
-		n += o.conns.Load()
+		n += o.Conns.Load()
 	}
 	return n
 }
