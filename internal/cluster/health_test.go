@@ -68,23 +68,14 @@ func TestHealthChecksScaleWithTheSubset(t *testing.T) {
 		return true
 	})
 	const run = 10 * time.Second
-	end := clk.Now().Add(run)
-	for clk.Now().Before(end) {
-		next, ok := clk.Next()
-		if !ok || next.After(end) {
-			clk.AdvanceTo(end)
-		} else {
-			clk.AdvanceTo(next)
-		}
-		waitfor.Until(t, "the probes in flight to end", func() bool {
-			for _, o := range os {
-				if o.Health().InFlight() != 0 {
-					return false
-				}
+	healthtest.Advance(t, clk, run, func() bool {
+		for _, o := range os {
+			if o.Health().InFlight() != 0 {
+				return false
 			}
-			return true
-		})
-	}
+		}
+		return true
+	})
 	var total, none int64
 	for a, s := range srv {
 		h, got := holders[a], s.Probes.Load()

@@ -12,6 +12,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/health/healthtest"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/upstream"
@@ -99,16 +100,7 @@ func newGRPCRig(t *testing.T, service string, addrs ...string) *grpcRig {
 // run advances the fake clock by d, a timer at a time, letting each
 // probe end.
 func (r *grpcRig) run(t *testing.T, d time.Duration) {
-	end := r.clk.Now().Add(d)
-	for r.clk.Now().Before(end) {
-		next, ok := r.clk.Next()
-		if !ok || next.After(end) {
-			r.clk.AdvanceTo(end)
-		} else {
-			r.clk.AdvanceTo(next)
-		}
-		waitfor.Until(t, "the probes to end", func() bool { return r.c.InFlight() == 0 })
-	}
+	healthtest.Advance(t, r.clk, d, func() bool { return r.c.InFlight() == 0 })
 }
 
 func (r *grpcRig) lastResult(addr string) string {

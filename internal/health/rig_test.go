@@ -91,36 +91,24 @@ func newRig(t *testing.T, n int, hc config.HealthCheck, tune ...func(*pool.Confi
 	return r
 }
 
-// settle waits until every probe in flight has ended, but those to a
+// quiet reports whether every probe in flight has ended, but those to a
 // hanging endpoint still waiting for their timeout.
-func (r *rig) settle() {
-	r.t.Helper()
-	waitfor.Until(r.t, "the probes in flight to end", func() bool {
-		r.c.mu.Lock()
-		defer r.c.mu.Unlock()
-		for a, t := range r.c.targets {
-			if t.running && !(r.hang[a] && !t.expired) {
-				return false
-			}
+func (r *rig) quiet() bool {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for a, t := range r.c.targets {
+		if t.running && !(r.hang[a] && !t.expired) {
+			return false
 		}
-		return true
-	})
+	}
+	return true
 }
 
 // run moves the clock to d after the start, one timer at a time, letting
 // the probes each timer starts end before the next.
 func (r *rig) run(d time.Duration) {
-	until := r.start.Add(d)
-	for {
-		next, ok := r.clk.Next()
-		if !ok || next.After(until) {
-			r.clk.AdvanceTo(until)
-			r.settle()
-			return
-		}
-		r.clk.AdvanceTo(next)
-		r.settle()
-	}
+	r.t.Helper()
+	healthtest.Advance(r.t, r.clk, r.start.Add(d).Sub(r.clk.Now()), r.quiet)
 }
 
 // changedAt is when addr's check state last changed, since the start.

@@ -11,6 +11,7 @@ import (
 	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/health/healthtest"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/upstream"
@@ -75,16 +76,7 @@ func TestProbesOverTLS(t *testing.T) {
 			c.Configure(&oc)
 			c.Sync([]string{addr})
 			step := func(d time.Duration) {
-				end := clk.Now().Add(d)
-				for clk.Now().Before(end) {
-					next, ok := clk.Next()
-					if !ok || next.After(end) {
-						clk.AdvanceTo(end)
-					} else {
-						clk.AdvanceTo(next)
-					}
-					waitfor.Until(t, "the probe to end", func() bool { return c.InFlight() == 0 })
-				}
+				healthtest.Advance(t, clk, d, func() bool { return c.InFlight() == 0 })
 			}
 			step(3 * time.Second)
 			if st := c.State(addr); st != Healthy {

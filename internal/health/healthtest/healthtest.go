@@ -1,7 +1,8 @@
 // Package healthtest is a test origin for the active health checks: an
 // HTTP/1.1 server on a real socket that counts the connections it accepts,
 // the health checks' probes (by their user-agent) and other requests, and
-// answers as its Mode says.
+// answers as its Mode says; and Advance, which runs a fake clock past the
+// probes it starts.
 package healthtest
 
 import (
@@ -13,7 +14,28 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/corput/corput/internal/clock"
+	"github.com/corput/corput/internal/waitfor"
 )
+
+// Advance moves clk by d one timer at a time and, after each, waits until
+// quiet (the probes it started have ended): the probes run on real
+// sockets while the fake clock stands still.
+func Advance(t testing.TB, clk *clock.Fake, d time.Duration, quiet func() bool) {
+	t.Helper()
+	end := clk.Now().Add(d)
+	for clk.Now().Before(end) {
+		next, ok := clk.Next()
+		if !ok || next.After(end) {
+			clk.AdvanceTo(end)
+		} else {
+			clk.AdvanceTo(next)
+		}
+		waitfor.Until(t, "the probes in flight to end", quiet)
+	}
+}
 
 // ProbeAgent is the user-agent of a health check's probe.
 const ProbeAgent = "corput-health-check"
