@@ -114,7 +114,7 @@ func (c *Checker) probe(t *target, s *spec, pr *inflight) result {
 	if _, _, step := a.Pick(); step != forward.Acquire {
 		return result{skip: true} // pending_full: the endpoint's queue is full of live requests
 	}
-	lease, err, ok := take(ctx, p, mux)
+	lease, ok, err := take(ctx, p, mux)
 	if !ok {
 		a.Acquired(pool.Lease{}, forward.ErrNoPool)
 		return result{skip: true}
@@ -238,18 +238,18 @@ func servingStatus(b []byte) (uint64, bool) {
 // stays free for live requests (HTTP/1.1) or any free stream (HTTP/2);
 // else the pool's Acquire while it is below max_connections (it may dial
 // within the cap); else none (ok false).
-func take(ctx context.Context, p *pool.Pool, mux bool) (l pool.Lease, err error, ok bool) {
+func take(ctx context.Context, p *pool.Pool, mux bool) (l pool.Lease, ok bool, err error) {
 	free := p.Free()
 	if free >= 2 || (mux && free >= 1) {
 		if l, ok := p.TryAcquire(false); ok {
-			return l, nil, true
+			return l, true, nil
 		}
 	}
 	if p.Held() < p.Config().MaxConnections {
 		l, err := p.Acquire(ctx)
-		return l, err, true
+		return l, true, err
 	}
-	return pool.Lease{}, nil, false
+	return pool.Lease{}, false, nil
 }
 
 // sink is a probe's exchange.Client: it keeps the status, a gRPC answer's
