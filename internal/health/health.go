@@ -169,7 +169,6 @@ func New(env Env) *Checker {
 		rand:    rng.New(env.Seed ^ rng.Mix64(rng.FNV(env.Origin)^0x6865616c7468)),
 		targets: map[string]*target{},
 	}
-	env.Balance.OnLiveFailure(c.sooner)
 	return c
 }
 
@@ -188,11 +187,15 @@ func (c *Checker) Configure(oc *config.Origin) {
 	c.spec = s
 	switch {
 	case s == nil && was != nil:
+		c.env.Balance.OnLiveFailure(nil)
 		for _, t := range c.targets {
 			c.dropLocked(t)
 		}
 		c.targets = map[string]*target{}
 	case s != nil && was == nil:
+		// Live failures bring probes forward only while there are probes:
+		// an origin without checks pays nothing on its failures.
+		c.env.Balance.OnLiveFailure(c.sooner)
 		c.syncLocked()
 	}
 }
