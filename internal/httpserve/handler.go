@@ -112,6 +112,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := streams.Get().(*proxy.Stream)
 	c := &netClient{w: w, r: r, s: s, fwd: fwd, bodyWait: h.BodyReadTimeout}
 	h.p.Serve(r.Context(), s, &in, rt, c, false)
+	c.deadlines.Lock()
+	c.ended = true // a duplex body's sender may outlive the handler: no deadline on a finished writer
+	c.deadlines.Unlock()
 	streams.Put(s)
 	if c.aborted && r.Context().Err() == nil {
 		// The body broke after the head went out: abort the downstream
@@ -200,6 +203,10 @@ type netClient struct {
 	// answer then closes the connection, whose rest of the body is unread.
 	bodyWait time.Duration
 	bodyCut  atomic.Bool
+	// deadlines guards ended: once the handler returned, its
+	// ResponseController must not be used (HTTP/2's panics).
+	deadlines sync.Mutex
+	ended     bool
 }
 
 // Request rewrites r's head for origin o and readies it for the exchanges:
@@ -231,7 +238,7 @@ func (n *netClient) Request(o *cluster.Origin, s *proxy.Stream) *exchange.Reques
 		req.Scheme = "https"
 	}
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body := &clientBody{r: r.Body, wait: n.bodyWait, cut: &n.bodyCut, rc: http.NewResponseController(n.w)}
+		body := &clientBody{r: r.Body, wait: n.bodyWait, n: n, rc: http.NewResponseController(n.w)}
 		if r.ContentLength < 0 {
 			body.max = s.MaxBody // a known length above it was answered 413 already
 		}
@@ -379,26 +386,30 @@ func (n *netClient) Upgrade(h *exchange.Head, backend io.ReadWriteCloser) int {
 // upstream request: the exchange resets its stream or closes its
 // connection.
 type clientBody struct {
-	r      io.ReadCloser
-	rc     *http.ResponseController
-	wait   time.Duration
-	max, n int64
-	cut    *atomic.Bool
+	r         io.ReadCloser
+	rc        *http.ResponseController
+	wait      time.Duration
+	max, read int64
+	n         *netClient
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	if b.wait > 0 {
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.wait))
+		b.n.deadlines.Lock()
+		if !b.n.ended {
+			_ = b.rc.SetReadDeadline(time.Now().Add(b.wait))
+		}
+		b.n.deadlines.Unlock()
 	}
 	k, err := b.r.Read(p)
-	b.n += int64(k)
-	if b.max > 0 && b.n > b.max {
-		b.cut.Store(true)
+	b.read += int64(k)
+	if b.max > 0 && b.read > b.max {
+		b.n.bodyCut.Store(true)
 		return 0, exchange.ErrBodyTooLarge // not a byte over the limit goes on
 	}
 	if err != nil && err != io.EOF {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			b.cut.Store(true)
+			b.n.bodyCut.Store(true)
 			return k, exchange.ErrBodyTimeout
 		}
 	}
