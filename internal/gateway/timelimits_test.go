@@ -45,6 +45,15 @@ func sse(n int, gap time.Duration, hold bool) http.HandlerFunc {
 	}
 }
 
+// sseAndHang is an HTTP/1.1 origin with a stream of n events, one every
+// 100 ms, at /sse, and a request that is never answered at /hang.
+func sseAndHang(t *testing.T, n int) *backend {
+	mux := http.NewServeMux()
+	mux.Handle("/sse", sse(n, 100*time.Millisecond, false))
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	return startBackend(t, testorigin.H1, mux)
+}
+
 // readEvents reads a stream's events until it ends: their count and the
 // error that ended it (nil at a clean end).
 func readEvents(t *testing.T, c *http.Client, url string) (int, error) {
@@ -112,10 +121,7 @@ func TestStreamIdleKeepsALiveStreamAndEndsASilentOne(t *testing.T) {
 func TestHungOriginTimesOutAtResponseHeaderWhileAStreamLives(t *testing.T) {
 	for _, p := range requestPaths {
 		t.Run(p.name, func(t *testing.T) {
-			mux := http.NewServeMux()
-			mux.Handle("/sse", sse(15, 100*time.Millisecond, false))
-			mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-			b := startBackend(t, testorigin.H1, mux)
+			b := sseAndHang(t, 15)
 			g := gatewayTo(t, 1, p.top, "    timeouts: {response_header: 500ms, connect: 250ms}\n", b.addr)
 			c := downstream(t, dsH1, nil)
 			done := make(chan error, 1)
@@ -323,10 +329,7 @@ func TestTricklingClientIsCut408AndItsConnectionFreed(t *testing.T) {
 func TestRequestTimeoutStillCutsTheWholeExchange(t *testing.T) {
 	for _, p := range requestPaths {
 		t.Run(p.name, func(t *testing.T) {
-			mux := http.NewServeMux()
-			mux.Handle("/sse", sse(20, 100*time.Millisecond, false))
-			mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-			b := startBackend(t, testorigin.H1, mux)
+			b := sseAndHang(t, 20)
 			g := gatewayTo(t, 1, p.top, "    timeouts: {connect: 250ms, request: 500ms}\n", b.addr)
 			c := downstream(t, dsH1, nil)
 			n, err := readEvents(t, c, "http://"+g.Addr()+"/sse")
