@@ -800,7 +800,7 @@ func (c *Config) checkEdge(r *reporter) {
 	}
 	checkAddresses(r, "downstream.addresses", c.Downstream.Addresses)
 	if rh := c.RedirectHTTP; rh != nil {
-		if checkAddr(r, "redirect_http.listen", rh.Listen, addrListen) && rh.Listen == c.Listen {
+		if checkAddr(r, "redirect_http.listen", rh.Listen, addrListen) && rh.Listen == c.Listen && !strings.HasSuffix(rh.Listen, ":0") {
 			r.errorf("redirect_http.listen", "%q is listen's address too; give the redirecting listener its own port (e.g. :80)", rh.Listen)
 		}
 		switch rh.Status {

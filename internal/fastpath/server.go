@@ -325,6 +325,9 @@ func (c *fastConn) serve() {
 			fastWriters.Put(c.bw)
 		}
 	}()
+	if h, ok := c.conn.(headerReader); ok && h.ReadHeader() != nil {
+		return // a PROXY header that was refused: closed (package proxyproto)
+	}
 	if c.s.cfg.TLS != nil {
 		if !c.handshake() {
 			return
@@ -370,6 +373,11 @@ func (c *fastConn) serve() {
 		}
 	}
 }
+
+// headerReader is a connection that starts with a PROXY protocol header
+// (a *proxyproto.Conn): the fast path reads the socket raw (package
+// sockio), so it has the header read first, within its own time limit.
+type headerReader interface{ ReadHeader() error }
 
 // readHead reads until buf[r:] starts with a complete request head and
 // returns its length; 0 with ok means hand the connection off; !ok means
