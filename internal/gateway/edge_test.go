@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -555,5 +556,162 @@ func TestRedirectHTTP(t *testing.T) {
 	}
 	if n := len(origin.requests()); n != 0 {
 		t.Fatalf("the origin saw %d requests from the redirect listener", n)
+	}
+}
+
+// rss is the process's resident set size in KiB (/proc/self/status).
+func rss(t testing.TB) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb
+		}
+	}
+	t.Skip("no VmRSS")
+	return 0
+}
+
+// TestRateLimitWallClock (CORPUT_RATE_WALLCLOCK=1): a route limited to
+// 1,000 requests a second with a burst of 200, offered about 5,000 a
+// second for 10 s over 16 connections: 200 + 1,000 × the elapsed seconds
+// pass, within 2 %, and the rest get 429. The figures are logged.
+func TestRateLimitWallClock(t *testing.T) {
+	if os.Getenv("CORPUT_RATE_WALLCLOCK") == "" {
+		t.Skip("set CORPUT_RATE_WALLCLOCK=1 to offer 5,000 req/s for 10 s to a route limited to 1,000 req/s (a wall-clock figure)")
+	}
+	origin := startXFFOrigin(t)
+	g := edgeGateway(t, "downstream: {fast_path: true}", ", rate_limit: {requests_per_second: 1000, burst: 200}",
+		origin.addr, filepath.Join(t.TempDir(), "access.log"))
+	const conns, offered, run = 16, 5000, 10 * time.Second
+	gap := time.Duration(conns) * time.Second / offered
+	var mu sync.Mutex
+	passed, limited, other := 0, 0, 0
+	var first, last time.Time
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range conns {
+		wg.Go(func() {
+			c := dialFrom(t, "127.0.0.1", g.Addr())
+			c.SetDeadline(time.Now().Add(run + 30*time.Second))
+			br := bufio.NewReader(c)
+			p, l, o := 0, 0, 0
+			var f, z time.Time
+			for at := start.Add(time.Duration(w) * gap / conns); at.Before(start.Add(run)); at = at.Add(gap) {
+				time.Sleep(time.Until(at))
+				sent := time.Now()
+				if f.IsZero() {
+					f = sent
+				}
+				z = sent
+				switch getFull(t, c, br).StatusCode {
+				case 200:
+					p++
+				case 429:
+					l++
+				default:
+					o++
+				}
+			}
+			mu.Lock()
+			passed, limited, other = passed+p, limited+l, other+o
+			if first.IsZero() || f.Before(first) {
+				first = f
+			}
+			if z.After(last) {
+				last = z
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := last.Sub(first)
+	total := passed + limited + other
+	want := 200 + 1000*elapsed.Seconds()
+	t.Logf("offered %d requests in %.2f s (%.0f req/s): %d passed, %d got 429, %d other; expected 200 + 1000 × %.2f = %.0f (passed/expected %.4f)",
+		total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), passed, limited, other, elapsed.Seconds(), want, float64(passed)/want)
+	if other != 0 {
+		t.Fatalf("%d answers were neither 200 nor 429", other)
+	}
+	if d := float64(passed)/want - 1; d < -0.02 || d > 0.02 {
+		t.Fatalf("%d passed, want %.0f ± 2 %%", passed, want)
+	}
+	if n := testutil.ToFloat64(g.metrics.RequestsRefused.WithLabelValues("app", "rate_limited")); int(n) != limited {
+		t.Fatalf("counted %v rate_limited, the client saw %d", n, limited)
+	}
+}
+
+// TestRateLimitManyAddressesBounded (CORPUT_RATE_KEYS=1): 100,000
+// distinct client addresses, each a connection with its own PROXY v2
+// header from the trusted balancer, on a route keyed by client address
+// (max_keys 65,536), in two halves: every first request passes, the
+// table stays at its slots, and the second 50,000 addresses grow the
+// process's RSS (after a GC that returns freed memory) by less than
+// 16 MiB. The RSS figures are logged.
+func TestRateLimitManyAddressesBounded(t *testing.T) {
+	if os.Getenv("CORPUT_RATE_KEYS") == "" {
+		t.Skip("set CORPUT_RATE_KEYS=1 to send 100,000 distinct client addresses through PROXY v2 headers and log the RSS")
+	}
+	origin := startXFFOrigin(t)
+	g := edgeGateway(t, "downstream: {fast_path: true, proxy_protocol: {from: [127.0.0.1/32]}}",
+		", rate_limit: {requests_per_second: 1, burst: 1, key: client_address, max_keys: 65536}",
+		origin.addr, filepath.Join(t.TempDir(), "access.log"))
+	const clients, workers = 100_000, 8
+	settled := func() int {
+		debug.FreeOSMemory()
+		return rss(t)
+	}
+	half := func(from, to int) (passed int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				p := 0
+				for i := from + w; i < to; i += workers {
+					src := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+					c, err := net.Dial("tcp", g.Addr())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					hdr := proxyproto.AppendV2(nil, proxyproto.Header{Source: netip.AddrPortFrom(src, 40000),
+						Dest: netip.MustParseAddrPort("127.0.0.1:80")}, nil)
+					if _, err := c.Write(hdr); err == nil && getOn(c) == 200 {
+						p++
+					}
+					c.(*net.TCPConn).SetLinger(0) // no TIME_WAIT: 100,000 ports
+					c.Close()
+				}
+				mu.Lock()
+				passed += p
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return passed
+	}
+	r0 := settled()
+	start := time.Now()
+	p1 := half(0, clients/2)
+	r1 := settled()
+	p2 := half(clients/2, clients)
+	r2 := settled()
+	slots := g.st().table.Edges[0].Limit.Slots()
+	t.Logf("%d distinct addresses in %.1f s: %d passed their first request; table %d slots (%d KiB); RSS %d KiB at start, %d KiB after 50,000 addresses, %d KiB after 100,000 (second half %+d KiB)",
+		clients, time.Since(start).Seconds(), p1+p2, slots, slots*16/1024, r0, r1, r2, r2-r1)
+	if p1+p2 != clients {
+		t.Fatalf("%d of %d first requests passed; each address has its own bucket", p1+p2, clients)
+	}
+	if slots != 65536 {
+		t.Fatalf("the table has %d slots, want 65536", slots)
+	}
+	if r2-r1 > 16<<10 {
+		t.Fatalf("the second 50,000 addresses grew RSS by %d KiB: the table must stay bounded", r2-r1)
 	}
 }
