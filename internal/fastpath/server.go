@@ -25,6 +25,9 @@
 //   - A request is placed on a loop of its own (package dispatch) and
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
+//   - A connection from a PROXY protocol balancer (a *proxyproto.Conn) has
+//     its header read before the TLS handshake and any raw read of the
+//     socket; its address is the client's from then on.
 //   - A proxied request allocates nothing (bench/hotpath), with the access
 //     log off or on, and tracing off: a sampled request's line is a fixed-size entry copied
 //     into the log's ring, formatted by the log's writer.

@@ -23,6 +23,10 @@
 //     writes it: the reason's status, its fields (X-Corput-Error,
 //     Retry-After), its body and Content-Length, the body left out for a
 //     HEAD request.
+//   - A request refused at the edge (403 address_denied, 429
+//     rate_limited) is refused before the SLO guard, a loop or any
+//     upstream work, and counted by route; the listener's address rules
+//     come before the route's, and before 404 no_route.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
