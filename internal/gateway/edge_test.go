@@ -715,3 +715,44 @@ func TestRateLimitManyAddressesBounded(t *testing.T) {
 		t.Fatalf("the second 50,000 addresses grew RSS by %d KiB: the table must stay bounded", r2-r1)
 	}
 }
+
+// TestTrustedProxiesApplyToTheProxyAddress: downstream.trusted_proxies is
+// matched against the PROXY header's address, not the balancer's: a
+// trusted client's X-Forwarded-For is appended to, and its last address
+// is the one the address rules judge; an untrusted client's is replaced.
+func TestTrustedProxiesApplyToTheProxyAddress(t *testing.T) {
+	origin := startXFFOrigin(t)
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			g := edgeGateway(t, fmt.Sprintf(`downstream:
+  fast_path: %v
+  proxy_protocol: {from: [127.0.0.1/32]}
+  trusted_proxies: [203.0.113.0/24]`, fast), ", addresses: {deny: [1.2.3.4/32]}", origin.addr, filepath.Join(t.TempDir(), "access.log"))
+			before := len(origin.requests())
+			do := func(src, xff string) int {
+				c := proxied(t, g.Addr(), netip.MustParseAddr(src))
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: gw.test\r\nX-Forwarded-For: "+xff+"\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if s := do("203.0.113.9", "1.2.3.4"); s != 403 {
+				t.Fatalf("a trusted proxy's client 1.2.3.4, denied: %d, want 403", s)
+			}
+			if s := do("203.0.113.9", "5.6.7.8"); s != 200 {
+				t.Fatalf("a trusted proxy's client 5.6.7.8: %d", s)
+			}
+			if s := do("192.0.2.1", "1.2.3.4"); s != 200 {
+				t.Fatalf("an untrusted client claiming 1.2.3.4: %d, want 200 (its claim is not read)", s)
+			}
+			got := origin.requests()[before:]
+			want := []string{"5.6.7.8, 203.0.113.9", "192.0.2.1"}
+			if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+				t.Fatalf("the origin saw X-Forwarded-For %q, want %q", got, want)
+			}
+		})
+	}
+}
