@@ -31,6 +31,8 @@ const (
 	UpstreamIdleTimeout                // after the head, the stream was silent for timeouts.stream_idle (never answered: counted and logged)
 	RequestBodyTooLarge                // the request body is above the route's max_request_body_bytes
 	RequestBodyTimeout                 // the client's body stalled for downstream.body_read_timeout
+	RateLimited                        // over the route's rate limit (routes[].rate_limit)
+	AddressDenied                      // the client's address is refused (downstream.addresses, routes[].addresses)
 	numReasons
 )
 
@@ -58,6 +60,8 @@ var reasons = [numReasons]struct {
 	UpstreamIdleTimeout:  {"upstream_idle_timeout", http.StatusGatewayTimeout, false, false},
 	RequestBodyTooLarge:  {"request_body_too_large", http.StatusRequestEntityTooLarge, false, false},
 	RequestBodyTimeout:   {"request_body_timeout", http.StatusRequestTimeout, false, false},
+	RateLimited:          {"rate_limited", http.StatusTooManyRequests, true, false},
+	AddressDenied:        {"address_denied", http.StatusForbidden, false, false},
 }
 
 // String is the X-Corput-Error value ("" for None).

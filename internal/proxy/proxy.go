@@ -26,6 +26,10 @@
 //     ...) gets it as gRPC's trailers-only answer instead: 200, no body,
 //     grpc-status and grpc-message from the reason, the same
 //     X-Corput-Error and Retry-After (AnswerGRPC).
+//   - A request refused at the edge (403 address_denied, 429
+//     rate_limited) is refused before the SLO guard, a loop or any
+//     upstream work, and counted by route; the listener's address rules
+//     come before the route's, and before 404 no_route.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -59,21 +63,29 @@ type Table struct {
 	Origins    map[string]*cluster.Origin
 	Forwarding forward.Forwarding
 	Tracer     *tracing.Tracer // nil: tracing is off
+	// Listener is the listener's address rules (downstream.addresses).
+	Listener Listener
+	// Edges are the routes' admissions, by route.Route.Index; a nil entry
+	// (or none) admits everyone.
+	Edges []*Edge
 }
 
 // Route returns the origin for a request's method, host and path, and the
-// request's kind (its workload class and cost, its route's priority); ok
-// is false when no route matches.
-func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
-	o, k, rt := t.lookup(method, host, path)
-	return o, k, rt != nil
+// request's kind (its workload class and cost, its route's priority) and
+// edge admission; ok is false when no route matches.
+func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, e *Edge, ok bool) {
+	o, k, e, rt := t.lookup(method, host, path)
+	return o, k, e, rt != nil
 }
 
 // lookup is Route with the route matched (nil for none).
-func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.Kind, rt *route.Route) {
+func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route) {
 	rt = t.Router.Lookup(host, path)
 	if rt == nil {
-		return nil, k, nil
+		return nil, k, nil, nil
+	}
+	if rt.Index < len(t.Edges) {
+		e = t.Edges[rt.Index]
 	}
 	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
 	if k.Cost == 0 {
@@ -82,7 +94,7 @@ func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, rt
+	return t.Origins[rt.Origin], k, e, rt
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -113,6 +125,7 @@ type Routing struct {
 	Table  *Table
 	Origin *cluster.Origin // nil unless OK
 	Kind   cluster.Kind
+	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
 	// Refuse, when not None, is answered at once: the serving path found
@@ -124,8 +137,8 @@ type Routing struct {
 // force.
 func (h *Handler) Route(method, host, path string) Routing {
 	t := h.table.Load()
-	o, k, r := t.lookup(method, host, path)
-	return Routing{Table: t, Origin: o, Kind: k, OK: r != nil, Route: r}
+	o, k, e, r := t.lookup(method, host, path)
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -206,10 +219,20 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	case reason != forward.None:
 	case !rt.OK:
 		reason = forward.NoRoute
-	case rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody:
-		reason = forward.RequestBodyTooLarge // nothing is forwarded
+		if !rt.Table.Listener.Rules.Empty() {
+			reason = rt.Table.admit(nil, in) // a denied client learns nothing of the routes
+			if reason == forward.None {
+				reason = forward.NoRoute
+			}
+		}
 	default:
-		reason = o.Admit(rt.Kind)
+		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
+			if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
+				reason = forward.RequestBodyTooLarge // nothing is forwarded
+			} else {
+				reason = o.Admit(rt.Kind)
+			}
+		}
 	}
 	if reason == forward.None {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")

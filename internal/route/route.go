@@ -30,6 +30,9 @@ type Route struct {
 	Class int
 	// Low: routes[].priority is low, shed first by the SLO guard.
 	Low bool
+	// Index is the route's place in routes[]: per-route state kept
+	// elsewhere (rate limits, address rules) is found by it.
+	Index int
 	// Timeouts are the route's overrides of its origin's time limits
 	// (routes[].timeouts); a zero one takes the origin's.
 	Timeouts Timeouts
