@@ -18,7 +18,7 @@
 // requests on a connection's raw bytes before net/http parses them and
 // finds the first one a proxy must refuse (internal/gateway, framing.go).
 // Both read with one grammar (grammar.go) and one chunked-body scanner
-// (Chunks; the guard's is lax where net/http's server is, see Chunks).
+// (Chunks, strict for both).
 //
 // Nothing here allocates: parsed fields are slices of the caller's buffer,
 // valid until it is reused.
