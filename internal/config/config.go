@@ -170,7 +170,22 @@ type Downstream struct {
 	// origins on corput's own byte-level loop (default true); false serves
 	// every request through net/http.
 	FastPath bool `yaml:"fast_path"`
+	// UnderscoreHeaders is what a request field whose name has a '_'
+	// meets: "drop" (the default, as nginx), "reject" (400) or "allow".
+	// Whatever it is, a name that is a protected one once '_' is read as
+	// '-' (h1.Disguised) is refused with 400.
+	UnderscoreHeaders UnderscoreHeaders `yaml:"underscore_headers"`
 }
+
+// UnderscoreHeaders is downstream.underscore_headers.
+type UnderscoreHeaders string
+
+// The downstream.underscore_headers actions.
+const (
+	UnderscoreDrop   UnderscoreHeaders = "drop"   // not forwarded
+	UnderscoreReject UnderscoreHeaders = "reject" // the request is answered 400
+	UnderscoreAllow  UnderscoreHeaders = "allow"  // forwarded as it is
+)
 
 // Shutdown is the graceful drain on SIGTERM/SIGINT.
 type Shutdown struct {
@@ -550,6 +565,7 @@ func Default() *Config {
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    65536,
 			FastPath:          true,
+			UnderscoreHeaders: UnderscoreDrop,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 	}
