@@ -106,7 +106,8 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 	origins := map[string]*cluster.Origin{}
 	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
 		Router: route.NewRouter(routes), Classes: classes, Origins: origins,
-		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}, Tracer: tracer,
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
+		Tracer: tracer,
 	}}
 	for _, o := range list {
 		st.add(o)
@@ -352,8 +353,9 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	}
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
+	da.UnderscoreHeaders, db.UnderscoreHeaders = "", ""
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies)")
+		keys = append(keys, "downstream (all but trusted_proxies and underscore_headers)")
 	}
 	if !reflect.DeepEqual(a.AccessLog, b.AccessLog) {
 		keys = append(keys, "access_log")
