@@ -107,7 +107,7 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
 		Router: route.NewRouter(routes), Classes: classes, Origins: origins,
 		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
-		Tracer: tracer,
+		Tracer:     tracer,
 	}}
 	for _, o := range list {
 		st.add(o)
