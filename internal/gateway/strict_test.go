@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Strict by default (docs/gateway.md): the shapes outside corpora
+// (defparam/smuggler, neex/http2smugl, nodejs/llhttp's request cases,
+// aws/http-desync-guardian) found passing, replayed on every listener —
+// cleartext HTTP/1.1, HTTPS/1.1 and the h2→h1 downgrade where the shape
+// can be written in HTTP/2 — and on both serving paths
+// (downstream.fast_path true and false), against an origin that records
+// the raw bytes it reads.
+
+// strictCase is one shape: the bytes a client writes on one HTTP/1.1
+// connection, the statuses answered until the connection ends, and the
+// requests the origin must read (by their request lines), nothing else.
+type strictCase struct {
+	name  string
+	raw   string
+	want  []int
+	reach []string // the request lines the origin reads, in order
+	// h2 is the shape as an HTTP/2 request's extra fields (lower-case
+	// names), when it can be written in HTTP/2; want[0] is its answer.
+	h2 map[string]string
+}
+
+const strictHost = "Host: gw.test\r\n"
+
+var strictCases = []strictCase{
+	// Near-miss names: a protected name once '_' is '-' (and separator
+	// runs are one), refused whatever downstream.underscore_headers says.
+	{name: "Transfer_Encoding", raw: "POST /te HTTP/1.1\r\n" + strictHost + "Transfer_Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello",
+		want: []int{400}, h2: map[string]string{"transfer_encoding": "chunked"}},
+	{name: "Content_Length", raw: "GET /cl HTTP/1.1\r\n" + strictHost + "Content_Length: 1000\r\n\r\n",
+		want: []int{400}, h2: map[string]string{"content_length": "1000"}},
+	{name: "Transfer---Encoding", raw: "POST /te3 HTTP/1.1\r\n" + strictHost + "Transfer---Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello",
+		want: []int{400}, h2: map[string]string{"transfer---encoding": "chunked"}},
+	{name: "X_Forwarded_For", raw: "GET /xff HTTP/1.1\r\n" + strictHost + "X_Forwarded_For: 6.6.6.6\r\n\r\n",
+		want: []int{400}, h2: map[string]string{"x_forwarded_for": "6.6.6.6"}},
+	{name: "X-Forwarded_Client-Cert", raw: "GET /xfcc HTTP/1.1\r\n" + strictHost + "X-Forwarded_Client-Cert: By=spoofed\r\n\r\n",
+		want: []int{400}, h2: map[string]string{"x-forwarded_client-cert": "By=spoofed"}},
+	// Any other name with '_' is dropped (the default).
+	{name: "X_Api_Key dropped", raw: "GET /key HTTP/1.1\r\n" + strictHost + "X_Api_Key: k\r\nConnection: close\r\n\r\n",
+		want: []int{200}, reach: []string{"GET /key HTTP/1.1"}, h2: map[string]string{"x_api_key": "k"}},
+	// A bare LF ends a line for net/http: two requests there, the
+	// second GET /admin. One request, refused, here (llhttp 093, 096, 104).
+	{name: "bare LF smuggles /admin",
+		raw:  "GET / HTTP/1.1\r\nHost: localhost\r\nDummy: x\nContent-Length: 23\r\n\r\nGET / HTTP/1.1\r\nDummy: GET /admin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		want: []int{400}},
+	{name: "bare LF smuggles /admin behind a served request",
+		raw: "GET /first HTTP/1.1\r\n" + strictHost + "\r\n" +
+			"GET / HTTP/1.1\r\nHost: localhost\r\nDummy: x\nContent-Length: 23\r\n\r\nGET / HTTP/1.1\r\nDummy: GET /admin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		want: []int{200, 400}, reach: []string{"GET /first HTTP/1.1"}},
+	{name: "bare CR in a field", raw: "GET /cr HTTP/1.1\r\n" + strictHost + "X-A: a\rb\r\n\r\n", want: []int{400}},
+	// Loose chunk lines (llhttp 072, 074, 087).
+	{name: "chunk extension without a name", raw: "POST /c1 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\n2;\r\naa\r\n0\r\n\r\n", want: []int{400}},
+	{name: "chunk size then a space", raw: "POST /c2 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\na \r\n0123456789\r\n0\r\n\r\n", want: []int{400}},
+	{name: "unclosed quoted chunk extension", raw: "POST /c3 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\n2;a=\"b\r\naa\r\n0\r\n\r\n", want: []int{400}},
+	// Absolute form with an empty path: "/".
+	{name: "absolute form, empty path", raw: "GET http://gw.test HTTP/1.1\r\n" + strictHost + "Connection: close\r\n\r\n",
+		want: []int{200}, reach: []string{"GET / HTTP/1.1"}},
+	// One empty line before a request line is ignored; two are refused.
+	{name: "one leading empty line", raw: "\r\nGET /one HTTP/1.1\r\n" + strictHost + "Connection: close\r\n\r\n",
+		want: []int{200}, reach: []string{"GET /one HTTP/1.1"}},
+	{name: "two leading empty lines", raw: "\r\n\r\nGET /two HTTP/1.1\r\n" + strictHost + "\r\n", want: []int{400}},
+	{name: "one empty line between pipelined requests",
+		raw:  "GET /p1 HTTP/1.1\r\n" + strictHost + "\r\n\r\nGET /p2 HTTP/1.1\r\n" + strictHost + "Connection: close\r\n\r\n",
+		want: []int{200, 200}, reach: []string{"GET /p1 HTTP/1.1", "GET /p2 HTTP/1.1"}},
+}
+
+// underscoreName matches a field name with '_' at the start of a line.
+var underscoreName = regexp.MustCompile(`(?m)^[!#$%&'*+.^` + "`" + `|~0-9A-Za-z-]*_[!#$%&'*+.^_` + "`" + `|~0-9A-Za-z-]*:`)
+
+// checkOriginBytes checks what the origin read during a case: the request
+// lines it expects and no other, and nothing ambiguous — no /admin, no
+// field name with '_' or a run of '-', no forged address, one framing per
+// request.
+func checkOriginBytes(t *testing.T, wire string, reach []string) {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(wire, "\r\n") {
+		if strings.HasSuffix(l, " HTTP/1.1") && strings.Contains(l, " /") {
+			lines = append(lines, l)
+		}
+	}
+	if !slices.Equal(lines, reach) {
+		t.Errorf("the origin read the requests %q, want %q\n%q", lines, reach, wire)
+	}
+	for _, bad := range []string{"/admin", "--", "6.6.6.6", "spoofed", "\n\n", "\r\r"} {
+		if strings.Contains(wire, bad) {
+			t.Errorf("the origin read %q:\n%q", bad, wire)
+		}
+	}
+	if m := underscoreName.FindString(wire); m != "" {
+		t.Errorf("the origin read the field name %q:\n%q", m, wire)
+	}
+	for _, req := range strings.SplitAfter(wire, "\r\n\r\n") {
+		l := strings.ToLower(req)
+		if strings.Count(l, "\ncontent-length:")+strings.Count(l, "\ntransfer-encoding:") > 1 {
+			t.Errorf("a request with two framings reached the origin:\n%q", req)
+		}
+	}
+}
+
+// strictListener is one way a request arrives.
+type strictListener struct {
+	name string
+	tls  bool
+	h2   bool
+}
+
+var strictListeners = []strictListener{{"cleartext", false, false}, {"https1.1", true, false}, {"h2", true, true}}
+
+func TestStrictByDefaultOnEveryListenerAndPath(t *testing.T) {
+	rec := startBytesRecorder(t)
+	ca, dir := newTestCA(t), t.TempDir()
+	ca.issue(t, dir, "gw", "gw.test")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Leaf)
+	for _, fast := range []bool{true, false} {
+		for _, ln := range strictListeners {
+			t.Run(fmt.Sprintf("%s/fast_path=%v", ln.name, fast), func(t *testing.T) {
+				top := ""
+				if ln.tls {
+					top = "tls: {" + pairKeys(dir, "gw") + "}\n"
+				}
+				g := startGateway(t, top+strictYAML(rec.addr, fast, ""), nil, Options{})
+				defer g.Close()
+				for _, tc := range strictCases {
+					if ln.h2 && tc.h2 == nil {
+						continue // not a shape HTTP/2 can carry
+					}
+					_, from := rec.wireSince(0)
+					var got []int
+					if ln.h2 {
+						got = []int{h2Status(t, g.Addr(), roots, tc.h2)}
+					} else {
+						got = rawStatuses(t, g.Addr(), ln.tls, roots, tc.raw)
+					}
+					want := tc.want
+					if ln.h2 {
+						want = want[:1]
+					}
+					if !slices.Equal(got, want) {
+						t.Errorf("%s: answered %v, want %v", tc.name, got, want)
+					}
+					wire, _ := rec.wireSince(from)
+					reach := tc.reach
+					if ln.h2 && len(reach) > 0 {
+						reach = []string{"GET /h2 HTTP/1.1"}
+					}
+					t.Run(tc.name, func(t *testing.T) { checkOriginBytes(t, wire, reach) })
+				}
+			})
+		}
+	}
+}
+
+// strictYAML is a gateway on the recording origin, its fast path on or
+// off, with extra downstream keys.
+func strictYAML(addr string, fast bool, downstream string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+downstream: {fast_path: %v%s}
+routes: [{origin: app}]
+origins:
+  - name: app
+    protocol: h1
+    pool: {prewarm: 0}
+    endpoints: [{address: %q}]
+`, fast, downstream, addr)
+}
+
+// rawStatuses writes raw on a new connection (over TLS, HTTP/1.1 by ALPN,
+// when tls is set) and returns the status of every response until the
+// gateway closes it.
+func rawStatuses(t *testing.T, addr string, useTLS bool, roots *x509.CertPool, raw string) []int {
+	t.Helper()
+	var conn net.Conn
+	var err error
+	if useTLS {
+		conn, err = tls.Dial("tcp", addr, &tls.Config{ServerName: "gw.test", RootCAs: roots, NextProtos: []string{"http/1.1"}})
+	} else {
+		conn, err = net.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	return readResponses(t, bufio.NewReader(conn))
+}
+
+// h2Status sends GET /h2 over HTTP/2 (TLS, h2 by ALPN) with the extra
+// fields and returns the status.
+func h2Status(t *testing.T, addr string, roots *x509.CertPool, fields map[string]string) int {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "gw.test", RootCAs: roots}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest("GET", "https://"+addr+"/h2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "gw.test"
+	for k, v := range fields {
+		req.Header[k] = []string{v}
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("served over %s, want HTTP/2", resp.Proto)
+	}
+	return resp.StatusCode
+}
