@@ -104,6 +104,10 @@ const (
 	// Protocol: the origin broke the protocol (a response that cannot be
 	// relayed, such as a 101 nobody asked for).
 	Protocol
+	// BadBody: the client's request body was refused after the request
+	// went out (a chunk line the framing guard refused, a trailer the
+	// field-name rules refuse): answered 400, the origin not blamed.
+	BadBody
 )
 
 // ErrNoPool is what the caller reports to Acquired when the picked endpoint
@@ -364,6 +368,9 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	case ClientLeft:
 		ep.End(a.ticket, 0, balance.Shed)
 		return Gone
+	case BadBody:
+		ep.End(a.ticket, 0, balance.Shed)
+		return a.answer(BadRequest)
 	case Refused:
 		ep.End(a.ticket, 0, balance.Shed)
 		if a.pol.RetryRefused {

@@ -34,6 +34,10 @@ type strictCase struct {
 	// h2 is the shape as an HTTP/2 request's extra fields (lower-case
 	// names), when it can be written in HTTP/2; want[0] is its answer.
 	h2 map[string]string
+	// body, when set, is written once the gateway answers raw (a head
+	// with Expect: 100-continue) with 100 Continue: the head has been
+	// admitted before a byte of the body arrives.
+	body string
 }
 
 const strictHost = "Host: gw.test\r\n"
@@ -68,6 +72,16 @@ var strictCases = []strictCase{
 	{name: "chunk extension without a name", raw: "POST /c1 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\n2;\r\naa\r\n0\r\n\r\n", want: []int{400}},
 	{name: "chunk size then a space", raw: "POST /c2 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\na \r\n0123456789\r\n0\r\n\r\n", want: []int{400}},
 	{name: "unclosed quoted chunk extension", raw: "POST /c3 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\n2;a=\"b\r\naa\r\n0\r\n\r\n", want: []int{400}},
+	// The same after the head was admitted: the body comes after 100
+	// Continue, and the guard's verdict on it still stops the request.
+	{name: "loose chunk line after 100 Continue", raw: "POST /late HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+		body: "2;\r\naa\r\n0\r\n\r\n", want: []int{100, 400}},
+	// Trailers go through the name rules: a disguised name is refused
+	// (the body is then cut short upstream), one with '_' dropped.
+	{name: "trailer Content_Length", raw: "POST /tr HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nContent_Length: 5\r\n\r\n",
+		want: []int{400}},
+	{name: "trailer X_Sum dropped", raw: "POST /tr2 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\nX_Sum: 5\r\nX-Ok: 1\r\n\r\n",
+		want: []int{200}, reach: []string{"POST /tr2 HTTP/1.1"}},
 	// Absolute form with an empty path: "/".
 	{name: "absolute form, empty path", raw: "GET http://gw.test HTTP/1.1\r\n" + strictHost + "Connection: close\r\n\r\n",
 		want: []int{200}, reach: []string{"GET / HTTP/1.1"}},
@@ -147,7 +161,7 @@ func TestStrictByDefaultOnEveryListenerAndPath(t *testing.T) {
 					if ln.h2 {
 						got = []int{h2Status(t, g.Addr(), roots, tc.h2)}
 					} else {
-						got = rawStatuses(t, g.Addr(), ln.tls, roots, tc.raw)
+						got = rawStatuses(t, g.Addr(), ln.tls, roots, tc.raw, tc.body)
 					}
 					want := tc.want
 					if ln.h2 {
@@ -186,9 +200,9 @@ origins:
 }
 
 // rawStatuses writes raw on a new connection (over TLS, HTTP/1.1 by ALPN,
-// when tls is set) and returns the status of every response until the
+// when tls is set), then body after a 100 Continue, and returns the status of every response until the
 // gateway closes it (heldOpen last if it did not within 5 s).
-func rawStatuses(t *testing.T, addr string, useTLS bool, roots *x509.CertPool, raw string) []int {
+func rawStatuses(t *testing.T, addr string, useTLS bool, roots *x509.CertPool, raw, body string) []int {
 	t.Helper()
 	var conn net.Conn
 	var err error
@@ -218,6 +232,9 @@ func rawStatuses(t *testing.T, addr string, useTLS bool, roots *x509.CertPool, r
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
+		if resp.StatusCode == http.StatusContinue && body != "" {
+			io.WriteString(conn, body)
+		}
 	}
 }
 

@@ -21,7 +21,6 @@ package httpserve
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"maps"
 	"net"
@@ -29,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -160,31 +160,39 @@ func checkBody(r *http.Request, fwd forward.Forwarding) {
 	r.Body = &checkedBody{rc: r.Body, r: r, fwd: fwd, fc: fc, idx: fc.current()}
 }
 
-// errRefused ends a request body whose framing the guard refused, or
-// whose trailers the field-name rules refuse, once the request has gone
-// upstream: the exchange aborts it there, so the origin sees a truncated
-// body, never the rest.
-var errRefused = errors.New("httpserve: the request's body or trailers were refused")
+// bodyRefused reports whether r's body was refused as it was read.
+func bodyRefused(r *http.Request) bool {
+	cb, ok := r.Body.(*checkedBody)
+	if !ok {
+		if pb, ok := r.Body.(*prefixedBody); ok {
+			cb, _ = pb.rest.(*checkedBody)
+		}
+	}
+	return cb != nil && cb.refused.Load()
+}
 
 // checkedBody is a request body under the rules that can only be applied
 // as it is read: the framing guard's verdict on its chunk lines and
 // trailers (the guard sees the bytes before net/http's reader returns
-// them), and the field-name rules on its trailers, once they are read.
+// them), and the field-name rules on its trailers, once they are read. A
+// refusal ends the body with exchange.ErrBodyRefused: before anything went
+// upstream (prefetchBody) the request is answered 400; after, the
+// exchange aborts it there (the origin sees a truncated body, never the
+// rest) and answers 400. Either way the connection is closed (refused).
 type checkedBody struct {
-	rc  io.ReadCloser
-	r   *http.Request
-	fwd forward.Forwarding
-	fc  *framingConn // nil: not under the guard (HTTP/2)
-	idx int64        // the request's index on fc
+	rc      io.ReadCloser
+	r       *http.Request
+	fwd     forward.Forwarding
+	fc      *framingConn // nil: not under the guard (HTTP/2)
+	idx     int64        // the request's index on fc
+	refused atomic.Bool  // read by the handler's goroutine, set by the exchange's body writer
 }
 
 func (b *checkedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if b.fc.refused(b.idx) {
-		return 0, errRefused
-	}
-	if err == io.EOF && b.fwd.Names(b.r.Trailer) != "" {
-		return n, errRefused
+	if b.fc.refused(b.idx) || err == io.EOF && b.fwd.Names(b.r.Trailer) != "" {
+		b.refused.Store(true)
+		return 0, exchange.ErrBodyRefused
 	}
 	return n, err
 }
@@ -203,17 +211,20 @@ func prefetchBody(r *http.Request) bool {
 	}
 	bp := forward.Buffer()
 	n, err := r.Body.Read(*bp)
+	for n == 0 && err == nil {
+		n, err = r.Body.Read(*bp)
+	}
 	switch {
+	case err != nil && err != io.EOF:
+		forward.PutBuffer(bp)
+		return false
 	case n > 0:
 		r.Body = &prefixedBody{buf: bp, pre: (*bp)[:n], rest: r.Body}
 		return true
-	case err == io.EOF:
-		forward.PutBuffer(bp)
-		r.Body = http.NoBody
-		return true
 	}
 	forward.PutBuffer(bp)
-	return false
+	r.Body = http.NoBody
+	return true
 }
 
 // prefixedBody is a body whose first bytes were read ahead into buf (a
@@ -306,6 +317,11 @@ func (n *netClient) WriteHead(h *exchange.Head) error {
 	}
 	if len(n.s.Cookie) > 0 {
 		hd.Add("Set-Cookie", string(n.s.Cookie))
+	}
+	if n.r.ProtoMajor == 1 && bodyRefused(n.r) {
+		// The rest of the connection cannot be trusted.
+		hd.Set("Connection", "close")
+		_ = http.NewResponseController(n.w).SetReadDeadline(time.Unix(1, 0))
 	}
 	if h.Length >= 0 && h.Framing != exchange.Stream && h.Status != http.StatusNoContent {
 		hd.Set("Content-Length", strconv.FormatInt(h.Length, 10))
