@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -266,4 +268,90 @@ func h2Status(t *testing.T, addr string, roots *x509.CertPool, fields map[string
 		t.Fatalf("served over %s, want HTTP/2", resp.Proto)
 	}
 	return resp.StatusCode
+}
+
+// TestUnderscoreHeadersSettings checks downstream.underscore_headers on
+// both serving paths: drop forwards the request without the field, reject
+// answers 400 and forwards nothing, allow forwards it as it is; a
+// disguised protected name is refused under each; and a reload changes
+// the setting in place.
+func TestUnderscoreHeadersSettings(t *testing.T) {
+	rec := startBytesRecorder(t)
+	const req = "GET /u HTTP/1.1\r\n" + strictHost + "X_Api_Key: k\r\nConnection: close\r\n\r\n"
+	const disguised = "GET /d HTTP/1.1\r\n" + strictHost + "Content_Length: 1000\r\nConnection: close\r\n\r\n"
+	for _, fast := range []bool{true, false} {
+		file := filepath.Join(t.TempDir(), "corput.yaml")
+		writeFileAtomic(t, file, strictYAML(rec.addr, fast, ""))
+		g := startFromFile(t, file)
+		for _, tc := range []struct {
+			setting string
+			want    int
+			reach   []string
+			kept    bool
+		}{
+			{"", 200, []string{"GET /u HTTP/1.1"}, false}, // the default: drop
+			{"reject", 400, nil, false},
+			{"allow", 200, []string{"GET /u HTTP/1.1"}, true},
+			{"drop", 200, []string{"GET /u HTTP/1.1"}, false},
+		} {
+			extra := ""
+			if tc.setting != "" {
+				extra = ", underscore_headers: " + tc.setting
+			}
+			writeFileAtomic(t, file, strictYAML(rec.addr, fast, extra))
+			if err := g.ReloadFromSource(); err != nil {
+				t.Fatalf("reload to %q: %v", tc.setting, err)
+			}
+			name := fmt.Sprintf("fast_path=%v/%s", fast, cmp.Or(tc.setting, "default"))
+			_, from := rec.wireSince(0)
+			if got := rawStatuses(t, g.Addr(), false, nil, req, ""); !slices.Equal(got, []int{tc.want}) {
+				t.Errorf("%s: answered %v, want %d", name, got, tc.want)
+			}
+			wire, from := rec.wireSince(from)
+			if kept := strings.Contains(strings.ToLower(wire), "\r\nx_api_key: k\r\n"); kept != tc.kept {
+				t.Errorf("%s: the origin read X_Api_Key: %v, want %v\n%q", name, kept, tc.kept, wire)
+			}
+			if tc.kept {
+				continue // allow forwards it: the origin's bytes hold the name, on purpose
+			}
+			checkOriginBytes(t, wire, tc.reach)
+			if got := rawStatuses(t, g.Addr(), false, nil, disguised, ""); !slices.Equal(got, []int{400}) {
+				t.Errorf("%s: Content_Length answered %v, want 400", name, got)
+			}
+			if wire, _ := rec.wireSince(from); wire != "" {
+				t.Errorf("%s: Content_Length reached the origin:\n%q", name, wire)
+			}
+		}
+	}
+}
+
+// TestRefusedTrailerAbortsTheRequestUpstream sends a chunked request whose
+// trailer, a disguised Content-Length, arrives only after the request
+// went upstream (the origin has read its head): the client is answered
+// 400 and the connection closed, and the origin never reads the trailer
+// nor the body's end.
+func TestRefusedTrailerAbortsTheRequestUpstream(t *testing.T) {
+	rec := startBytesRecorder(t)
+	for _, fast := range []bool{true, false} {
+		g := startGateway(t, strictYAML(rec.addr, fast, ""), nil, Options{})
+		_, from := rec.wireSince(0)
+		conn := sendRaw(t, g.Addr(), "POST /late-trailer HTTP/1.1\r\n"+strictHost+"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		for {
+			if wire, _ := rec.wireSince(from); strings.Contains(wire, "hello") {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		io.WriteString(conn, "0\r\nContent_Length: 5\r\n\r\n")
+		codes := readResponses(t, bufio.NewReader(conn))
+		conn.Close()
+		if !slices.Equal(codes, []int{400}) {
+			t.Errorf("fast_path=%v: answered %v, want 400 and the connection closed", fast, codes)
+		}
+		wire, _ := rec.wireSince(from)
+		if strings.Contains(wire, "Content_Length") || strings.Contains(wire, "0\r\n\r\n") {
+			t.Errorf("fast_path=%v: the origin read the trailer or the body's end:\n%q", fast, wire)
+		}
+		g.Close()
+	}
 }
