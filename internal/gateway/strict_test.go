@@ -40,6 +40,8 @@ type strictCase struct {
 	// with Expect: 100-continue) with 100 Continue: the head has been
 	// admitted before a byte of the body arrives.
 	body string
+	// forbid are further bytes the origin must not read.
+	forbid []string
 }
 
 const strictHost = "Host: gw.test\r\n"
@@ -84,6 +86,9 @@ var strictCases = []strictCase{
 		want: []int{400}},
 	{name: "trailer X_Sum dropped", raw: "POST /tr2 HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\nX_Sum: 5\r\nX-Ok: 1\r\n\r\n",
 		want: []int{200}, reach: []string{"POST /tr2 HTTP/1.1"}},
+	// A chunked body's first byte is not a chunk of its own upstream.
+	{name: "chunked body", raw: "POST /cb HTTP/1.1\r\n" + strictHost + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+		want: []int{200}, reach: []string{"POST /cb HTTP/1.1"}, forbid: []string{"\r\n1\r\nh\r\n"}},
 	// Absolute form with an empty path: "/".
 	{name: "absolute form, empty path", raw: "GET http://gw.test HTTP/1.1\r\n" + strictHost + "Connection: close\r\n\r\n",
 		want: []int{200}, reach: []string{"GET / HTTP/1.1"}},
@@ -177,7 +182,14 @@ func TestStrictByDefaultOnEveryListenerAndPath(t *testing.T) {
 					if ln.h2 && len(reach) > 0 {
 						reach = []string{"GET /h2 HTTP/1.1"}
 					}
-					t.Run(tc.name, func(t *testing.T) { checkOriginBytes(t, wire, reach) })
+					t.Run(tc.name, func(t *testing.T) {
+						checkOriginBytes(t, wire, reach)
+						for _, bad := range tc.forbid {
+							if strings.Contains(wire, bad) {
+								t.Errorf("the origin read %q:\n%q", bad, wire)
+							}
+						}
+					})
 				}
 			})
 		}
