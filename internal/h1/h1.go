@@ -20,6 +20,10 @@
 // Both read with one grammar (grammar.go) and one chunked-body scanner
 // (Chunks, strict for both).
 //
+// Disguised and Underscore (names.go) are the field-name rules of
+// downstream.underscore_headers: ParseRequest marks a name with '_' and
+// calls a disguised protected name not simple.
+//
 // Nothing here allocates: parsed fields are slices of the caller's buffer,
 // valid until it is reused.
 package h1

@@ -2,6 +2,8 @@ package h1
 
 import (
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,4 +68,31 @@ func BenchmarkDisguised(b *testing.B) {
 			Disguised(n)
 		}
 	}
+}
+
+// FuzzDisguised checks Disguised against a plain restatement of the rule
+// with strings and a regular expression: '_' as '-', runs of '-' folded to
+// one, lower case; a protected name or the X-Forwarded- prefix, not
+// written plainly.
+func FuzzDisguised(f *testing.F) {
+	for _, s := range []string{"Transfer_Encoding", "Transfer---Encoding", "X_Forwarded_For", "Host", "x-forwarded-", "X__", "Content-Length-", "_host"} {
+		f.Add(s)
+	}
+	runs := regexp.MustCompile(`-+`)
+	f.Fuzz(func(t *testing.T, name string) {
+		folded := runs.ReplaceAllString(strings.Map(func(r rune) rune {
+			if r == '_' {
+				return '-'
+			}
+			if 'A' <= r && r <= 'Z' {
+				return r + 'a' - 'A'
+			}
+			return r
+		}, name), "-")
+		plain := !strings.Contains(name, "_") && !strings.Contains(name, "--")
+		want := !plain && (slices.Contains(protectedNames[:], folded) || strings.HasPrefix(folded, protectedPrefix))
+		if got := Disguised(name); got != want {
+			t.Fatalf("Disguised(%q) = %v, want %v (folded %q)", name, got, want, folded)
+		}
+	})
 }

@@ -12,7 +12,13 @@
 // Invariants:
 //   - A request the framing guard refused, or whose chunked body breaks in
 //     its first chunk, is answered 400 bad_request and its connection
-//     closed without reading the rest: its framing cannot be trusted.
+//     closed without reading the rest: its framing cannot be trusted. So
+//     is one that breaks the field-name rules (forward.Forwarding.Names),
+//     in its head or its trailers.
+//   - A request body refused once the request went upstream (a later chunk
+//     line the guard refused, a trailer the name rules refuse) ends with
+//     exchange.ErrBodyRefused: the upstream request is cut short, the
+//     client answered 400 and its connection closed.
 //   - A response whose body breaks after the head aborts the downstream
 //     stream (http.ErrAbortHandler), once the request is counted and
 //     logged: the client sees a truncated response, never a short one.
