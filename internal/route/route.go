@@ -29,6 +29,9 @@ type Route struct {
 	Class int
 	// Low: routes[].priority is low, shed first by the SLO guard.
 	Low bool
+	// Index is the route's place in routes[]: per-route state kept
+	// elsewhere (rate limits, address rules) is found by it.
+	Index int
 }
 
 // Router picks the origin for a request: among routes whose host matches
