@@ -178,6 +178,11 @@ type Downstream struct {
 	// body (additive; nginx's client_body_timeout): a client that sends
 	// nothing for this long is answered 408 and its upstream request cut.
 	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// UnderscoreHeaders is what a request field whose name has a '_'
+	// meets: "drop" (the default, as nginx), "reject" (400) or "allow".
+	// Whatever it is, a name that is a protected one once '_' is read as
+	// '-' (h1.Disguised) is refused with 400.
+	UnderscoreHeaders UnderscoreHeaders `yaml:"underscore_headers"`
 	// ProxyProtocol, when set, reads a PROXY protocol header (v1 or v2)
 	// on the connections of its from list; its address is the client's
 	// everywhere (internal/proxyproto).
@@ -249,6 +254,16 @@ type RedirectHTTP struct {
 	// HTTPSPort, when not 443, is written into the Location's authority.
 	HTTPSPort int `yaml:"https_port"`
 }
+
+// UnderscoreHeaders is downstream.underscore_headers.
+type UnderscoreHeaders string
+
+// The downstream.underscore_headers actions.
+const (
+	UnderscoreDrop   UnderscoreHeaders = "drop"   // not forwarded
+	UnderscoreReject UnderscoreHeaders = "reject" // the request is answered 400
+	UnderscoreAllow  UnderscoreHeaders = "allow"  // forwarded as it is
+)
 
 // Shutdown is the graceful drain on SIGTERM/SIGINT.
 type Shutdown struct {
@@ -711,6 +726,7 @@ func Default() *Config {
 			MaxHeaderBytes:    65536,
 			FastPath:          true,
 			BodyReadTimeout:   DefaultBodyReadTimeout,
+			UnderscoreHeaders: UnderscoreDrop,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 	}

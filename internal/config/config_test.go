@@ -60,6 +60,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 		Fleet:  Fleet{Instance: 0, Size: 1},
 		Downstream: Downstream{
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true, BodyReadTimeout: 60 * time.Second,
+			UnderscoreHeaders: UnderscoreDrop,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
 		Routes:   []Route{{PathPrefix: "/", Origin: "api"}},

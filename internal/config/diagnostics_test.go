@@ -330,6 +330,8 @@ func TestDiagnostics(t *testing.T) {
 			[]want{{"loops", "", "-1 is out of range; use 0 to 4096", 1}}},
 		{"header bytes", top("downstream: {max_header_bytes: 10}"),
 			[]want{{"downstream.max_header_bytes", "", "10 is out of range", 1}}},
+		{"underscore headers", top("downstream: {underscore_headers: strip}"),
+			[]want{{"downstream.underscore_headers", "", `"strip" is not one of: drop, reject, allow`, 1}}},
 		{"drain", top("shutdown: {drain_timeout: 0s}"),
 			[]want{{"shutdown.drain_timeout", "", "0s must be positive", 1}}},
 		{"downstream tls without key", top("tls: {cert: a.pem}"),

@@ -71,6 +71,7 @@ func (c *Config) diagnose(r *reporter) {
 	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
 	checkPositive(r, "downstream.body_read_timeout", c.Downstream.BodyReadTimeout, "60s")
 	checkRange(r, "downstream.max_header_bytes", c.Downstream.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes, "65536 is the default")
+	checkEnum(r, "downstream.underscore_headers", c.Downstream.UnderscoreHeaders, UnderscoreDrop, UnderscoreReject, UnderscoreAllow)
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 	c.checkEdge(r)
 

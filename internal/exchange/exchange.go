@@ -26,7 +26,8 @@
 //     or a response the client can tell is truncated (Client.Abort): never
 //     a silently short one.
 //   - A request whose body's client left (ErrClientGone) fails the attempt
-//     as ClientLeft; any other failure to read the body fails it as Broken:
+//     as ClientLeft, one whose body was refused (ErrBodyRefused) as
+//     BadBody; any other failure to read the body fails it as Broken:
 //     the request went out partly.
 //   - With a State kept per client connection, an exchange allocates
 //     nothing on the fast path's requests (bench/hotpath).
@@ -159,6 +160,12 @@ var ErrBodyTooLarge = errors.New("the request body is above max_request_body_byt
 // request cut.
 var ErrBodyTimeout = errors.New("the client sent no request body byte for downstream.body_read_timeout")
 
+// ErrBodyRefused is what a serving path's request body returns when the
+// request must be refused once it went out (its framing or its trailers):
+// the attempt fails as BadBody, answered 400, and the origin, which sees
+// a truncated request, is not blamed.
+var ErrBodyRefused = errors.New("the request's body or trailers were refused")
+
 // failureOf classifies what failed an exchange before any response, on
 // either protocol; raw is the HTTP/1.1 connection (nil on HTTP/2), which
 // knows whether the error is a stale idle connection's.
@@ -175,6 +182,8 @@ func failureOf(err error, raw upstream.Raw) forward.Failure {
 		var le limitError
 		errors.As(err, &le)
 		return timeoutFailure(forward.Limit(le))
+	case errors.Is(err, ErrBodyRefused):
+		return forward.BadBody
 	case errors.Is(err, upstream.ErrHeadTooLarge), errors.Is(err, h2.ErrHeadTooLarge):
 		return forward.HeadTooLarge
 	case timedOut(err), errors.Is(err, h2.ErrDone):

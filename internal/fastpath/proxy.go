@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -36,6 +37,19 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 		}
 	} else if body > 0 {
 		return false, true // net/http answers it and skips the body
+	}
+	if h.Underscores > 0 {
+		switch rt.Table.Forwarding.Underscores {
+		case config.UnderscoreReject:
+			return false, true // net/http's path answers it 400, as every refusal of a head
+		case config.UnderscoreAllow:
+		default: // drop
+			for i := range h.Fields {
+				if h.Fields[i].Underscore {
+					h.Fields[i].Hop = true
+				}
+			}
+		}
 	}
 	// From here the request is the fast path's.
 	c.bodyAt, c.bodyLen = c.r+n, body

@@ -11,8 +11,12 @@
 // (downstream.fast_path: false): an h2c preface, a request h1.ParseRequest
 // calls not simple (Transfer-Encoding, Upgrade, Expect, HTTP/1.0, an
 // asterisk or absolute target, an escaped path, obs-fold, bare LF, an
-// oversized head, ...), a body above BodyLimit, CONNECT, or a route to
-// an origin the fast path does not serve (HTTP/2 or TLS with ALPN). The
+// empty line before the request line, a field name disguising a protected
+// one, an oversized head, ...), a field name with '_' under
+// downstream.underscore_headers: reject, a body above BodyLimit, CONNECT,
+// or a route to an origin the fast path does not serve (HTTP/2 or TLS
+// with ALPN). Under drop (the default) the fields whose names have '_'
+// are not forwarded. The
 // hand-off is for the rest of the connection. So every rule the hostile-input and conformance suites check is
 // applied either by the strict parser (which refuses to call anything
 // doubtful simple) or by net/http as before.

@@ -115,6 +115,10 @@ const (
 	// BodyTimeout: the client's body stalled for
 	// downstream.body_read_timeout; the upstream request was cut.
 	BodyTimeout
+	// BadBody: the client's request body was refused after the request
+	// went out (a chunk line the framing guard refused, a trailer the
+	// field-name rules refuse): answered 400, the origin not blamed.
+	BadBody
 )
 
 // ErrNoPool is what the caller reports to Acquired when the picked endpoint
@@ -392,6 +396,9 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	case ClientLeft:
 		ep.End(a.ticket, 0, balance.Shed)
 		return Gone
+	case BadBody:
+		ep.End(a.ticket, 0, balance.Shed)
+		return a.answer(BadRequest)
 	case Refused:
 		ep.End(a.ticket, 0, balance.Shed)
 		if a.pol.RetryRefused {

@@ -226,6 +226,7 @@ func TestNotReplayableIsAnsweredAtTheFirstFailure(t *testing.T) {
 		{failed(Timeout), UpstreamTimeout},
 		{failed(HeadTooLarge), UpstreamHeadTooLarge},
 		{failed(Protocol), UpstreamReset},
+		{failed(BadBody), BadRequest}, // the client's body was refused after it went out
 	} {
 		h := newHarness(t, 3, Policy{Attempts: 3, RetryConnect: true, RetryRefused: true})
 		log, step, reason := h.run(false, c.o)

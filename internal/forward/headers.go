@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/h1"
 	"golang.org/x/net/http/httpguts"
 )
@@ -73,6 +74,33 @@ func Idempotent(method string) bool {
 // else they are replaced, so a client cannot forge its address.
 type Forwarding struct {
 	Trusted []netip.Prefix
+	// Underscores is downstream.underscore_headers: what a request field
+	// whose name has a '_' meets ("" is the default, drop).
+	Underscores config.UnderscoreHeaders
+}
+
+// Names applies the field-name rules to h, a request's header or trailer
+// fields on net/http's path, and returns why the request must be refused
+// ("" when it may go on): a name that disguises a protected one
+// (h1.Disguised) whatever Underscores is, and under reject any name with a
+// '_'. Under drop (the default) the names with a '_' are deleted from h.
+// The fast path applies the same rules to its parsed head (h1.Head's
+// Underscores, and a disguised name is not simple there).
+func (f Forwarding) Names(h http.Header) string {
+	for k := range h {
+		if !h1.Underscore(k) && !h1.Disguised(k) {
+			continue
+		}
+		switch {
+		case h1.Disguised(k):
+			return "a protected field name written with '_' or a run of separators"
+		case f.Underscores == config.UnderscoreReject:
+			return "a field name with '_' (downstream.underscore_headers: reject)"
+		case f.Underscores != config.UnderscoreAllow:
+			delete(h, k)
+		}
+	}
+	return ""
 }
 
 // Peer is what a downstream connection's X-Forwarded-* fields need, found

@@ -110,7 +110,8 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 	origins := map[string]*cluster.Origin{}
 	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
 		Router: route.NewRouter(routes), Classes: classes, Origins: origins,
-		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies}, Tracer: tracer,
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
+		Tracer:     tracer,
 	}}
 	for _, o := range list {
 		st.add(o)
@@ -358,10 +359,11 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	}
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
+	da.UnderscoreHeaders, db.UnderscoreHeaders = "", ""
 	da.ProxyProtocol, db.ProxyProtocol = nil, nil
 	da.Addresses, db.Addresses = config.Addresses{}, config.Addresses{}
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies, proxy_protocol and addresses)")
+		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, proxy_protocol and addresses)")
 	}
 	if (a.RedirectHTTP == nil) != (b.RedirectHTTP == nil) || a.RedirectHTTP != nil && a.RedirectHTTP.Listen != b.RedirectHTTP.Listen {
 		keys = append(keys, "redirect_http.listen (turned on, off or moved; its status and https_port change in place)")

@@ -24,6 +24,23 @@ type bytesRecorder struct {
 	addr string
 	mu   sync.Mutex
 	got  []string
+	wire []byte // every byte read, on every connection, as it came
+}
+
+// Write records bytes as they are read (a tee of every connection).
+func (rec *bytesRecorder) Write(p []byte) (int, error) {
+	rec.mu.Lock()
+	rec.wire = append(rec.wire, p...)
+	rec.mu.Unlock()
+	return len(p), nil
+}
+
+// wireSince returns the bytes read since the wire held n, and its length
+// now.
+func (rec *bytesRecorder) wireSince(n int) (string, int) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return string(rec.wire[n:]), len(rec.wire)
 }
 
 func startBytesRecorder(t *testing.T) *bytesRecorder {
@@ -48,7 +65,7 @@ func startBytesRecorder(t *testing.T) *bytesRecorder {
 }
 
 func (rec *bytesRecorder) serve(c net.Conn) {
-	br := bufio.NewReader(c)
+	br := bufio.NewReader(io.TeeReader(c, rec))
 	for {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var raw bytes.Buffer // the request's bytes as they came

@@ -19,8 +19,8 @@ package h1
 // The contract: wherever net/http's server ends a request, a Guard fed the
 // same bytes, however split, is at the start of the next head with the
 // same count, unless it refused a request at or before that point
-// (FuzzGuardFollowsNetHTTP); and it refuses nothing net/http's client
-// writes (FuzzGuardAcceptsWellFormedRequests). It keeps the first 96 and
+// (FuzzGuardFollowsNetHTTP, on the bytes Filter passes on); and it
+// refuses nothing net/http's client writes (FuzzGuardAcceptsWellFormedRequests). It keeps the first 96 and
 // the last 10 bytes of a line, which is all the rules look at, and
 // allocates nothing.
 
@@ -41,6 +41,10 @@ type Guard struct {
 	cur     int64    // index of the request whose body is being read
 	lines   int      // lines of the current head so far
 	started bool     // a head was read: an HTTP/2 preface counts only first
+	endCR   bool     // the current line's last byte so far is a CR
+	bareCR  bool     // the current line has a CR that another byte follows
+	blank   bool     // the empty line before the current request was taken
+	leadCR  bool     // the CR of that empty line was taken, its LF is due
 
 	// the current head
 	v11, options, upgrade bool
@@ -60,12 +64,26 @@ const (
 // a request that must not be served it returns its index (counted from 0,
 // as the handler is given requests) and true; the verdict also covers every
 // later request, and from then on Scan looks at nothing. So it does once
-// the guard has stepped aside.
+// the guard has stepped aside. The bytes of an ignored empty line before a
+// request line are followed but left in b: Filter takes them out.
 func (g *Guard) Scan(b []byte) (bad int64, refused bool) {
+	_, bad, refused = g.scan(b, false)
+	return bad, refused
+}
+
+// Filter is Scan for the bytes handed on to net/http: it also takes the
+// one empty line it ignores before a request line out of b, in place, and
+// returns how many bytes of b are left to pass on.
+func (g *Guard) Filter(b []byte) (n int, bad int64, refused bool) {
+	return g.scan(b, true)
+}
+
+func (g *Guard) scan(b []byte, strip bool) (kept int, bad int64, refused bool) {
+	kept = len(b)
 	for len(b) > 0 {
 		switch g.state {
 		case gOff:
-			return 0, false
+			return kept, 0, false
 		case gBody:
 			k := min(uint64(len(b)), g.remain)
 			g.remain -= k
@@ -76,31 +94,58 @@ func (g *Guard) Scan(b []byte) (bad int64, refused bool) {
 		case gChunked:
 			n, done, err := g.chunks.Scan(b)
 			if err != nil {
-				return g.refuse(g.cur)
+				bad, refused = g.refuse(g.cur)
+				return kept, bad, refused
 			}
 			b = b[n:]
 			if done {
 				g.state = gLine
 			}
 		default:
+			if g.lines == 0 && g.n == 0 {
+				// The start of a request line: an empty line before it?
+				switch c := b[0]; {
+				case g.leadCR && c == '\n', !g.leadCR && !g.blank && c == '\r':
+					g.leadCR = c == '\r'
+					g.blank = true
+					if strip {
+						copy(b, b[1:])
+						kept--
+						b = b[:len(b)-1]
+					} else {
+						b = b[1:]
+					}
+					continue
+				case g.leadCR, c == '\n', c == '\r':
+					// a CR without its LF, a bare LF, a second empty line
+					bad, refused = g.refuse(g.heads)
+					return kept, bad, refused
+				}
+			}
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
 				g.add(b)
-				return 0, false
+				return kept, 0, false
 			}
 			g.add(b[:i])
 			b = b[i+1:]
 			if bad, refused := g.endLine(); refused {
-				return bad, true
+				return kept, bad, true
 			}
-			g.n, g.spill, g.cr = 0, false, false
+			g.n, g.spill, g.cr, g.endCR, g.bareCR = 0, false, false, false, false
 		}
 	}
-	return 0, false
+	return kept, 0, false
 }
 
 // add appends part of the current line.
 func (g *Guard) add(seg []byte) {
+	if len(seg) > 0 {
+		if g.endCR || bytes.IndexByte(seg[:len(seg)-1], '\r') >= 0 {
+			g.bareCR = true
+		}
+		g.endCR = seg[len(seg)-1] == '\r'
+	}
 	if g.n < len(g.buf) {
 		copy(g.buf[g.n:], seg)
 	}
@@ -143,6 +188,9 @@ func (g *Guard) refuse(idx int64) (int64, bool) {
 }
 
 func (g *Guard) endLine() (int64, bool) {
+	if !g.endCR || g.bareCR {
+		return g.refuse(g.heads) // a bare LF ends the line, or a bare CR is in it
+	}
 	g.lines++
 	if g.lines == 1 {
 		return g.requestLine()
@@ -220,7 +268,7 @@ func (g *Guard) endHead() (int64, bool) {
 	if g.cl > 1 || (g.te > 0 && (g.cl > 0 || !g.v11 || g.te > 1 || !g.chunked)) {
 		return g.refuse(idx)
 	}
-	g.lines, g.started, g.cur = 0, true, idx
+	g.lines, g.started, g.cur, g.blank = 0, true, idx, false
 	if !g.options { // net/http answers OPTIONS * itself, without the handler
 		g.heads++
 	}
@@ -228,7 +276,7 @@ func (g *Guard) endHead() (int64, bool) {
 	case g.upgrade:
 		g.state = gOff // a tunnel may follow; a declined upgrade closes the connection
 	case g.te > 0:
-		g.state, g.chunks = gChunked, Chunks{lax: true}
+		g.state, g.chunks = gChunked, Chunks{}
 	case g.cl > 0 && g.remain > 0:
 		g.state = gBody
 	default:

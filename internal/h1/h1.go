@@ -18,7 +18,11 @@
 // requests on a connection's raw bytes before net/http parses them and
 // finds the first one a proxy must refuse (internal/gateway, framing.go).
 // Both read with one grammar (grammar.go) and one chunked-body scanner
-// (Chunks; the guard's is lax where net/http's server is, see Chunks).
+// (Chunks, strict for both).
+//
+// Disguised and Underscore (names.go) are the field-name rules of
+// downstream.underscore_headers: ParseRequest marks a name with '_' and
+// calls a disguised protected name not simple.
 //
 // Nothing here allocates: parsed fields are slices of the caller's buffer,
 // valid until it is reused.
@@ -62,6 +66,7 @@ func (r Result) String() string {
 type Field struct {
 	Name, Value []byte
 	Hop         bool // hop-by-hop (RFC 9110 §7.6.1), or one the caller sets itself: not forwarded
+	Underscore  bool // a request field whose name has a '_' (downstream.underscore_headers)
 }
 
 // Head is a parsed request or response head.
@@ -84,6 +89,10 @@ type Head struct {
 	// TETrailers is set when a request's TE field is "trailers" (the one
 	// TE value a proxy forwards; the field itself is marked Hop).
 	TETrailers bool
+	// Underscores counts a request's fields whose names have a '_'
+	// (Field.Underscore). A name that disguises a protected one
+	// (Disguised) makes the head NotSimple: net/http's path refuses it.
+	Underscores int
 
 	fields     [MaxFields]Field
 	connTokens [maxConnTokens][]byte
@@ -100,7 +109,7 @@ func (h *Head) reset() {
 	h.ContentLength = -1
 	h.Chunked, h.Close, h.HasDate, h.TETrailers = false, false, false, false
 	h.XFF, h.XFP, h.XFH = -1, -1, -1
-	h.nconn = 0
+	h.nconn, h.Underscores = 0, 0
 }
 
 // Has reports whether the head has a field named name (lower case).
@@ -225,9 +234,15 @@ func (h *Head) fieldLines(b []byte, request bool) bool {
 			return false // no name, or obs-fold (a line starting with whitespace has no tchar name)
 		}
 		name := line[:colon]
+		odd, sep := false, false // a '_' or a run of '-'
 		for _, c := range name {
 			if !isTchar(c) {
 				return false
+			}
+			if c == '_' || c == '-' {
+				odd, sep = odd || sep || c == '_', true
+			} else {
+				sep = false
 			}
 		}
 		value := trimOWS(line[colon+1:])
@@ -237,6 +252,14 @@ func (h *Head) fieldLines(b []byte, request bool) bool {
 			}
 		}
 		f := Field{Name: name, Value: value}
+		if odd && request {
+			if Disguised(name) {
+				return false
+			}
+			if f.Underscore = Underscore(name); f.Underscore {
+				h.Underscores++
+			}
+		}
 		if !h.special(&f, request) {
 			return false
 		}

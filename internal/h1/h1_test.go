@@ -254,6 +254,28 @@ func TestParseRequestFieldValues(t *testing.T) {
 }
 
 // TestParseRequestReuse checks a Head parsed twice carries nothing over.
+// TestParseRequestMarksUnderscores checks a name with '_' is marked and
+// counted, and one with only single '-' or a run of them is not.
+func TestParseRequestMarksUnderscores(t *testing.T) {
+	var h Head
+	in := head("GET / HTTP/1.1", "Host: h", "X_Api_Key: k", "Accept--Language: en", "X-A: 1", "_: 2")
+	if _, res := ParseRequest([]byte(in), &h); res != Complete {
+		t.Fatalf("ParseRequest = %v", res)
+	}
+	var marked []string
+	for _, f := range h.Fields {
+		if f.Underscore {
+			marked = append(marked, string(f.Name))
+		}
+	}
+	if h.Underscores != 2 || len(marked) != 2 || marked[0] != "X_Api_Key" || marked[1] != "_" {
+		t.Errorf("Underscores = %d, marked %q; want 2: X_Api_Key, _", h.Underscores, marked)
+	}
+	if _, res := ParseRequest([]byte(head("GET / HTTP/1.1", "Host: h")), &h); res != Complete || h.Underscores != 0 {
+		t.Errorf("a reused Head keeps %d underscores", h.Underscores)
+	}
+}
+
 func TestParseRequestReuse(t *testing.T) {
 	var h Head
 	first := head("POST / HTTP/1.1", "Host: a", "Content-Length: 3", "Connection: close, x-a", "TE: trailers", "X-Forwarded-For: 1", "X-A: 1")
@@ -277,6 +299,12 @@ func TestParseRequestReuse(t *testing.T) {
 }
 
 var notSimpleRequests = []struct{ name, in string }{
+	// a protected name disguised: net/http's path answers it 400
+	{"Transfer_Encoding", head("POST / HTTP/1.1", "Host: h", "Transfer_Encoding: chunked")},
+	{"Content_Length", head("POST / HTTP/1.1", "Host: h", "Content_Length: 1000")},
+	{"Transfer---Encoding", head("POST / HTTP/1.1", "Host: h", "Transfer---Encoding: chunked")},
+	{"X_Forwarded_For", head("GET / HTTP/1.1", "Host: h", "X_Forwarded_For: 6.6.6.6")},
+	{"x-forwarded--host", head("GET / HTTP/1.1", "Host: h", "HOST_: x", "x-forwarded--host: e")},
 	// framing
 	{"CL and TE", head("POST / HTTP/1.1", "Host: h", "Content-Length: 5", "Transfer-Encoding: chunked")},
 	{"TE and CL", head("POST / HTTP/1.1", "Host: h", "Transfer-Encoding: chunked", "Content-Length: 5")},

@@ -12,7 +12,9 @@ import (
 
 // The framing guard checks every HTTP/1.x request head on the raw bytes,
 // before net/http parses it, for what net/http accepts but a gateway must
-// refuse (request smuggling, RFC 9112 §6.3 and §11.2):
+// refuse (request smuggling, RFC 9112 §6.3 and §11.2), so that net/http's
+// path never accepts what the fast path's parser refused — one grammar for
+// every way a request arrives:
 //
 //   - Content-Length together with Transfer-Encoding (net/http silently
 //     drops the Content-Length);
@@ -21,9 +23,15 @@ import (
 //   - Transfer-Encoding on an HTTP/1.0 request (net/http ignores it);
 //   - obs-fold, a header line starting with a space or tab (net/http joins
 //     it to the previous header);
+//   - a head line ending in a bare LF, or a bare CR in the head (net/http
+//     takes a bare LF as a line's end: "Dummy: x\nContent-Length: 23"
+//     would be two fields there);
+//   - a second empty line before a request line (the first is taken out
+//     of the bytes net/http reads, as RFC 9112 §2.2 advises);
 //   - an HTTP version other than 1.0 and 1.1;
-//   - chunked framing that breaks (bad size line, data overrunning its size)
-//     within the bytes already received.
+//   - chunked framing that breaks, or a chunk line or trailer outside the
+//     strict grammar (h1.Chunks: "2;", "a ", an unclosed quoted
+//     extension), within the bytes already received.
 //
 // The grammar is h1.Guard's (internal/h1/guard.go): it follows the message
 // framing byte by byte, heads line by line and bodies by their
@@ -31,8 +39,11 @@ import (
 // Its verdict is the index of the first request on the connection that
 // must not be served; the handler counts the requests it is given (admit)
 // and refuses that one and every later one with 400 and Connection: close.
-// A guarded connection keeps one fixed-size h1.Guard and allocates nothing
-// per request.
+// A verdict on a request already admitted (its body's chunk lines or
+// trailers) ends its body with an error (checkedBody): the exchange aborts
+// the upstream request, so the origin never sees the rest. A guarded
+// connection keeps one fixed-size h1.Guard and allocates nothing per
+// request.
 //
 // A connection whose first line cannot be a request (h1.NotHTTP: not an
 // HTTP/1.x request line, nor the start of the HTTP/2 preface) is answered
@@ -41,10 +52,10 @@ import (
 //
 // After an HTTP/2 preface (h2c) or a request naming Upgrade the guard steps
 // aside: the connection then carries frames or a tunnel, and a declined
-// upgrade closes the connection (serve sets Connection: close). The guard
-// runs on the cleartext listener only: under TLS net/http reads the
-// plaintext itself, so CL+TE over HTTPS/1.1 is handled as net/http does
-// (Content-Length dropped, the body forwarded chunked).
+// upgrade closes the connection (serve sets Connection: close). Every
+// HTTP/1.1 connection net/http serves is under the guard: on the cleartext
+// listener with the fast path off (GuardListener), and everything the
+// fast path hands on, in cleartext or after its TLS handshake (Guard).
 
 // GuardListener wraps every connection ln accepts in the framing guard.
 func GuardListener(ln net.Listener) net.Listener { return guardListener{ln} }
@@ -85,16 +96,25 @@ type framingConn struct {
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if bad, refused := c.g.Scan(p[:n]); refused {
+	for {
+		n, err := c.Conn.Read(p)
+		if n == 0 {
+			return n, err
+		}
+		// The guard sees every byte before net/http does, and takes out
+		// the one empty line it ignores before a request line.
+		n, bad, refused := c.g.Filter(p[:n])
+		if refused {
 			c.badFrom.CompareAndSwap(math.MaxInt64, bad)
 		}
-		if !c.started {
+		if n == 0 && err == nil {
+			continue // all of it was the ignored line: read on
+		}
+		if !c.started && n > 0 {
 			c.judge(p[:n])
 		}
+		return n, err
 	}
-	return n, err
 }
 
 // judge looks at the connection's first bytes. A first line that cannot
@@ -129,4 +149,19 @@ func (c *framingConn) admit() bool {
 	i := c.served
 	c.served++
 	return i < c.badFrom.Load()
+}
+
+// current is the index of the request being served on c (its handler
+// call's); any value on a nil c.
+func (c *framingConn) current() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.served - 1
+}
+
+// refused reports whether the guard has refused request idx on c (false
+// on a nil c): its body or trailers broke after it was admitted.
+func (c *framingConn) refused(idx int64) bool {
+	return c != nil && c.badFrom.Load() <= idx
 }

@@ -12,7 +12,13 @@
 // Invariants:
 //   - A request the framing guard refused, or whose chunked body breaks in
 //     its first chunk, is answered 400 bad_request and its connection
-//     closed without reading the rest: its framing cannot be trusted.
+//     closed without reading the rest: its framing cannot be trusted. So
+//     is one that breaks the field-name rules (forward.Forwarding.Names),
+//     in its head or its trailers.
+//   - A request body refused once the request went upstream (a later chunk
+//     line the guard refused, a trailer the name rules refuse) ends with
+//     exchange.ErrBodyRefused: the upstream request is cut short, the
+//     client answered 400 and its connection closed.
 //   - A response whose body breaks after the head aborts the downstream
 //     stream (http.ErrAbortHandler), once the request is counted and
 //     logged: the client sees a truncated response, never a short one.
@@ -83,8 +89,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsKey{}).(*tls.ConnectionState)
 	}
+	if r.URL.Path == "" && r.URL.Host != "" {
+		// An absolute-form target with an empty path is "/" (RFC 9112
+		// §3.2.2): routed and forwarded as "/".
+		r.URL.Path = "/"
+	}
 	var rt proxy.Routing
-	if badRequest(r) != "" || !prefetchChunked(r) {
+	fwd := h.p.Table().Forwarding
+	refuse := badRequest(r, fwd) != ""
+	if !refuse {
+		checkBody(r, fwd)
+		refuse = !prefetchBody(r)
+	}
+	if refuse {
 		// Its framing cannot be trusted, and a client that never finishes
 		// the body must not hold the connection open: answered without
 		// reading the rest.
@@ -107,10 +124,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		in.Length = 0
 	}
-	fwd := rt.Table.Forwarding
-	in.Peer = fwd.Peer(r.RemoteAddr, r.TLS != nil)
+	in.Peer = rt.Table.Forwarding.Peer(r.RemoteAddr, r.TLS != nil)
 	s := streams.Get().(*proxy.Stream)
-	c := &netClient{w: w, r: r, s: s, fwd: fwd, bodyWait: h.BodyReadTimeout}
+	c := &netClient{w: w, r: r, s: s, fwd: rt.Table.Forwarding, bodyWait: h.BodyReadTimeout}
 	h.p.Serve(r.Context(), s, &in, rt, c, false)
 	c.deadlines.Lock()
 	c.ended = true // a duplex body's sender may outlive the handler: no deadline on a finished writer
@@ -128,9 +144,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // already refused much malformed input (bad chunk sizes, conflicting
 // Content-Length, unknown Transfer-Encoding, bad targets) before the
 // handler runs; the framing guard (framing.go) refused what it lets through
-// on the raw bytes (CL+TE, duplicate Content-Length, obs-fold, ...), and
-// this is where its verdict is applied.
-func badRequest(r *http.Request) string {
+// on the raw bytes (CL+TE, duplicate Content-Length, obs-fold, a bare LF,
+// ...), and this is where its verdict is applied. The field-name rules
+// (fwd.Names: a disguised protected name, downstream.underscore_headers)
+// apply here too, the names with '_' dropped under drop.
+func badRequest(r *http.Request, fwd forward.Forwarding) string {
 	if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok && r.ProtoMajor == 1 && !fc.admit() {
 		return "framing refused"
 	}
@@ -143,42 +161,108 @@ func badRequest(r *http.Request) string {
 	if len(r.TransferEncoding) > 0 && len(r.Header["Content-Length"]) > 0 {
 		return "both Transfer-Encoding and Content-Length"
 	}
+	if why := fwd.Names(r.Header); why != "" {
+		return why
+	}
 	return ""
 }
 
-// prefetchChunked reads the first byte of a chunked request body before
-// anything is forwarded, so a malformed first chunk is answered 400 and never
-// reaches an origin. A later malformed chunk aborts the upstream request
-// mid-body: the origin sees a truncated request, never a wrong one.
-func prefetchChunked(r *http.Request) bool {
+// checkBody puts r's body under the rules applied as it is read
+// (checkedBody).
+func checkBody(r *http.Request, fwd forward.Forwarding) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	fc, _ := r.Context().Value(framingKey{}).(*framingConn)
+	if r.ProtoMajor != 1 {
+		fc = nil
+	}
+	r.Body = &checkedBody{rc: r.Body, r: r, fwd: fwd, fc: fc, idx: fc.current()}
+}
+
+// bodyRefused reports whether r's body was refused as it was read.
+func bodyRefused(r *http.Request) bool {
+	cb, ok := r.Body.(*checkedBody)
+	if !ok {
+		if pb, ok := r.Body.(*prefixedBody); ok {
+			cb, _ = pb.rest.(*checkedBody)
+		}
+	}
+	return cb != nil && cb.refused.Load()
+}
+
+// checkedBody is a request body under the rules that can only be applied
+// as it is read: the framing guard's verdict on its chunk lines and
+// trailers (the guard sees the bytes before net/http's reader returns
+// them), and the field-name rules on its trailers, once they are read. A
+// refusal ends the body with exchange.ErrBodyRefused: before anything went
+// upstream (prefetchBody) the request is answered 400; after, the
+// exchange aborts it there (the origin sees a truncated body, never the
+// rest) and answers 400. Either way the connection is closed (refused).
+type checkedBody struct {
+	rc      io.ReadCloser
+	r       *http.Request
+	fwd     forward.Forwarding
+	fc      *framingConn // nil: not under the guard (HTTP/2)
+	idx     int64        // the request's index on fc
+	refused atomic.Bool  // read by the handler's goroutine, set by the exchange's body writer
+}
+
+func (b *checkedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.fc.refused(b.idx) || err == io.EOF && b.fwd.Names(b.r.Trailer) != "" {
+		b.refused.Store(true)
+		return 0, exchange.ErrBodyRefused
+	}
+	return n, err
+}
+
+func (b *checkedBody) Close() error { return b.rc.Close() }
+
+// prefetchBody reads the start of a chunked request body before anything
+// is forwarded, so a malformed first chunk (net/http's verdict or the
+// framing guard's) is answered 400 and never reaches an origin. A later
+// malformed chunk aborts the upstream request mid-body: the origin sees a
+// truncated request, never a wrong one. What one read gave goes upstream
+// as one piece (one chunk), not its first byte alone.
+func prefetchBody(r *http.Request) bool {
 	if len(r.TransferEncoding) == 0 || r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	var b [1]byte
-	n, err := io.ReadFull(r.Body, b[:])
-	switch {
-	case n == 1:
-		r.Body = &prefixedBody{first: b[0], rest: r.Body}
-	case err == io.EOF:
-		r.Body = http.NoBody
-	default:
-		return false
+	bp := forward.Buffer()
+	n, err := r.Body.Read(*bp)
+	for n == 0 && err == nil {
+		n, err = r.Body.Read(*bp)
 	}
+	switch {
+	case err != nil && err != io.EOF:
+		forward.PutBuffer(bp)
+		return false
+	case n > 0:
+		r.Body = &prefixedBody{buf: bp, pre: (*bp)[:n], rest: r.Body}
+		return true
+	}
+	forward.PutBuffer(bp)
+	r.Body = http.NoBody
 	return true
 }
 
-// prefixedBody is a body whose first byte was read ahead.
+// prefixedBody is a body whose first bytes were read ahead into buf (a
+// pooled buffer, given back once they are read).
 type prefixedBody struct {
-	first byte
-	sent  bool
-	rest  io.ReadCloser
+	buf  *[]byte
+	pre  []byte
+	rest io.ReadCloser
 }
 
 func (p *prefixedBody) Read(b []byte) (int, error) {
-	if !p.sent && len(b) > 0 {
-		p.sent = true
-		b[0] = p.first
-		return 1, nil
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		if p.pre = p.pre[n:]; len(p.pre) == 0 {
+			forward.PutBuffer(p.buf)
+			p.buf = nil
+		}
+		return n, nil
 	}
 	return p.rest.Read(b)
 }
@@ -272,6 +356,11 @@ func (n *netClient) WriteHead(h *exchange.Head) error {
 	}
 	if len(n.s.Cookie) > 0 {
 		hd.Add("Set-Cookie", string(n.s.Cookie))
+	}
+	if n.r.ProtoMajor == 1 && bodyRefused(n.r) {
+		// The rest of the connection cannot be trusted.
+		hd.Set("Connection", "close")
+		_ = http.NewResponseController(n.w).SetReadDeadline(time.Unix(1, 0))
 	}
 	if h.Length >= 0 && h.Framing != exchange.Stream && h.Status != http.StatusNoContent {
 		hd.Set("Content-Length", strconv.FormatInt(h.Length, 10))

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/proxy/proxytest"
 )
@@ -179,35 +180,64 @@ func TestBadRequest(t *testing.T) {
 			return r.WithContext(context.WithValue(r.Context(), framingKey{}, refused))
 		}, ""},
 	} {
-		if got := badRequest(tc.req()); got != tc.want {
+		if got := badRequest(tc.req(), forward.Forwarding{}); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
 
-// TestPrefetchChunked: a chunked body's first byte is read ahead; the
-// body then reads whole, an empty one is no body, and a malformed first
-// chunk is refused.
-func TestPrefetchChunked(t *testing.T) {
+// TestBadRequestNames: the field-name rules, per downstream.underscore_headers.
+func TestBadRequestNames(t *testing.T) {
+	const disguised = "a protected field name written with '_' or a run of separators"
+	for _, tc := range []struct {
+		action config.UnderscoreHeaders
+		name   string
+		want   string
+		kept   bool
+	}{
+		{config.UnderscoreDrop, "X_Api_Key", "", false},
+		{"", "X_Api_Key", "", false},
+		{config.UnderscoreAllow, "X_Api_Key", "", true},
+		{config.UnderscoreReject, "X_Api_Key", "a field name with '_' (downstream.underscore_headers: reject)", true},
+		{config.UnderscoreReject, "X-Api--Key", "", true},
+		{config.UnderscoreAllow, "Transfer_Encoding", disguised, true},
+		{config.UnderscoreAllow, "Transfer---Encoding", disguised, true},
+		{config.UnderscoreDrop, "Content_Length", disguised, true},
+		{config.UnderscoreAllow, "X_Forwarded_For", disguised, true},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header[tc.name] = []string{"v"}
+		got := badRequest(r, forward.Forwarding{Underscores: tc.action})
+		if _, kept := r.Header[tc.name]; got != tc.want || kept != tc.kept {
+			t.Errorf("%q under %q: %q, kept %v; want %q, kept %v", tc.name, tc.action, got, kept, tc.want, tc.kept)
+		}
+	}
+}
+
+// TestPrefetchBody: the start of a chunked body is read ahead, and given
+// back in one read (not its first byte alone); the body then reads whole,
+// an empty one is no body, and a malformed first chunk is refused.
+func TestPrefetchBody(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw string
 		ok        bool
 		body      string
 		noBody    bool
+		first     string // the first read
 	}{
-		{"a chunked body", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n", true, "helloabc", false},
-		{"an empty chunked body", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true, "", true},
-		{"a malformed first chunk", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n", false, "", false},
-		{"a body cut short", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", false, "", false},
-		{"a fixed length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", true, "abc", false},
+		{"a chunked body", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n", true, "helloabc", false, "helloabc"},
+		{"an empty chunked body", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true, "", true, ""},
+		{"a malformed first chunk", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n", false, "", false, ""},
+		{"a body cut short", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", false, "", false, ""},
+		{"a fixed length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", true, "abc", false, "abc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(tc.raw)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok := prefetchChunked(r); ok != tc.ok {
-				t.Fatalf("prefetchChunked = %v, want %v", ok, tc.ok)
+			if ok := prefetchBody(r); ok != tc.ok {
+				t.Fatalf("prefetchBody = %v, want %v", ok, tc.ok)
 			}
 			if !tc.ok {
 				return
@@ -215,7 +245,12 @@ func TestPrefetchChunked(t *testing.T) {
 			if (r.Body == http.NoBody) != tc.noBody {
 				t.Fatalf("body %T, no body %v", r.Body, tc.noBody)
 			}
-			b, err := io.ReadAll(r.Body)
+			buf := make([]byte, 64)
+			n, _ := r.Body.Read(buf)
+			if string(buf[:n]) != tc.first {
+				t.Fatalf("first read %q, want %q", buf[:n], tc.first)
+			}
+			b, err := io.ReadAll(io.MultiReader(bytes.NewReader(buf[:n]), r.Body))
 			if err != nil || string(b) != tc.body {
 				t.Fatalf("body %q %v, want %q", b, err, tc.body)
 			}
