@@ -62,6 +62,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 65536, FastPath: true,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
+		Limits:   Limits{ReplayBuffersBytes: DefaultReplayBuffersBytes},
 		Routes:   []Route{{PathPrefix: "/", Origin: "api"}},
 	}
 	o := DefaultOrigin()

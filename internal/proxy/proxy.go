@@ -41,6 +41,7 @@ import (
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/replay"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/tracing"
@@ -56,6 +57,9 @@ type Table struct {
 	Origins    map[string]*cluster.Origin
 	Forwarding forward.Forwarding
 	Tracer     *tracing.Tracer // nil: tracing is off
+	// Replays bounds all requests' replay buffers together
+	// (limits.replay_buffers_bytes); nil: no gateway-wide bound.
+	Replays *replay.Cap
 }
 
 // Route returns the origin for a request's method, host and path, and the
@@ -66,7 +70,7 @@ func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.K
 	if rt == nil {
 		return nil, k, false
 	}
-	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
+	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low, Retry: rt.Retry}
 	if k.Cost == 0 {
 		k.Class, k.Cost = -1, 1
 		if c, ok := t.Classes.Classify(method, path); ok {
@@ -164,6 +168,9 @@ type Stream struct {
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [4]hpack.HeaderField
+
+	body   replay.Body // the request body's kept copy, for a retry
+	duplex duplexBody  // a duplex body: kept until its exchange starts
 }
 
 // Serve serves one request routed by rt, answering it through c, and
@@ -192,7 +199,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	if reason == forward.None {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, c, trust)
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, c, trust, rt.Table.Replays)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -214,17 +221,22 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // acquires a stream (the origin's driver) and makes an exchange on it,
 // until one is delivered or the request is answered. It returns the status
 // delivered (499 when the client left), or the reason to answer with.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, c Client, trust bool) (int, forward.Reason) {
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, c Client, trust bool, replays *replay.Cap) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
 		s.Cookie, key, _ = o.NewCookie(s.Cookie)
 	}
 	req := c.Request(o, s)
-	replayable := req.Body == nil && req.Upgrade == "" && forward.Idempotent(in.Method)
+	pol := k.Retry
+	if pol == nil {
+		pol = o.Policy()
+	}
+	r := s.replay(in, req, pol, replays)
 	a := &s.attempt
-	o.Begin(a, ol, replayable, k.Cost, key)
+	o.Begin(a, ol, pol, r, k.Cost, key)
 	defer o.Finish(a, ol)
+	defer s.body.Release()
 	d, l := o.Driver(), ol.Index()
 	for {
 		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
@@ -233,9 +245,15 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 			if t := o.RequestTimeout(); t > 0 {
 				req.Deadline = time.Now().Add(t)
 			}
+			s.duplex.sent = true
 			status, step = s.x.Do(a, req, c)
 		}
 		s.Tr.EndAttempt(a, step)
+		if step == forward.Again {
+			if !s.again(ctx, a, pol) {
+				return 499, forward.None
+			}
+		}
 		switch step {
 		case forward.Delivered:
 			if status != 499 {
