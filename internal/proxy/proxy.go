@@ -169,8 +169,11 @@ type Stream struct {
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [4]hpack.HeaderField
 
-	body   replay.Body // the request body's kept copy, for a retry
-	duplex duplexBody  // a duplex body: kept until its exchange starts
+	// body is the request body's kept copy, for a retry (made on the
+	// first request with a body, then reused); bodyOn: this request has
+	// one.
+	body   *replay.Body
+	bodyOn bool
 }
 
 // Serve serves one request routed by rt, answering it through c, and
@@ -236,7 +239,7 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 	a := &s.attempt
 	o.Begin(a, ol, pol, r, k.Cost, key)
 	defer o.Finish(a, ol)
-	defer s.body.Release()
+	defer s.endBody()
 	d, l := o.Driver(), ol.Index()
 	for {
 		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
@@ -245,7 +248,9 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 			if t := o.RequestTimeout(); t > 0 {
 				req.Deadline = time.Now().Add(t)
 			}
-			s.duplex.sent = true
+			if s.bodyOn {
+				req.Body = s.body.Reader() // from the first byte, for this attempt only
+			}
 			status, step = s.x.Do(a, req, c)
 		}
 		s.Tr.EndAttempt(a, step)

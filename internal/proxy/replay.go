@@ -12,35 +12,38 @@ import (
 // request may be (forward.Replay) under pol. A request may be replayed
 // once sent when its method is idempotent and it asks no upgrade, or when
 // pol names an idempotency header and the request carries it. Its body,
-// if any, is read through s.body, which keeps up to retry.replay_buffer
-// bytes under the gateway-wide cap; a duplex body (one that streams while
-// the response does) keeps nothing, and counts as kept only until its
-// first exchange starts.
+// if any, is read by each attempt through s.body, which keeps up to
+// retry.replay_buffer bytes under the gateway-wide cap (package replay).
 func (s *Stream) replay(in *Inbound, req *exchange.Request, pol *forward.Policy, cap *replay.Cap) forward.Replay {
 	r := forward.Replay{Resend: req.Upgrade == "" && forward.Idempotent(in.Method)}
 	if !r.Resend && pol.IdempotencyHeader != "" {
 		_, r.Resend = in.Head.Value(pol.IdempotencyHeader, 0)
 	}
-	if req.Body == nil || req.Length == 0 {
+	s.bodyOn = req.Body != nil && req.Length != 0
+	if !s.bodyOn {
 		return r
 	}
-	if req.Duplex {
-		s.duplex.sent = false
-		r.Body = &s.duplex
-		return r
+	if s.body == nil {
+		s.body = new(replay.Body)
 	}
 	s.body.Reset(req.Body, pol.ReplayBuffer, cap)
-	req.Body = &s.body
-	r.Body = &s.body
+	r.Body = s.body
 	return r
 }
 
-// again readies the request's next attempt after a failed one: its body
-// from the start (the Attempt went Again only with the body kept), and the
-// backoff the Attempt drew, waited on the policy's clock. It returns false
-// when the client left during the wait.
+// endBody ends the request body's kept copy. One still read by a duplex
+// body's sender of an earlier attempt is left to it, and the next
+// request with a body takes a new one.
+func (s *Stream) endBody() {
+	if s.bodyOn && !s.body.Release() {
+		s.body = nil
+	}
+	s.bodyOn = false
+}
+
+// again waits the backoff the Attempt drew before its next attempt, on
+// the policy's clock. It returns false when the client left meanwhile.
 func (s *Stream) again(ctx context.Context, a *forward.Attempt, pol *forward.Policy) bool {
-	s.body.Rewind()
 	d := a.Backoff()
 	if d <= 0 {
 		return true
@@ -55,9 +58,3 @@ func (s *Stream) again(ctx context.Context, a *forward.Attempt, pol *forward.Pol
 		return false
 	}
 }
-
-// duplexBody is a duplex request body's forward.Rewinder: nothing of it is
-// kept, so it can be sent again only while no exchange has started.
-type duplexBody struct{ sent bool }
-
-func (d *duplexBody) Kept() bool { return !d.sent }

@@ -20,9 +20,14 @@
 //   - Buffers come from a pool and go back to it at Release.
 //   - Kept may be asked from another goroutine than the reader's (a duplex
 //     body's sender): it is atomic.
+//   - Each attempt reads through its own Reader; the Readers are
+//     serialised, and one of an earlier attempt reads nothing more
+//     (ErrStale), so two exchanges never share the body. Release never
+//     waits for a Reader blocked in the client's Read.
 package replay
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -87,27 +92,61 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, chunk); return &b }}
 const maxPooled = 1 << 20
 
 // Body is a request body with its kept copy. The zero value is unused;
-// Reset readies it for a request, Release ends it.
+// Reset readies it for a request, Release ends it. Each attempt reads it
+// through its own Reader, from the first byte: a Reader of an earlier
+// attempt (a duplex body's sender still at work) gets ErrStale, so that
+// two exchanges never share it.
 type Body struct {
+	mu       sync.Mutex // serialises the Readers
 	src      io.Reader
 	cap      *Cap
 	limit    int
 	buf      *[]byte // the kept bytes, nil before the first byte is kept
 	reserved int64   // of cap
-	pos      int     // the next kept byte a read after Rewind gives
+	pos      int     // the next kept byte the current Reader gives
+	gen      atomic.Uint32
+	started  uint32  // the gen of the Reader that read last
+	views    [4]view // Readers, by gen % 4
 	dropped  atomic.Bool
-	read     bool // a byte was read
+	reading  atomic.Bool // a Reader is in the client's Read
+	released atomic.Bool // Release ran: nothing more is kept
+}
+
+// ErrStale is what a Reader of an earlier attempt reads.
+var ErrStale = errors.New("replay: the request body is read by a later attempt")
+
+// view is one attempt's Reader.
+type view struct {
+	b   *Body
+	gen uint32
 }
 
 // Reset readies b for a request body src, keeping up to limit bytes under
 // cap (nil: no gateway-wide bound).
 func (b *Body) Reset(src io.Reader, limit int, cap *Cap) {
-	b.Release()
 	b.src, b.limit, b.cap = src, limit, cap
+	b.released.Store(false)
 }
 
-// Release gives b's buffer and reservation back; b reads nothing more.
-func (b *Body) Release() {
+// Release gives b's buffer and reservation back; its Readers read nothing
+// more. It never waits: when a Reader of an earlier attempt is in the
+// client's Read (a duplex body's sender), that Reader gives them back as
+// it returns, and Release reports false: b must not be reused (the caller
+// takes a new Body).
+func (b *Body) Release() (reusable bool) {
+	b.gen.Add(1)
+	b.released.Store(true)
+	if !b.mu.TryLock() {
+		return false
+	}
+	b.free()
+	b.released.Store(false)
+	b.mu.Unlock()
+	return true
+}
+
+// free gives the buffer and the reservation back; b.mu is held.
+func (b *Body) free() {
 	if b.buf != nil {
 		if cap(*b.buf) <= maxPooled {
 			*b.buf = (*b.buf)[:0]
@@ -116,34 +155,66 @@ func (b *Body) Release() {
 		b.buf = nil
 	}
 	b.unreserve()
-	b.src, b.cap, b.limit, b.pos, b.read = nil, nil, 0, 0, false
+	b.src, b.cap, b.limit, b.pos = nil, nil, 0, 0
 	b.dropped.Store(false)
 }
 
-// Kept reports whether every byte read so far is kept (forward.Rewinder):
-// true before any was read.
-func (b *Body) Kept() bool { return !b.dropped.Load() }
+// Kept reports whether every byte read so far is kept and no earlier
+// Reader is in the middle of reading the client's body
+// (forward.Rewinder): the body can be sent again from its start. True
+// before any was read.
+func (b *Body) Kept() bool { return !b.dropped.Load() && !b.reading.Load() }
 
-// Rewind makes the next reads start from the body's first byte again. It
-// must only be called while Kept.
-func (b *Body) Rewind() { b.pos = 0 }
+// Reader starts a reading of the body from its first byte, for one
+// attempt: the kept bytes, then the rest of the client's body. Every
+// earlier Reader is ended (ErrStale).
+func (b *Body) Reader() io.Reader {
+	g := b.gen.Add(1)
+	v := &b.views[g%uint32(len(b.views))]
+	v.b, v.gen = b, g
+	return v
+}
 
-// Read gives the kept bytes after a Rewind, then the client's body,
-// keeping what it reads.
-func (b *Body) Read(p []byte) (int, error) {
+// Read gives the kept bytes from the Reader's start, then the client's
+// body, keeping what it reads.
+func (v *view) Read(p []byte) (int, error) {
+	b := v.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch g := b.gen.Load(); {
+	case v.gen != g:
+		return 0, ErrStale
+	case v.gen != b.started: // this Reader's first read: from the first byte
+		b.pos, b.started = 0, g
+	}
 	if b.buf != nil && b.pos < len(*b.buf) {
 		k := copy(p, (*b.buf)[b.pos:])
 		b.pos += k
 		return k, nil
 	}
+	if b.src == nil {
+		return 0, ErrStale
+	}
+	b.reading.Store(true)
 	k, err := b.src.Read(p)
-	if k > 0 {
-		b.read = true
-		if !b.dropped.Load() {
-			b.keep(p[:k])
-		}
+	b.reading.Store(false)
+	if b.released.Load() { // the request ended during the read
+		b.free()
+		return k, ErrStale
+	}
+	if k > 0 && !b.dropped.Load() {
+		b.keep(p[:k])
 	}
 	return k, err
+}
+
+// Close closes the client's body when it can be closed (a duplex body's
+// writer that is cut).
+func (v *view) Close() error {
+	if c, ok := v.b.src.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // keep appends p to the kept bytes, or drops them all when they would go
@@ -184,15 +255,6 @@ func (b *Body) drop(why int) {
 		bufs.Put(b.buf)
 		b.buf = nil
 	}
-}
-
-// Close closes the client's body when it can be closed (a duplex body's
-// writer that is cut).
-func (b *Body) Close() error {
-	if c, ok := b.src.(io.Closer); ok {
-		return c.Close()
-	}
-	return nil
 }
 
 func (b *Body) unreserve() {
