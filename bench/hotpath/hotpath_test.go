@@ -263,6 +263,9 @@ func BenchmarkSerial(b *testing.B) {
 	b.Run("fast_slo", func(b *testing.B) {
 		benchSerial(b, true, "workload:\n  classes:\n    - {name: light, percent: 70, latency: 15ms, match: {path_prefix: /}, slo: {p99: 20ms}}\n    - {name: heavy, percent: 30, latency: 140ms}\n")
 	})
+	// fast_health_check: the origin has active health checks; the
+	// endpoint's live traffic makes its probes needless (skipped).
+	b.Run("fast_health_check", func(b *testing.B) { benchSerial(b, true, healthCheck) })
 	b.Run("fast_sticky", func(b *testing.B) {
 		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"header User-Agent\"}\n")
 	})

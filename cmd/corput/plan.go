@@ -13,7 +13,7 @@ func init() {
 
 // runPlan is `corput plan --origins N --gateways G --loops K [--subset S]
 // [--failures f] [--floor P] [--handshake-ms H] [--concurrency C]
-// [--h2-streams M] [--lifetime D] [--trials T] [--seed X] [--json]`.
+// [--h2-streams M] [--lifetime D] [--health-interval I] [--trials T] [--seed X] [--json]`.
 func runPlan(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("corput plan", stderr,
 		"usage: corput plan --origins N --gateways G --loops K [--subset S] [--failures f] [--floor P] [--handshake-ms H] [--concurrency C] [--json]",
@@ -33,6 +33,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&in.Concurrency, "concurrency", in.Concurrency, "peak in-flight requests per loop to the origin (h1 needs one connection each)")
 	fs.IntVar(&in.H2Streams, "h2-streams", in.H2Streams, "concurrent streams per h2 connection (SETTINGS_MAX_CONCURRENT_STREAMS)")
 	fs.DurationVar(&in.Lifetime, "lifetime", in.Lifetime, "pool.max_lifetime: every connection is re-made this often; 0 = never")
+	fs.DurationVar(&in.HealthInterval, "health-interval", in.HealthInterval, "health_check.interval: probes per endpoint per second are printed for it; 0 = no health checks")
 	fs.IntVar(&in.Trials, "trials", in.Trials, "random memberships the churn is averaged over (as corput subsets)")
 	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the memberships (as corput subsets)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")

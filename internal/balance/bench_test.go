@@ -65,6 +65,31 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkPickChecked is Pick and a successful Done with active health
+// checks configured: the live-failure hook set, one endpoint in 50
+// ejected by its checks, and every Done recording its live outcome for
+// them (Endpoint.Live).
+func BenchmarkPickChecked(b *testing.B) {
+	for _, pol := range []Policy{LeastWork, PeakEWMA} {
+		b.Run(string(pol), func(b *testing.B) {
+			ms := members(50)
+			o, err := NewOrigin("bench", policyConfig(pol), ms, Options{Clock: clock.Real(), Rand: rng.New(1)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(o.Close)
+			o.OnLiveFailure(func(string) {})
+			o.SetChecked(ms[0].Address, false)
+			p := o.NewPicker(nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				ep, _ := p.Pick()
+				ep.Done(time.Millisecond, Success)
+			}
+		})
+	}
+}
+
 // BenchmarkPickParallel is Pick from every P at once on one loop's picker:
 // the lock-free path under contention.
 func BenchmarkPickParallel(b *testing.B) {

@@ -39,6 +39,8 @@ type Ticket struct {
 	// endpoint answers faster than its lagging mean every time, which the
 	// limit would read as room for more: its answers only lower the limit.
 	ramp bool
+	// probe: a health check's probe (Probe): End counts it for nothing.
+	probe bool
 }
 
 // unitTicket is what Pick counts: one unit of work, untimed.

@@ -87,6 +87,12 @@ type Endpoint struct {
 	loadAt atomic.Int64
 	hot    atomic.Bool
 
+	// The live requests' last outcomes, for the active health checks
+	// (Live): when the endpoint last answered one well, and last failed
+	// one (ns since the epoch + 1; 0: never).
+	okAt   atomic.Int64
+	failAt atomic.Int64
+
 	// Guarded by origin.mu.
 	zone        string
 	weight      int
@@ -97,6 +103,13 @@ type Endpoint struct {
 	gen         uint64
 	returnTimer clock.Timer
 	removed     bool
+	// down: the active health checks find the endpoint unhealthy
+	// (SetChecked). It is ejected, or failing while the cap is full, until
+	// they pass again.
+	down bool
+	// byCheck: the ejection in force is the health checks' (no timer), or
+	// a passive one whose time ran out while down.
+	byCheck bool
 }
 
 // Address returns the endpoint's host:port.
@@ -150,6 +163,9 @@ func (e *Endpoint) Done(latency time.Duration, out Outcome) { e.End(unitTicket, 
 // the request's work and pick instant, and teaches least_work the
 // endpoint's latency per unit of cost and its concurrency limit.
 func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
+	if t.probe {
+		return // a health check's probe: not a live request
+	}
 	e.active.Add(-1)
 	if t.counted {
 		e.origin.inflight.Add(-1)
@@ -177,12 +193,20 @@ func (e *Endpoint) End(t Ticket, latency time.Duration, out Outcome) {
 		}
 	}
 	if out == Success {
+		e.okAt.Store(now + 1)
 		if e.consecutive.Load() != 0 && e.consecutive.Swap(0) >= tn.prm.failures && e.state.Load() == failing {
 			o.recovered(e)
 		}
 		return
 	}
-	if e.consecutive.Add(1) >= tn.prm.failures {
+	e.failAt.Store(now + 1)
+	n := e.consecutive.Add(1)
+	if n == 1 {
+		if h := o.onFail.Load(); h != nil {
+			(*h)(e.addr) // the active health checks probe it sooner
+		}
+	}
+	if n >= tn.prm.failures {
 		// A failing endpoint (cap full) is ejected at its next failure
 		// once an ejection slot is free; until then it costs no lock.
 		if st := e.state.Load(); st == healthy || (st == failing && o.room.Load()) {
@@ -219,6 +243,61 @@ type EndpointStatus struct {
 	EjectedUntil time.Time     `json:"ejected_until,omitzero"`
 	TimesEjected int           `json:"times_ejected"`
 	Failing      bool          `json:"failing"` // failed consecutive_5xx times, not ejected because of the cap
+	// EjectedBy is what keeps the endpoint out of service (ejected, or
+	// failing while the cap is full): ReasonConsecutive5xx (live
+	// requests) or ReasonHealthCheck; "" while in service.
+	EjectedBy string `json:"ejected_by,omitempty"`
+	// HealthSource and Check are the active health checks' view (package
+	// health fills them; empty without health_check): what decided the
+	// endpoint's health last — "passive" (live requests' failures),
+	// "probe" (a health check), "live_traffic" (live requests answered
+	// well, so no probe was needed), "none" (nothing yet: an endpoint is
+	// taken as healthy until shown otherwise).
+	HealthSource string     `json:"health_source,omitempty"`
+	Check        *CheckView `json:"health_check,omitempty"`
+}
+
+// CheckView is what the admin API shows of an endpoint's active health
+// check (package health fills it).
+type CheckView struct {
+	State      string    `json:"state"` // unknown, healthy or unhealthy
+	LastProbe  time.Time `json:"last_probe,omitzero"`
+	LastResult string    `json:"last_result,omitempty"` // pass, or why the probe failed
+	Probes     uint64    `json:"probes"`
+	Skipped    uint64    `json:"skipped"`
+}
+
+// Live returns when the endpoint last answered a live request well and
+// when it last failed one (a 5xx or a connection failure); zero: never.
+// Health checks' probes do not count (Probe). Two atomic loads.
+func (e *Endpoint) Live() (ok, fail time.Time) {
+	o := e.origin
+	at := func(v int64) time.Time {
+		if v == 0 {
+			return time.Time{}
+		}
+		return o.epoch.Add(time.Duration(v - 1))
+	}
+	return at(e.okAt.Load()), at(e.failAt.Load())
+}
+
+// Probe is a forward.Picker that offers one endpoint, for an active health
+// check's probe: the probe runs the request flow (admission, a stream of
+// the pool, the exchange) but counts for nothing in the balancer — no
+// latency, no failure run, no request in flight, no live outcome (Live).
+type Probe struct{ e *Endpoint }
+
+// NewProbe is the Probe of e.
+func NewProbe(e *Endpoint) Probe { return Probe{e} }
+
+// PickKeyed offers the endpoint.
+func (p Probe) PickKeyed(float64, Key) (*Endpoint, Ticket, error) {
+	return p.e, Ticket{at: -1, probe: true}, nil
+}
+
+// PickKeyedAvoiding offers nothing: a probe is not retried elsewhere.
+func (p Probe) PickKeyedAvoiding([]*Endpoint, float64, Key) (*Endpoint, Ticket, error) {
+	return nil, Ticket{}, ErrAllTried
 }
 
 // Status returns the endpoint's state now.
@@ -247,9 +326,18 @@ func (e *Endpoint) statusLocked(now int64) EndpointStatus {
 	switch e.state.Load() {
 	case ejected:
 		s.Ejected = true
-		s.EjectedUntil = o.epoch.Add(time.Duration(e.until))
+		s.EjectedBy = ReasonConsecutive5xx
+		if e.byCheck {
+			s.EjectedBy = ReasonHealthCheck // until the checks pass
+		} else {
+			s.EjectedUntil = o.epoch.Add(time.Duration(e.until))
+		}
 	case failing:
 		s.Failing = true
+		s.EjectedBy = ReasonConsecutive5xx
+		if e.down {
+			s.EjectedBy = ReasonHealthCheck
+		}
 	}
 	return s
 }

@@ -27,6 +27,10 @@ type Observer interface {
 // failures (the reason label of corput_outlier_ejections_total).
 const ReasonConsecutive5xx = "consecutive_5xx"
 
+// ReasonHealthCheck is the ejection reason for an endpoint that failed its
+// active health checks (SetChecked): it lasts until they pass again.
+const ReasonHealthCheck = "health_check"
+
 // NopObserver ignores every event. Embed it to implement part of Observer.
 type NopObserver struct{}
 

@@ -42,6 +42,9 @@ type Origin struct {
 	// across every loop: the m of the sticky policies' bounded load. Other
 	// policies, and Pick/Done, do not count (Ticket.counted).
 	inflight atomic.Int64
+	// onFail hears the first failure of an endpoint's run of live
+	// failures (OnLiveFailure); nil: nobody.
+	onFail atomic.Pointer[func(addr string)]
 
 	mu        sync.Mutex // guards following, and Endpoint fields marked so
 	list      []*Endpoint
@@ -268,7 +271,7 @@ func (o *Origin) failed(e *Endpoint) {
 func (o *Origin) recovered(e *Endpoint) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if e.removed || e.state.Load() != failing || e.consecutive.Load() >= o.t().prm.failures {
+	if e.removed || e.down || e.state.Load() != failing || e.consecutive.Load() >= o.t().prm.failures {
 		return
 	}
 	e.state.Store(healthy)
@@ -284,6 +287,7 @@ func (o *Origin) ejectLocked(e *Endpoint, now int64) {
 		d = min(od.BaseEjectionTime*time.Duration(e.times), od.MaxEjectionTime)
 	}
 	e.until = now + int64(d)
+	e.byCheck = false
 	e.state.Store(ejected)
 	o.nEjected++
 	e.gen++
@@ -302,7 +306,21 @@ func (o *Origin) restore(e *Endpoint, gen uint64) {
 	if o.closed || e.removed || e.gen != gen || e.state.Load() != ejected {
 		return
 	}
+	if e.down {
+		// The health checks still fail it: it returns when they pass
+		// (SetChecked), not before.
+		e.returnTimer, e.byCheck = nil, true
+		return
+	}
+	o.returnLocked(e)
+}
+
+// returnLocked puts an ejected endpoint back in service: its failure run
+// starts from zero and it re-enters slow start. A failing endpoint the
+// health checks hold down takes the freed slot.
+func (o *Origin) returnLocked(e *Endpoint) {
 	now := o.nowNs()
+	e.byCheck = false
 	e.state.Store(healthy)
 	e.consecutive.Store(0)
 	e.returnTimer = nil
@@ -312,6 +330,95 @@ func (o *Origin) restore(e *Endpoint, gen uint64) {
 		e.rampLimit.Store(e.limit.Load())
 	}
 	o.nEjected--
+	o.obs.EjectedCount(o.nEjected)
+	for _, f := range o.list {
+		if f.down && f.state.Load() == failing {
+			o.checkEjectLocked(f)
+			break
+		}
+	}
+	o.refreshLocked()
+}
+
+// OnLiveFailure sets f to hear the first failure of every run of live
+// failures of an endpoint (a 5xx or a connection failure after a success):
+// the active health checks probe it sooner. f runs on the request path:
+// it must be quick and must not block.
+func (o *Origin) OnLiveFailure(f func(addr string)) {
+	if f == nil {
+		o.onFail.Store(nil)
+		return
+	}
+	o.onFail.Store(&f)
+}
+
+// SetChecked records the active health checks' verdict on addr (package
+// health calls it when an endpoint crosses unhealthy_threshold or
+// healthy_threshold). It combines with passive ejection by one rule: an
+// endpoint is in service only when neither holds it out.
+//
+//   - Unhealthy: the endpoint is ejected like a passive ejection, within
+//     the same max_ejection_percent cap (when the cap is full it is
+//     failing: in service, but unhealthy for panic, and ejected when a
+//     slot frees), with no timer: it stays out until the checks pass. An
+//     endpoint already ejected by live failures stays so; when its time is
+//     up it stays out while the checks fail.
+//   - Healthy: an endpoint the checks alone held out returns at once,
+//     through slow start. A passive ejection still running keeps its full
+//     time: a passing probe never shortens it.
+//
+// It reports whether the endpoint's state changed.
+func (o *Origin) SetChecked(addr string, up bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.byAddr[addr]
+	if e == nil || o.closed || e.down == !up {
+		return false
+	}
+	e.down = !up
+	st := e.state.Load()
+	if !up {
+		if st != ejected {
+			o.checkEjectLocked(e)
+		}
+		return true
+	}
+	switch {
+	case st == ejected && e.byCheck:
+		o.returnLocked(e)
+	case st == failing && e.consecutive.Load() < o.t().prm.failures:
+		e.state.Store(healthy)
+		o.nFailing--
+		o.reassessLocked()
+	}
+	return true
+}
+
+// checkEjectLocked ejects an endpoint its health checks fail, or marks it
+// failing when the cap is full.
+func (o *Origin) checkEjectLocked(e *Endpoint) {
+	st := e.state.Load()
+	if o.nEjected >= o.maxEjectLocked() {
+		if st == healthy {
+			e.state.Store(failing)
+			o.nFailing++
+			o.reassessLocked()
+		}
+		return
+	}
+	if st == failing {
+		o.nFailing--
+	}
+	if e.returnTimer != nil {
+		e.returnTimer.Stop()
+		e.returnTimer = nil
+	}
+	e.state.Store(ejected)
+	e.byCheck = true
+	e.until = o.nowNs()
+	e.gen++
+	o.nEjected++
+	o.obs.Ejected(e.addr, ReasonHealthCheck, 0)
 	o.obs.EjectedCount(o.nEjected)
 	o.refreshLocked()
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/corput/corput/internal/discovery"
 	"github.com/corput/corput/internal/dispatch"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/health"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/slo"
@@ -83,6 +84,9 @@ type Origin struct {
 	m     originMetrics
 	slo   atomic.Pointer[slo.Monitor] // nil until the configuration has a workload
 	drv   *dispatch.Driver            // places its requests on loops and acquires their streams
+	// health probes the endpoints of the gateway's subsets (health_check;
+	// idle without one), once per gateway: package health.
+	health *health.Checker
 
 	// Read by requests without a lock; replaced whole by Reconfigure.
 	conf       atomic.Pointer[config.Origin]
@@ -245,9 +249,44 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 		ol.pools.Store(&pools)
 		o.loops = append(o.loops, ol)
 	}
+	o.health = health.New(health.Env{Origin: oc.Name, Clock: env.Clock, Seed: env.Seed, Log: env.Log,
+		Metrics: env.Metrics, Balance: o.bal, Pools: o})
+	o.health.Configure(oc)
+	o.syncHealthLocked(homes)
 	o.SetWorkload(env.Workload)
 	return o, nil
 }
+
+// syncHealthLocked gives the health checks the endpoints of the gateway's
+// subsets: the keys of homes (subset.Snapshot.Homes), the union of its
+// loops' subsets. Called with o.mu held (or before the origin is shared).
+func (o *Origin) syncHealthLocked(homes map[string]int) {
+	addrs := make([]string, 0, len(homes))
+	for a := range homes {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	o.health.Sync(addrs)
+}
+
+// ProbePool is the pool a health check's probe of addr takes its stream
+// from (health.Pools): addr's home loop's, else any loop's that holds
+// one; and whether the origin's connections may carry many streams.
+func (o *Origin) ProbePool(addr string) (*pool.Pool, bool) {
+	mux := multiplexes(o.conf.Load())
+	if p := o.drv.Home(addr); p != nil {
+		return p, mux
+	}
+	for _, ol := range o.loops {
+		if p, ok := (*ol.pools.Load())[addr]; ok {
+			return p, mux
+		}
+	}
+	return nil, mux
+}
+
+// Health is the origin's health checker.
+func (o *Origin) Health() *health.Checker { return o.health }
 
 // newPlacement builds the subset placement of the configured algorithm
 // (ringsteady by default; "none" gives every loop every endpoint) for a
@@ -584,6 +623,7 @@ func (o *Origin) resubsetLocked() error {
 		ol.pools.Store(&pools)
 		ol.picker.SetSubset(next)
 	}
+	o.syncHealthLocked(homes)
 	return nil
 }
 
@@ -639,6 +679,7 @@ func (o *Origin) Close() {
 	o.mu.Lock() // waits for an apply in progress, whose pools are closed below
 	o.closed = true
 	o.mu.Unlock()
+	o.health.Close() // its probes in flight end before their pools close
 	for _, ol := range o.loops {
 		ol.picker.Close()
 		for _, p := range *ol.pools.Load() {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corput/corput/internal/balance"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/telemetry"
@@ -23,6 +24,7 @@ type originMetrics struct {
 	zoneLocal   prometheus.Counter
 	zoneRemote  prometheus.Counter
 	ejections   prometheus.Counter
+	checkEject  prometheus.Counter // ejections by the active health checks
 	membership  prometheus.Counter
 	stale       prometheus.Counter // requests sent again after a stale connection (forward.Stale)
 	unsent      prometheus.Counter // retries after nothing was sent
@@ -39,6 +41,7 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 		zoneLocal:   m.ZoneRequests.WithLabelValues(name, "local"),
 		zoneRemote:  m.ZoneRequests.WithLabelValues(name, "remote"),
 		ejections:   m.OutlierEjections.WithLabelValues(name, telemetry.EjectConsecutive5xx),
+		checkEject:  m.OutlierEjections.WithLabelValues(name, telemetry.EjectHealthCheck),
 		membership:  m.MembershipChanges.WithLabelValues(name),
 		stale:       m.StaleRetries.WithLabelValues(name),
 		unsent:      m.Retries.WithLabelValues(name, telemetry.RetryUnsent),
@@ -117,8 +120,14 @@ func (p *poolObserver) AcquireWait(d time.Duration, _ error)            { p.m.ac
 // balanceObserver feeds an origin's balancing events into the metrics.
 type balanceObserver struct{ m *originMetrics }
 
-func (b *balanceObserver) Ejected(string, string, time.Duration) { b.m.ejections.Inc() }
-func (b *balanceObserver) EjectedCount(n int)                    { b.m.ejected.Set(float64(n)) }
+func (b *balanceObserver) Ejected(_, reason string, _ time.Duration) {
+	if reason == balance.ReasonHealthCheck {
+		b.m.checkEject.Inc()
+		return
+	}
+	b.m.ejections.Inc()
+}
+func (b *balanceObserver) EjectedCount(n int) { b.m.ejected.Set(float64(n)) }
 func (b *balanceObserver) PanicMode(on bool) {
 	if on {
 		b.m.panic.Set(1)

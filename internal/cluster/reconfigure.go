@@ -171,6 +171,7 @@ func (c *Change) Commit() error {
 		}
 	}
 	o.conf.Store(c.oc)
+	o.health.Configure(c.oc)
 	o.drv.SetMultiplexes(multiplexes(c.oc))
 	o.keys.Store(keySource(c.oc))
 	if c.fleet != nil {

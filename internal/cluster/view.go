@@ -76,6 +76,7 @@ func (o *Origin) View() OriginView {
 	}
 	v.Subsets = o.placement.Snapshot().Subsets()
 	v.ZoneSpill, v.SLO = o.bal.ZoneSpilling(), o.SLOView()
+	o.health.Fill(v.Endpoints)
 	subsets := make([][]string, len(o.loops))
 	for i, ol := range o.loops {
 		subsets[i] = append([]string(nil), ol.subset...)

@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,6 +278,52 @@ type Origin struct {
 	Retry                 Retry         `yaml:"retry"`
 	Timeouts              Timeouts      `yaml:"timeouts"`
 	SLO                   *SLO          `yaml:"slo"` // nil: no latency target declared
+	// HealthCheck probes the endpoints this gateway uses (additive; nil:
+	// passive detection only). See package health.
+	HealthCheck *HealthCheck `yaml:"health_check"`
+}
+
+// HealthCheck is an origin's active health check: a probe per endpoint
+// of the gateway's subsets every Interval (+ up to Jitter), skipped
+// while live traffic proves the endpoint healthy (package health).
+type HealthCheck struct {
+	Path   string `yaml:"path"`   // the probe's target; default /healthz
+	Method string `yaml:"method"` // GET or HEAD; default GET
+	// ExpectedStatuses are the statuses that pass; empty: 200–399.
+	ExpectedStatuses []int         `yaml:"expected_statuses"`
+	Interval         time.Duration `yaml:"interval"` // between probes of one endpoint; default 5s
+	Jitter           time.Duration `yaml:"jitter"`   // a random extra delay up to this, per probe; default 500ms
+	Timeout          time.Duration `yaml:"timeout"`  // a probe without an answer by then fails; default 1s
+	// UnhealthyThreshold failed probes in a row mark an endpoint
+	// unhealthy; HealthyThreshold passing ones mark it healthy again.
+	UnhealthyThreshold int `yaml:"unhealthy_threshold"` // default 3
+	HealthyThreshold   int `yaml:"healthy_threshold"`   // default 2
+	// GRPC, when set, probes with the gRPC health protocol
+	// (grpc.health.v1.Health/Check) instead of an HTTP request.
+	GRPC *GRPCHealthCheck `yaml:"grpc"`
+}
+
+// GRPCHealthCheck is the gRPC variant of a health check.
+type GRPCHealthCheck struct {
+	Service string `yaml:"service"` // the service asked about; "" is the server's overall health
+}
+
+// DefaultHealthCheck is a health_check block with every key at its
+// default.
+func DefaultHealthCheck() HealthCheck {
+	return HealthCheck{Path: "/healthz", Method: "GET", Interval: 5 * time.Second, Jitter: 500 * time.Millisecond,
+		Timeout: time.Second, UnhealthyThreshold: 3, HealthyThreshold: 2}
+}
+
+func (h *HealthCheck) setDefaults() { *h = DefaultHealthCheck() }
+
+// Passes reports whether a probe's status passes: one of
+// ExpectedStatuses, or 200–399 when it lists none.
+func (h *HealthCheck) Passes(status int) bool {
+	if len(h.ExpectedStatuses) == 0 {
+		return status >= 200 && status < 400
+	}
+	return slices.Contains(h.ExpectedStatuses, status)
 }
 
 // Protocol is the upstream wire protocol.

@@ -423,3 +423,31 @@ origins:
 		t.Errorf("admin: %#v", r["admin"])
 	}
 }
+
+// TestHealthCheckDefaults: an empty health_check block takes every default,
+// and a key given keeps the others' defaults.
+func TestHealthCheckDefaults(t *testing.T) {
+	cfg := mustParse(t, "routes: [{origin: api}]\norigins:\n  - name: api\n    protocol: h2c\n    endpoints: [{address: 127.0.0.1:9001}]\n    health_check: {interval: 2s, grpc: {service: pay}}\n")
+	h := cfg.Origins[0].HealthCheck
+	want := DefaultHealthCheck()
+	want.Interval, want.GRPC = 2*time.Second, &GRPCHealthCheck{Service: "pay"}
+	if !reflect.DeepEqual(*h, want) {
+		t.Fatalf("health_check = %+v; want %+v", *h, want)
+	}
+	if want := (HealthCheck{Path: "/healthz", Method: "GET", Interval: 5 * time.Second, Jitter: 500 * time.Millisecond,
+		Timeout: time.Second, UnhealthyThreshold: 3, HealthyThreshold: 2}); !reflect.DeepEqual(DefaultHealthCheck(), want) {
+		t.Fatalf("defaults moved: %+v", DefaultHealthCheck())
+	}
+	if mustParse(t, minimal).Origins[0].HealthCheck != nil {
+		t.Fatal("an origin without the block has a health check")
+	}
+	for s, pass := range map[int]bool{200: true, 302: true, 399: true, 400: false, 500: false, 199: false} {
+		if got := h.Passes(s); got != pass {
+			t.Errorf("Passes(%d) = %v with no expected_statuses", s, got)
+		}
+	}
+	h.ExpectedStatuses = []int{204}
+	if h.Passes(200) || !h.Passes(204) {
+		t.Error("expected_statuses [204]: only 204 passes")
+	}
+}

@@ -358,6 +358,27 @@ func TestDiagnostics(t *testing.T) {
 		{"cookie path", origin("balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {path: pay}}"),
 			[]want{{"origins[0].balancer.cookie.path", "", `"pay" is not a cookie path; write one that starts with /`, 0}}},
 
+		// Active health checks.
+		{"health check path", origin("health_check: {path: healthz}"),
+			[]want{{"origins[0].health_check.path", "", `"healthz" is not a request target; write an absolute path such as /healthz`, 5}}},
+		{"health check method", origin("health_check:\n  method: POST"),
+			[]want{{"origins[0].health_check.method", "", `"POST": use GET or HEAD`, 6}}},
+		{"health check status", origin("health_check: {expected_statuses: [200, 42]}"),
+			[]want{{"origins[0].health_check.expected_statuses[1]", "", "42 is not an HTTP status; use 100 to 599", 5}}},
+		{"health check interval", origin("health_check: {interval: 0s}"),
+			[]want{{"origins[0].health_check.interval", "", "0s must be positive, e.g. 5s", 5}}},
+		{"health check jitter above interval", origin("health_check: {interval: 1s, jitter: 2s}"),
+			[]want{{"origins[0].health_check.jitter", "", "2s is longer than interval (1s); use at most the interval", 5}}},
+		{"health check timeout above interval", origin("health_check: {interval: 1s, timeout: 3s}"),
+			[]want{{"origins[0].health_check.timeout", "", "3s is longer than interval (1s); use at most the interval", 5}}},
+		{"health check thresholds", origin("health_check: {unhealthy_threshold: 0, healthy_threshold: 101}"),
+			[]want{
+				{"origins[0].health_check.healthy_threshold", "", "101 is out of range; use 1 to 100 (2 is the default)", 5},
+				{"origins[0].health_check.unhealthy_threshold", "", "0 is out of range; use 1 to 100 (3 is the default)", 5},
+			}},
+		{"grpc health check over HTTP/1.1", origin("health_check:\n  grpc: {service: pay}"),
+			[]want{{"origins[0].health_check.grpc", "", "the gRPC health protocol needs HTTP/2, and protocol auto over plaintext may not give it; set protocol: h2c", 6}}},
+
 		// Whole-file problems.
 		{"empty file", "", []want{{"", "", "the file is empty", 0}}},
 		{"comments only", "# nothing\n", []want{{"", "", "the file is empty", 0}}},

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -318,6 +319,49 @@ func (o *Origin) check(r *reporter, p string, limits Limits) {
 	if o.SLO != nil {
 		o.SLO.check(r, p+".slo")
 	}
+	if o.HealthCheck != nil {
+		o.checkHealthCheck(r, p+".health_check")
+	}
+}
+
+// checkHealthCheck covers the health_check block.
+func (o *Origin) checkHealthCheck(r *reporter, p string) {
+	h := o.HealthCheck
+	if !strings.HasPrefix(h.Path, "/") || strings.ContainsAny(h.Path, " \t\r\n") {
+		r.errorf(p+".path", "%q is not a request target; write an absolute path such as /healthz", h.Path)
+	}
+	if h.Method != "GET" && h.Method != "HEAD" {
+		r.errorf(p+".method", "%q: use GET or HEAD (a probe must be safe to repeat)", h.Method)
+	}
+	for i, s := range h.ExpectedStatuses {
+		if s < 100 || s > 599 {
+			r.errorf(fmt.Sprintf("%s.expected_statuses[%d]", p, i), "%d is not an HTTP status; use 100 to 599, e.g. [200, 204]", s)
+		}
+	}
+	intervalOK := checkPositive(r, p+".interval", h.Interval, "5s")
+	if checkNonNegative(r, p+".jitter", h.Jitter, "500ms") && intervalOK && h.Jitter > h.Interval {
+		r.errorf(p+".jitter", "%v is longer than interval (%v); use at most the interval, a tenth of it is usual", h.Jitter, h.Interval)
+	}
+	if checkPositive(r, p+".timeout", h.Timeout, "1s") && intervalOK && h.Timeout > h.Interval {
+		r.errorf(p+".timeout", "%v is longer than interval (%v); use at most the interval, so one probe ends before the next is due", h.Timeout, h.Interval)
+	}
+	checkRange(r, p+".unhealthy_threshold", h.UnhealthyThreshold, 1, 100, "3 is the default")
+	checkRange(r, p+".healthy_threshold", h.HealthyThreshold, 1, 100, "2 is the default")
+	if h.GRPC != nil && !multiplexed(o) {
+		r.errorf(p+".grpc", "the gRPC health protocol needs HTTP/2, and protocol %s over %s may not give it; set protocol: h2c (plaintext) or h2 (with tls)", o.Protocol, tlsWord(o))
+	}
+}
+
+// multiplexed reports whether o's connections speak HTTP/2 for sure.
+func multiplexed(o *Origin) bool {
+	return o.Protocol == ProtocolH2C || (o.Protocol == ProtocolH2 && o.TLS != nil)
+}
+
+func tlsWord(o *Origin) string {
+	if o.TLS != nil {
+		return "TLS"
+	}
+	return "plaintext"
 }
 
 func (o *Origin) checkProtocol(r *reporter, p string) {

@@ -3,6 +3,7 @@ package forward
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Reason is why the gateway answered a request itself: the value of
@@ -109,4 +110,68 @@ func (r Reason) Raw() []byte {
 	body := r.Body()
 	b = append(b, "Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body...)
 	return b
+}
+
+// GRPC reports whether a request's Content-Type is gRPC's
+// (application/grpc, application/grpc+proto, application/grpc;...), whose
+// client is answered in gRPC's terms (GRPCFields). gRPC-Web
+// (application/grpc-web...) is not: its clients read the HTTP status.
+func GRPC(contentType []byte) bool {
+	const t = "application/grpc"
+	if len(contentType) < len(t) || !strings.EqualFold(string(contentType[:len(t)]), t) {
+		return false
+	}
+	return len(contentType) == len(t) || contentType[len(t)] == '+' || contentType[len(t)] == ';'
+}
+
+// GRPCCode is the gRPC status code a gRPC client is answered with for the
+// reason: a time limit that ran out is DEADLINE_EXCEEDED (4), a body over
+// its limit RESOURCE_EXHAUSTED (8), and the rest follow gRPC's mapping of
+// an HTTP status to a code (doc/http-grpc-status-mapping.md): 400
+// INTERNAL (13), 401 UNAUTHENTICATED (16), 403 PERMISSION_DENIED (7), 404
+// UNIMPLEMENTED (12), 429, 502 and 503 UNAVAILABLE (14), anything else
+// UNKNOWN (2); gRPC's table has 504 UNAVAILABLE too, but the gateway's 504
+// is its own time limit. It goes by the reason's status, so a reason added
+// later gets a code without a row here.
+func (r Reason) GRPCCode() uint32 { return grpcCodeOf(r.Status()) }
+
+// grpcCodeOf is GRPCCode's mapping of the gateway's statuses.
+func grpcCodeOf(status int) uint32 {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return 4 // DEADLINE_EXCEEDED: the gateway's time limits
+	case http.StatusRequestEntityTooLarge:
+		return 8 // RESOURCE_EXHAUSTED
+	case http.StatusBadRequest:
+		return 13 // INTERNAL
+	case http.StatusUnauthorized:
+		return 16 // UNAUTHENTICATED
+	case http.StatusForbidden:
+		return 7 // PERMISSION_DENIED
+	case http.StatusNotFound:
+		return 12 // UNIMPLEMENTED
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+		return 14 // UNAVAILABLE
+	}
+	return 2 // UNKNOWN
+}
+
+// GRPCMessage is the answer's grpc-message: the status text and the
+// reason, as the plain answer's body says them. It is printable ASCII
+// without '%', so it needs no percent-encoding.
+func (r Reason) GRPCMessage() string { return http.StatusText(r.Status()) + ": " + r.String() }
+
+// GRPCFields calls f with each header field of the gateway's answer to a
+// gRPC client: a trailers-only response (status 200, no body) whose
+// grpc-status and grpc-message say what the plain answer's status and body
+// say, with the same X-Corput-Error and Retry-After.
+func (r Reason) GRPCFields(f func(name, value string)) {
+	f("Cache-Control", "no-store")
+	f("Content-Type", "application/grpc")
+	f("Grpc-Status", strconv.FormatUint(uint64(r.GRPCCode()), 10))
+	f("Grpc-Message", r.GRPCMessage())
+	if r.Sheds() {
+		f("Retry-After", "1")
+	}
+	f("X-Corput-Error", r.String())
 }

@@ -41,21 +41,25 @@ type Input struct {
 	H2Streams    int           `json:"h2_streams"`    // concurrent streams one h2 connection carries
 	HandshakeMs  float64       `json:"handshake_ms"`  // CPU per TLS handshake, gateway and origin together
 	Lifetime     time.Duration `json:"lifetime_ns"`   // pool.max_lifetime: each connection is re-made this often
-	Trials       int           `json:"trials"`        // memberships subset.Compare averages churn over
-	Seed         uint64        `json:"seed"`          // seeds subset.Compare
+	// HealthInterval is health_check.interval: each gateway probes every
+	// endpoint its loops hold once per interval (0: no health checks).
+	HealthInterval time.Duration `json:"health_interval_ns"`
+	Trials         int           `json:"trials"` // memberships subset.Compare averages churn over
+	Seed           uint64        `json:"seed"`   // seeds subset.Compare
 }
 
 // Defaults are the planner's defaults. Trials and Seed are those of
 // `corput subsets`, so both commands measure the same memberships.
 var Defaults = Input{
-	Failures:     2,
-	FloorPercent: 80,
-	Concurrency:  64,
-	H2Streams:    100,
-	HandshakeMs:  2,
-	Lifetime:     10 * time.Minute,
-	Trials:       10,
-	Seed:         1,
+	Failures:       2,
+	FloorPercent:   80,
+	Concurrency:    64,
+	H2Streams:      100,
+	HandshakeMs:    2,
+	Lifetime:       10 * time.Minute,
+	HealthInterval: 5 * time.Second,
+	Trials:         10,
+	Seed:           1,
 }
 
 // withDefaults fills the optional fields whose zero means nothing: the
@@ -103,6 +107,8 @@ func (in Input) Validate() error {
 		return fmt.Errorf("--handshake-ms %g: must be zero or more", in.HandshakeMs)
 	case in.Lifetime < 0:
 		return fmt.Errorf("--lifetime %s: must be zero (never recycle) or more", in.Lifetime)
+	case in.HealthInterval < 0:
+		return fmt.Errorf("--health-interval %s: must be zero (no health checks) or more", in.HealthInterval)
 	}
 	return nil
 }
@@ -160,6 +166,19 @@ type Figures struct {
 	FleetDeploy    Conns   `json:"fleet_deploy"`             // connections re-made when every gateway restarts
 	RecyclePerSec  Conns   `json:"recycle_handshakes_per_s"` // fleet-wide, from Lifetime; 0 without one
 	SubsetSizeMean float64 `json:"subset_size_mean"`         // endpoints per loop
+	Probes         Probes  `json:"health_probes"`            // zero without HealthInterval
+}
+
+// Probes are the active health checks' probes at HealthInterval when no
+// live traffic makes them needless (the most they cost): a gateway probes
+// each endpoint of the union of its loops' subsets once per interval.
+// PerLoop is what probing once per loop (each loop its own subset) would
+// cost instead, for comparison.
+type Probes struct {
+	PerEndpointMean float64 `json:"per_endpoint_per_s_mean"`
+	PerEndpointMax  float64 `json:"per_endpoint_per_s_max"`
+	Fleet           float64 `json:"fleet_per_s"`
+	PerLoopMean     float64 `json:"per_loop_per_endpoint_per_s_mean"`
 }
 
 // Savings are what the plan saves against no subsetting, in handshake CPU
@@ -312,6 +331,7 @@ func recommend(cands []Candidate) int {
 type placed struct {
 	snap       *subset.Snapshot
 	pairs      int   // (loop, endpoint) pools, fleet-wide
+	holders    []int // per endpoint, the gateways whose loops hold it
 	perGateway Conns // the busiest gateway
 	fleet      Conns
 }
@@ -323,9 +343,16 @@ func placement(in Input, alg subset.Algorithm, addrs []string, size int) (placed
 	if err != nil {
 		return placed{}, fmt.Errorf("plan: place %s: %w", alg.Name(), err)
 	}
-	p := placed{snap: pl.Snapshot()}
+	p := placed{snap: pl.Snapshot(), holders: make([]int, len(addrs))}
+	index := make(map[string]int, len(addrs))
+	for i, a := range addrs {
+		index[a] = i
+	}
 	for g := range in.Gateways {
 		var gw Conns
+		for a := range p.snap.Homes(g) {
+			p.holders[index[a]]++
+		}
 		for l := range in.Loops {
 			n := len(p.snap.Members(g, l))
 			p.pairs += n
@@ -385,7 +412,27 @@ func figures(in Input, name string, p placed, ch subset.ChurnSet) Figures {
 	if in.Lifetime > 0 {
 		f.RecyclePerSec = p.fleet.scale(1 / in.Lifetime.Seconds())
 	}
+	if in.HealthInterval > 0 {
+		f.Probes = probes(in, p)
+	}
 	return f
+}
+
+// probes counts a placement's health-check probes per second.
+func probes(in Input, p placed) Probes {
+	per := 1 / in.HealthInterval.Seconds()
+	var sum, most int
+	for _, h := range p.holders {
+		sum += h
+		most = max(most, h)
+	}
+	n := float64(len(p.holders))
+	return Probes{
+		PerEndpointMean: float64(sum) / n * per,
+		PerEndpointMax:  float64(most) * per,
+		Fleet:           float64(sum) * per,
+		PerLoopMean:     float64(p.pairs) / n * per,
+	}
 }
 
 // savings compares the subsetting figures with the none baseline.

@@ -294,3 +294,35 @@ func TestRollout(t *testing.T) {
 			c.in.Gateways, c.in.Loops, c.in.Origins, p.Size, r.StatefulSetNew, r.ControlPlaneNew, r.ControlPlaneOthers)
 	}
 }
+
+// TestHealthProbesScaleWithTheSubset: 100 gateways × 16 loops × 800
+// endpoints at a 5 s interval — without subsetting every gateway probes
+// every endpoint (100 / 5 s = 20 per endpoint per second); with the
+// planned subsets each endpoint is probed only by the gateways that hold
+// it, once per gateway. No interval, no probes.
+func TestHealthProbesScaleWithTheSubset(t *testing.T) {
+	in := Defaults
+	in.Origins, in.Gateways, in.Loops, in.Trials = 800, 100, 16, 2
+	p, err := Make(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, none := p.Subsetting.Probes, p.None.Probes
+	t.Logf("probes per endpoint per second at 5 s: subset.size %d mean %.2f (max %.2f), none %.2f; fleet %.0f vs %.0f per s",
+		p.Size, sub.PerEndpointMean, sub.PerEndpointMax, none.PerEndpointMean, sub.Fleet, none.Fleet)
+	if none.PerEndpointMean != 20 || none.PerEndpointMax != 20 || none.Fleet != 16000 {
+		t.Fatalf("no subsetting: %+v; want 20 per endpoint per second, 16000 fleet-wide", none)
+	}
+	if sub.PerEndpointMean <= 0 || sub.PerEndpointMean > none.PerEndpointMean/2 || sub.PerEndpointMax > none.PerEndpointMax {
+		t.Fatalf("subsetting: %+v; want under half of no subsetting's %+v", sub, none)
+	}
+	// A gateway probes an endpoint once, however many of its loops hold
+	// it: never more than per loop.
+	if sub.PerEndpointMean > sub.PerLoopMean {
+		t.Fatalf("per gateway %.2f above per loop %.2f", sub.PerEndpointMean, sub.PerLoopMean)
+	}
+	in.HealthInterval = 0
+	if p, err = Make(in); err != nil || p.Subsetting.Probes != (Probes{}) {
+		t.Fatalf("no health checks: %+v, %v", p.Subsetting.Probes, err)
+	}
+}

@@ -101,6 +101,13 @@ func (p Plan) writeCosts(w io.Writer) {
 	if p.Input.Lifetime > 0 {
 		conns(fmt.Sprintf("recycling every %s, handshakes/s", p.Input.Lifetime), sub.RecyclePerSec, none.RecyclePerSec)
 	}
+	if iv := p.Input.HealthInterval; iv > 0 {
+		a, b := sub.Probes, none.Probes
+		line(fmt.Sprintf("health probes per endpoint per s, at %s", iv), num(a.PerEndpointMean), num(b.PerEndpointMean))
+		line("  the most probed endpoint", num(a.PerEndpointMax), num(b.PerEndpointMax))
+		line("  fleet-wide probes per s", num(a.Fleet), num(b.Fleet))
+		line("  probing once per loop instead", num(a.PerLoopMean), num(b.PerLoopMean))
+	}
 	r := p.Rollout
 	fmt.Fprintf(w, "\none gateway replaced by a rolling update (subset.size %d), pools opened:\n", p.Size)
 	fmt.Fprintf(w, "  StatefulSet (back at its ordinal)               %s at the new gateway, 0 at the others\n", num(r.StatefulSetNew))

@@ -36,3 +36,31 @@ func (s *Stream) Answer(c exchange.Client, reason forward.Reason, method string)
 	c.Flush()
 	return h.Status
 }
+
+// AnswerGRPC writes the gateway's own answer for reason to a gRPC client:
+// 200 with no body (Content-Length: 0; over HTTP/2 one HEADERS frame that
+// ends the stream, gRPC's trailers-only response) whose grpc-status and
+// grpc-message carry the reason (forward.Reason.GRPCFields). It returns
+// the reason's status, not 200: the request is counted, logged and traced
+// as the gateway's failure it is, whichever way it was told.
+func (s *Stream) AnswerGRPC(c exchange.Client, reason forward.Reason) int {
+	h := &s.ans
+	*h = exchange.Head{Status: http.StatusOK, Fields: s.ansFields[:0], Framing: exchange.Length}
+	reason.GRPCFields(func(name, value string) {
+		h.Fields = append(h.Fields, hpack.HeaderField{Name: name, Value: value})
+	})
+	if c.WriteHead(h) == nil {
+		c.End(nil, 0)
+		c.Flush()
+	}
+	return reason.Status()
+}
+
+// answer writes the gateway's own answer for reason to the request in: in
+// gRPC's terms to a gRPC client (AnswerGRPC), else Answer's.
+func (s *Stream) answer(c exchange.Client, reason forward.Reason, in *Inbound) int {
+	if ct, ok := in.Head.Value("content-type", 0); ok && forward.GRPC(ct) {
+		return s.AnswerGRPC(c, reason)
+	}
+	return s.Answer(c, reason, in.Method)
+}

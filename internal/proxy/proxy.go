@@ -22,7 +22,10 @@
 //   - The gateway's own answer (Answer) is the same bytes whichever path
 //     writes it: the reason's status, its fields (X-Corput-Error,
 //     Retry-After), its body and Content-Length, the body left out for a
-//     HEAD request.
+//     HEAD request. A gRPC client (Content-Type application/grpc, +proto,
+//     ...) gets it as gRPC's trailers-only answer instead: 200, no body,
+//     grpc-status and grpc-message from the reason, the same
+//     X-Corput-Error and Retry-After (AnswerGRPC).
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -167,7 +170,7 @@ type Stream struct {
 	Sent int64
 
 	ans       exchange.Head // the gateway's own answer (Answer)
-	ansFields [4]hpack.HeaderField
+	ansFields [6]hpack.HeaderField
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -206,7 +209,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
-		status = s.Answer(c, reason, in.Method)
+		status = s.answer(c, reason, in)
 	}
 	attempts := 0
 	if loop >= 0 {

@@ -152,16 +152,22 @@ func hello(t *testing.T) string {
 	}))
 }
 
-// TestGatewaysOwnAnswers: what the gateway answers itself — the reason's
-// status, its fields, its body and length (the length alone to HEAD) —
-// and the one count of each request.
-func TestGatewaysOwnAnswers(t *testing.T) {
+// downRig is a one-loop handler whose only route, host down.example, goes
+// to an origin that refuses connections and does not retry.
+func downRig(t *testing.T) *proxytest.Rig {
 	dead := proxytest.Dead(t)
-	r := proxytest.New(t, proxytest.Config{
+	return proxytest.New(t, proxytest.Config{
 		Origins: []proxytest.Origin{{Name: "down", Endpoints: []string{dead}, Edit: func(oc *config.Origin) { oc.Retry.On = nil }}},
 		Routes:  []route.Route{{Host: "down.example", Origin: "down"}},
 		Loops:   1,
 	})
+}
+
+// TestGatewaysOwnAnswers: what the gateway answers itself — the reason's
+// status, its fields, its body and length (the length alone to HEAD) —
+// and the one count of each request.
+func TestGatewaysOwnAnswers(t *testing.T) {
+	r := downRig(t)
 	for _, tc := range []struct {
 		name, method, host string
 		refuse             forward.Reason
@@ -210,6 +216,57 @@ func TestGatewaysOwnAnswers(t *testing.T) {
 			}
 			if got := r.Served(tc.class); got != before+1 {
 				t.Fatalf("%d requests counted %s, want %d", got, tc.class, before+1)
+			}
+		})
+	}
+}
+
+// TestGatewaysOwnAnswersToGRPCClients: a gRPC request (by its
+// Content-Type, gRPC-Web excluded) the gateway answers itself gets gRPC's
+// trailers-only answer — 200, no body, grpc-status and grpc-message from
+// the reason, X-Corput-Error and Retry-After as the plain answer has them —
+// and is counted under the reason's status.
+func TestGatewaysOwnAnswersToGRPCClients(t *testing.T) {
+	r := downRig(t)
+	for _, tc := range []struct {
+		name, host, contentType string
+		status                  int
+		grpcStatus              string
+		reason                  string
+		class                   string
+	}{
+		{"no route", "example.com", "application/grpc", 404, "12", "no_route", "4xx"},
+		{"no route, +proto", "example.com", "application/grpc+proto", 404, "12", "no_route", "4xx"},
+		{"connect failed", "down.example", "application/grpc", 502, "14", "connect_failed", "5xx"},
+		{"gRPC-Web gets the plain answer", "example.com", "application/grpc-web+proto", 404, "", "no_route", "4xx"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := r.Served(tc.class)
+			c := newClient("POST", "/grpc.testing.TestService/EmptyCall")
+			c.host = tc.host
+			c.header.Set("Content-Type", tc.contentType)
+			status := serve(r.Handler, c)
+			if status != tc.status {
+				t.Fatalf("Serve returned %d, want the reason's %d", status, tc.status)
+			}
+			if got := c.fields.Get("X-Corput-Error"); got != tc.reason {
+				t.Fatalf("X-Corput-Error %q, want %q", got, tc.reason)
+			}
+			if got := r.Served(tc.class); got != before+1 {
+				t.Fatalf("%d requests counted %s, want %d", got, tc.class, before+1)
+			}
+			if tc.grpcStatus == "" {
+				if c.head.Status != tc.status || c.fields.Get("Grpc-Status") != "" {
+					t.Fatalf("head %d grpc-status %q, want the plain %d", c.head.Status, c.fields.Get("Grpc-Status"), tc.status)
+				}
+				return
+			}
+			if c.head.Status != 200 || c.head.Length != 0 || c.head.Framing != exchange.Length || c.got.Len() != 0 || !c.ended {
+				t.Fatalf("head %d length %d framing %v body %q ended %v; want 200, no body", c.head.Status, c.head.Length, c.head.Framing, c.got.String(), c.ended)
+			}
+			want := http.StatusText(tc.status) + ": " + tc.reason
+			if c.fields.Get("Content-Type") != "application/grpc" || c.fields.Get("Grpc-Status") != tc.grpcStatus || c.fields.Get("Grpc-Message") != want {
+				t.Fatalf("fields %v; want application/grpc, grpc-status %s, grpc-message %q", c.fields, tc.grpcStatus, want)
 			}
 		})
 	}

@@ -59,6 +59,9 @@ type Metrics struct {
 	RequestDuration    *prometheus.HistogramVec // origin, code_class
 	OutlierEjections   *prometheus.CounterVec   // origin, reason
 	OutlierEjected     *prometheus.GaugeVec     // origin
+	HealthProbes       *prometheus.CounterVec   // origin, result: pass, fail (additive)
+	HealthSkipped      *prometheus.CounterVec   // origin, reason: live_traffic, pool_busy (additive)
+	HealthChanges      *prometheus.CounterVec   // origin, to: healthy, unhealthy (additive)
 	PanicMode          *prometheus.GaugeVec     // origin
 	ZoneRequests       *prometheus.CounterVec   // origin, locality
 	RequestsShed       *prometheus.CounterVec   // origin, reason
@@ -126,6 +129,12 @@ func New() *Metrics {
 		"Endpoints ejected by outlier detection.", "origin", "reason")
 	m.OutlierEjected = gauge("corput_outlier_ejected",
 		"Endpoints ejected now.", "origin")
+	m.HealthProbes = counter("corput_health_probes_total",
+		"Active health-check probes sent, by result.", "origin", "result")
+	m.HealthSkipped = counter("corput_health_probes_skipped_total",
+		"Health-check probes not sent: live traffic proved the endpoint healthy, or its pool had no connection a probe may take.", "origin", "reason")
+	m.HealthChanges = counter("corput_health_state_changes_total",
+		"Endpoints whose health-check state changed, by the state they entered.", "origin", "to")
 	m.PanicMode = gauge("corput_panic_mode",
 		"1 while the origin routes over all endpoints because too few are healthy.", "origin")
 	m.ZoneRequests = counter("corput_zone_requests_total",
@@ -185,7 +194,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
-		m.OutlierEjected, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
+		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
 		m.FleetInstance, m.FleetSize,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
@@ -260,6 +269,24 @@ var ShedReasons = func() []string {
 
 // EjectConsecutive5xx is the ejection reason for consecutive failures.
 const EjectConsecutive5xx = "consecutive_5xx"
+
+// EjectHealthCheck is the ejection reason for failed active health checks.
+const EjectHealthCheck = "health_check"
+
+// InitHealth creates the series of an origin's active health checks
+// (health_check), so that they read 0 before the first probe.
+func (m *Metrics) InitHealth(origin string) {
+	for _, r := range []string{"pass", "fail"} {
+		m.HealthProbes.WithLabelValues(origin, r)
+	}
+	for _, r := range []string{"live_traffic", "pool_busy"} {
+		m.HealthSkipped.WithLabelValues(origin, r)
+	}
+	for _, to := range []string{"healthy", "unhealthy"} {
+		m.HealthChanges.WithLabelValues(origin, to)
+	}
+	m.OutlierEjections.WithLabelValues(origin, EjectHealthCheck)
+}
 
 // InitOrigin creates the zero-valued series of one origin so that a scrape
 // shows every metric from the start (a Prometheus vector exports nothing

@@ -315,6 +315,16 @@ function drawRing(sec, o, view, use) {
   svg.append(el("text", { x: RING.cx, y: RING.cy + 32, "text-anchor": "middle" }, `gateway ${view.gateway}: ${hereLoops} loop·endpoint pairs`));
 }
 
+// healthCell is an endpoint's health source and its check's state
+// (health_check); "–" without checks.
+function healthCell(e) {
+  if (!e.health_source) return "–";
+  const c = e.health_check;
+  const cls = c && c.state === "unhealthy" ? "state ejected" : (e.health_source === "passive" ? "state failing" : "");
+  const title = c ? `check ${c.state} · ${c.probes} probes, ${c.skipped} skipped${c.last_result ? " · last: " + c.last_result : ""}` : "";
+  return el("span", { class: cls, title }, c ? `${e.health_source} · ${c.state}` : e.health_source);
+}
+
 function renderTable(sec, o, view, use) {
   const subsetOf = {}, indexOf = {};
   for (const e of (view && view.endpoints) || []) { subsetOf[e.address] = e.subset; indexOf[e.address] = e.index; }
@@ -326,8 +336,9 @@ function renderTable(sec, o, view, use) {
     const j = subsetOf[e.address];
     const eff = e.weight > 0 ? Math.max(0, Math.min(1, e.effective_weight / e.weight)) : 0;
     let st = el("span", { class: "state ok" }, "ok");
-    if (e.ejected) st = el("span", { class: "state ejected", title: `ejected ${e.times_ejected} time(s)` }, `ejected until ${new Date(e.ejected_until).toLocaleTimeString("en-GB")}`);
-    else if (e.failing) st = el("span", { class: "state failing" }, "failing (ejection cap)");
+    if (e.ejected && e.ejected_by === "health_check") st = el("span", { class: "state ejected", title: "out until its health checks pass" }, "ejected by health checks");
+    else if (e.ejected) st = el("span", { class: "state ejected", title: `ejected ${e.times_ejected} time(s)` }, `ejected until ${new Date(e.ejected_until).toLocaleTimeString("en-GB")}`);
+    else if (e.failing) st = el("span", { class: "state failing" }, `failing (ejection cap${e.ejected_by === "health_check" ? ", health checks" : ""})`);
     body.append(el("tr", { class: u ? "here" : "other", "data-address": e.address },
       el("td", {}, e.address),
       el("td", {}, e.zone || "–"),
@@ -338,14 +349,16 @@ function renderTable(sec, o, view, use) {
       el("td", { class: "num ewma" }, e.ewma_latency_ns ? (e.ewma_latency_ns / 1e6).toFixed(1) + " ms" : "–"),
       el("td", {}, el("span", { class: "bar" }, el("i", { style: `width:${(100 * eff).toFixed(0)}%` })), `${fmt(e.effective_weight)} / ${e.weight}`),
       el("td", { class: "num" }, u ? `${u.open} / ${u.idle} / ${u.busy}` : "–"),
-      el("td", {}, st)));
+      el("td", {}, st),
+      el("td", { class: "health" }, healthCell(e))));
   }
   const table = el("table", { class: "endpoints" },
     el("thead", {}, el("tr", {},
       el("th", {}, "endpoint"), el("th", {}, "zone"), el("th", {}, "subset"), el("th", { title: "loops of this gateway whose subset holds the endpoint" }, "loops"),
       el("th", { class: "num" }, "active"), el("th", { class: "num" }, "pending"), el("th", { class: "num" }, "EWMA"),
       el("th", { title: "slow-start weight now / configured weight" }, "weight"),
-      el("th", { class: "num", title: "connections open / idle / busy, summed over this gateway's loops" }, "pools o/i/b"), el("th", {}, "state"))),
+      el("th", { class: "num", title: "connections open / idle / busy, summed over this gateway's loops" }, "pools o/i/b"), el("th", {}, "state"),
+      el("th", { title: "what decided the endpoint's health last: probe (a health check), live_traffic (live requests answered well: no probe needed), passive (live failures), none" }, "health"))),
     body);
   const wrap = sec.querySelector(".table-wrap");
   wrap.replaceChildren(table);
