@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 
+	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/replay"
@@ -45,16 +46,5 @@ func (s *Stream) endBody() {
 // the policy's clock. It returns false when the client left meanwhile.
 func (s *Stream) again(ctx context.Context, a *forward.Attempt, pol *forward.Policy) bool {
 	d := a.Backoff()
-	if d <= 0 {
-		return true
-	}
-	done := make(chan struct{})
-	t := pol.Clock.AfterFunc(d, func() { close(done) })
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
+	return d <= 0 || clock.Sleep(ctx, pol.Clock, d)
 }
