@@ -129,43 +129,55 @@ func TestPOSTWhoseDialIsRefusedIsServedElsewhere(t *testing.T) {
 // 502 and reached the origins once; with the key, on a route that opts in,
 // it gets 200 and reached them twice with the same key and body bytes. On
 // a route that does not opt in, the key changes nothing. Both serving
-// paths.
+// paths, both upstream protocols (an HTTP/2 origin resets the stream).
 func TestSentPOSTIsReplayedOnlyWithAKey(t *testing.T) {
-	for _, p := range requestPaths {
-		t.Run(p.name, func(t *testing.T) {
-			var got arrivals
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if got.add(r) == 1 {
-					reset(w)
-				}
-			})
-			a, b := startBackend(t, testorigin.H1, h), startBackend(t, testorigin.H1, h)
-			keyed := ", retry: {idempotency_header: Idempotency-Key}"
-			for _, c := range []struct {
-				name, route, key string
-				status, arrivals int
-			}{
-				{"no key", keyed, "", 502, 1},
-				{"key", keyed, "k-123", 200, 2},
-				{"key, route does not opt in", "", "k-456", 502, 1},
-			} {
-				g := startGateway(t, replayConfig(p.top, c.route, "", a.addr, b.addr), nil, Options{Seed: 1})
-				body := payload(20_000)
-				id := p.name + "/" + c.name
-				status, reason := post(t, downstream(t, dsH1, nil), g.Addr(), id, c.key, body)
-				arr := got.of(id)
-				if status != c.status || len(arr) != c.arrivals {
-					t.Fatalf("%s: %d %s after %d arrivals; want %d after %d", c.name, status, reason, len(arr), c.status, c.arrivals)
-				}
-				for i, x := range arr {
-					if x.key != c.key || x.body != sha256.Sum256(body) {
-						t.Errorf("%s: arrival %d carried key %q and %d body bytes (digest match %v); want %q and the same bytes",
-							c.name, i+1, x.key, x.n, x.body == sha256.Sum256(body), c.key)
-					}
-				}
-				g.Shutdown(t.Context())
+	for _, up := range []struct {
+		name  string
+		proto testorigin.Proto
+		cfg   string
+	}{{"h1", testorigin.H1, ""}, {"h2c", testorigin.H2C, "    protocol: h2c\n"}} {
+		for _, p := range requestPaths {
+			t.Run(up.name+"/"+p.name, func(t *testing.T) { sentPOSTReplayedOnlyWithAKey(t, p.name, p.top, up.proto, up.cfg) })
+		}
+	}
+}
+
+func sentPOSTReplayedOnlyWithAKey(t *testing.T, name, top string, proto testorigin.Proto, upCfg string) {
+	id := name + "/" + string(proto)
+	var got arrivals
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got.add(r) == 1 {
+			if r.ProtoMajor == 2 {
+				panic(http.ErrAbortHandler) // RST_STREAM after the request was read
 			}
-		})
+			reset(w)
+		}
+	})
+	a, b := startBackend(t, proto, h), startBackend(t, proto, h)
+	keyed := ", retry: {idempotency_header: Idempotency-Key}"
+	for _, c := range []struct {
+		name, route, key string
+		status, arrivals int
+	}{
+		{"no key", keyed, "", 502, 1},
+		{"key", keyed, "k-123", 200, 2},
+		{"key, route does not opt in", "", "k-456", 502, 1},
+	} {
+		g := startGateway(t, replayConfig(top, c.route, upCfg, a.addr, b.addr), nil, Options{Seed: 1})
+		body := payload(20_000)
+		id := id + "/" + c.name
+		status, reason := post(t, downstream(t, dsH1, nil), g.Addr(), id, c.key, body)
+		arr := got.of(id)
+		if status != c.status || len(arr) != c.arrivals {
+			t.Fatalf("%s: %d %s after %d arrivals; want %d after %d", c.name, status, reason, len(arr), c.status, c.arrivals)
+		}
+		for i, x := range arr {
+			if x.key != c.key || x.body != sha256.Sum256(body) {
+				t.Errorf("%s: arrival %d carried key %q and %d body bytes (digest match %v); want %q and the same bytes",
+					c.name, i+1, x.key, x.n, x.body == sha256.Sum256(body), c.key)
+			}
+		}
+		g.Shutdown(t.Context())
 	}
 }
 
