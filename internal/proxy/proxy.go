@@ -177,6 +177,7 @@ type Stream struct {
 	// one.
 	body   *replay.Body
 	bodyOn bool
+	stream streamBody // a streaming body's: kept until its first exchange
 }
 
 // Serve serves one request routed by rt, answering it through c, and
@@ -254,6 +255,7 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 			if s.bodyOn {
 				req.Body = s.body.Reader() // from the first byte, for this attempt only
 			}
+			s.stream.started = true
 			status, step = s.x.Do(a, req, c)
 		}
 		s.Tr.EndAttempt(a, step)

@@ -24,6 +24,14 @@ func (s *Stream) replay(in *Inbound, req *exchange.Request, pol *forward.Policy,
 	if !s.bodyOn {
 		return r
 	}
+	if req.Duplex && (req.Length < 0 || req.TE) {
+		// A stream (gRPC, a chunked upload): its sender may still be
+		// reading the client when the exchange fails. It goes again only
+		// if no exchange started: nothing of it was read.
+		s.bodyOn, s.stream.started = false, false
+		r.Body = &s.stream
+		return r
+	}
 	if s.body == nil {
 		s.body = new(replay.Body)
 	}
@@ -48,3 +56,9 @@ func (s *Stream) again(ctx context.Context, a *forward.Attempt, pol *forward.Pol
 	d := a.Backoff()
 	return d <= 0 || clock.Sleep(ctx, pol.Clock, d)
 }
+
+// streamBody is a streaming body's forward.Rewinder: nothing of it is
+// kept, so it can go again only while no exchange has started.
+type streamBody struct{ started bool }
+
+func (b *streamBody) Kept() bool { return !b.started }
