@@ -123,6 +123,13 @@ func startGatewayPath(tb testing.TB, fast bool, loops int, origins ...*tinyOrigi
 // startGatewayWith is startGatewayPath with extra top-level config.
 func startGatewayWith(tb testing.TB, fast bool, loops int, extra string, origins ...*tinyOrigin) *gateway.Gateway {
 	tb.Helper()
+	return startGatewayRoute(tb, fast, loops, "", extra, origins...)
+}
+
+// startGatewayRoute is startGatewayWith with extra keys of the route
+// (", rate_limit: {...}").
+func startGatewayRoute(tb testing.TB, fast bool, loops int, routeKeys, extra string, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
 	var eps []string
 	for _, o := range origins {
 		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
@@ -132,12 +139,12 @@ listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: %d
 downstream: {fast_path: %v}
-routes: [{path_prefix: /, origin: app}]
+routes: [{path_prefix: /, origin: app%s}]
 origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-%s`, loops, fast, strings.Join(eps, ", "), extra)
+%s`, loops, fast, routeKeys, strings.Join(eps, ", "), extra)
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -248,7 +255,8 @@ func TestTinyOriginThroughGateway(t *testing.T) {
 // fast_slo, with every request classified and recorded by the SLO guard.
 // fast_sticky the fast path on a maglev origin keyed by a header (the key
 // hashed in place, the table walked); fast_sticky_cookie keyed by a cookie
-// the request lacks, so every response sets a new one.
+// the request lacks, so every response sets a new one. fast_rate_limit
+// with a route rate limit keyed by client address and address rules.
 func BenchmarkSerial(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) { benchSerial(b, p.fast, "") })
@@ -272,6 +280,13 @@ func BenchmarkSerial(b *testing.B) {
 	b.Run("fast_sticky_cookie", func(b *testing.B) {
 		benchSerial(b, true, "    balancer: {policy: maglev, hash_on: \"cookie sid\", cookie: {ttl: 1h}}\n")
 	})
+	// fast_rate_limit: the route limited per client address, with room
+	// for every request (the known key's bucket taken each time), and the
+	// listener's and the route's address rules checked.
+	b.Run("fast_rate_limit", func(b *testing.B) {
+		benchSerialRoute(b, true, ", rate_limit: {requests_per_second: 1000000000, burst: 1000000000, key: client_address}, addresses: {allow: [127.0.0.0/8], deny: [10.0.0.0/8]}",
+			"")
+	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
@@ -285,7 +300,11 @@ func BenchmarkSerial(b *testing.B) {
 }
 
 func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {
-	g := startGatewayWith(b, fast, 2, extra, startTinyOrigin(b))
+	return benchSerialRoute(b, fast, "", extra)
+}
+
+func benchSerialRoute(b *testing.B, fast bool, routeKeys, extra string) *gateway.Gateway {
+	g := startGatewayRoute(b, fast, 2, routeKeys, extra, startTinyOrigin(b))
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)

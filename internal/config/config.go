@@ -76,6 +76,9 @@ type Config struct {
 	// Tracing exports spans over OTLP (additive); nil, the default,
 	// traces nothing.
 	Tracing *Tracing `yaml:"tracing"`
+	// RedirectHTTP, when set, opens a second, cleartext listener that
+	// redirects every request to HTTPS (additive); nil opens none.
+	RedirectHTTP *RedirectHTTP `yaml:"redirect_http"`
 	// Limits are gateway-wide bounds (additive).
 	Limits Limits `yaml:"limits"`
 
@@ -173,6 +176,76 @@ type Downstream struct {
 	// origins on corput's own byte-level loop (default true); false serves
 	// every request through net/http.
 	FastPath bool `yaml:"fast_path"`
+	// ProxyProtocol, when set, reads a PROXY protocol header (v1 or v2)
+	// on the connections of its from list; its address is the client's
+	// everywhere (internal/proxyproto).
+	ProxyProtocol *ProxyProtocol `yaml:"proxy_protocol"`
+	// Addresses are the listener's address rules: a client outside them
+	// gets 403 address_denied on every route.
+	Addresses Addresses `yaml:"addresses"`
+}
+
+// ProxyProtocol is downstream.proxy_protocol.
+type ProxyProtocol struct {
+	// From are the load balancers: a connection from one must start with
+	// a PROXY header.
+	From []netip.Prefix `yaml:"from"`
+	// Other is what a connection from elsewhere gets: ProxyOtherRefuse
+	// (closed at once, the default) or ProxyOtherPlain (served as it is,
+	// with its own address).
+	Other string `yaml:"other"`
+}
+
+// The values of downstream.proxy_protocol.other.
+const (
+	ProxyOtherRefuse = "refuse"
+	ProxyOtherPlain  = "plain"
+)
+
+// Addresses are allow and deny lists of client address prefixes
+// (downstream.addresses, routes[].addresses). A client in deny is refused;
+// when allow is not empty, a client outside it is refused too.
+type Addresses struct {
+	Allow []netip.Prefix `yaml:"allow"`
+	Deny  []netip.Prefix `yaml:"deny"`
+}
+
+// Empty reports whether there is no rule.
+func (a Addresses) Empty() bool { return len(a.Allow) == 0 && len(a.Deny) == 0 }
+
+// RateLimit is routes[].rate_limit: a token bucket per key.
+type RateLimit struct {
+	// RequestsPerSecond is the bucket's refill rate, at least 1.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	// Burst is the bucket's size: the requests let through at once after
+	// a quiet time. Default: RequestsPerSecond, rounded up.
+	Burst int `yaml:"burst"`
+	// Key is whose bucket a request takes from: RateKeyNone (one bucket
+	// for the route, the default), RateKeyClientAddress, or
+	// "header:NAME" (the value of that request header; a request without
+	// it takes from the bucket of the empty value).
+	Key string `yaml:"key"`
+	// MaxKeys bounds the keyed buckets (default 65536): beyond it the
+	// least recently used key of a set gives its place up.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+// The values of routes[].rate_limit.key (besides "header:NAME").
+const (
+	RateKeyNone          = "none"
+	RateKeyClientAddress = "client_address"
+	RateKeyHeaderPrefix  = "header:"
+)
+
+// RedirectHTTP is redirect_http: a cleartext listener that answers every
+// request with a redirect to the same host and target over HTTPS.
+type RedirectHTTP struct {
+	Listen string `yaml:"listen"`
+	// Status is the redirect's status: 301, 302, 307 or 308 (the default:
+	// permanent, and the method and body are kept).
+	Status int `yaml:"status"`
+	// HTTPSPort, when not 443, is written into the Location's authority.
+	HTTPSPort int `yaml:"https_port"`
 }
 
 // Shutdown is the graceful drain on SIGTERM/SIGINT.
@@ -220,6 +293,12 @@ type Route struct {
 	// PriorityLow routes are shed first (503 slo_shed); "" is
 	// PriorityNormal, never shed by the guard.
 	Priority string `yaml:"priority"`
+	// RateLimit, when set, limits the route's requests (429 rate_limited
+	// over it).
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Addresses are the route's address rules (403 address_denied),
+	// after the listener's.
+	Addresses Addresses `yaml:"addresses"`
 	// Retry is the route's own retry rules (additive): the keys it writes,
 	// the route's origin's for the others; nil: the origin's. Parse fills
 	// the keys it leaves out (RouteRetry).

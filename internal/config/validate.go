@@ -71,6 +71,7 @@ func (c *Config) diagnose(r *reporter) {
 	checkPositive(r, "downstream.idle_timeout", c.Downstream.IdleTimeout, "120s")
 	checkRange(r, "downstream.max_header_bytes", c.Downstream.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes, "65536 is the default")
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
+	c.checkEdge(r)
 
 	c.checkLimits(r)
 	names := c.checkOrigins(r)
@@ -256,6 +257,10 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if rt.Priority != "" && rt.Priority != PriorityNormal && rt.Priority != PriorityLow {
 			r.errorf(p+".priority", "%q is not a priority; use low (shed first by the SLO guard) or normal (the default)", rt.Priority)
 		}
+		if rt.RateLimit != nil {
+			checkRateLimit(r, p+".rate_limit", rt.RateLimit)
+		}
+		checkAddresses(r, p+".addresses", rt.Addresses)
 		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
 		if first, dup := seen[k]; dup {
 			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)
@@ -811,4 +816,85 @@ func checkNonNegative(r *reporter, p string, d time.Duration, example string) bo
 	}
 	r.errorf(p, "%v is negative; use 0 or a positive duration, e.g. %s", d, example)
 	return false
+}
+
+// checkEdge checks the ingress edge's listener keys: PROXY protocol, the
+// listener's address rules and the redirecting listener.
+func (c *Config) checkEdge(r *reporter) {
+	if pp := c.Downstream.ProxyProtocol; pp != nil {
+		if len(pp.From) == 0 {
+			r.errorf("downstream.proxy_protocol.from", "is empty; list the load balancers' addresses (e.g. [10.0.0.0/8]): only their connections may carry a PROXY header")
+		}
+		switch pp.Other {
+		case "", ProxyOtherRefuse, ProxyOtherPlain:
+		default:
+			r.errorf("downstream.proxy_protocol.other", "%q: use refuse (close connections from outside from, the default) or plain (serve them with their own address)", pp.Other)
+		}
+	}
+	checkAddresses(r, "downstream.addresses", c.Downstream.Addresses)
+	if rh := c.RedirectHTTP; rh != nil {
+		if checkAddr(r, "redirect_http.listen", rh.Listen, addrListen) && rh.Listen == c.Listen && !strings.HasSuffix(rh.Listen, ":0") {
+			r.errorf("redirect_http.listen", "%q is listen's address too; give the redirecting listener its own port (e.g. :80)", rh.Listen)
+		}
+		switch rh.Status {
+		case 0, 301, 302, 307, 308:
+		default:
+			r.errorf("redirect_http.status", "%d is not a redirect; use 308 (the default), 301, 302 or 307", rh.Status)
+		}
+		if rh.HTTPSPort != 0 {
+			checkRange(r, "redirect_http.https_port", rh.HTTPSPort, 1, 65535, "the HTTPS port written into Location; 443 is left out")
+		}
+		if c.TLS == nil {
+			r.warnf("redirect_http", "redirects to HTTPS, and this gateway's listener has no tls block; the HTTPS side is then some other server's")
+		}
+	}
+}
+
+// maxRateKeys bounds routes[].rate_limit.max_keys (16 bytes a key).
+const maxRateKeys = 1 << 24
+
+func checkRateLimit(r *reporter, p string, rl *RateLimit) {
+	if rl.RequestsPerSecond < 1 || math.IsInf(rl.RequestsPerSecond, 0) || rl.RequestsPerSecond > 1e9 {
+		r.errorf(p+".requests_per_second", "%v: use a rate from 1 to 1e9 requests a second (a slower one would need a Retry-After above 1 s)", rl.RequestsPerSecond)
+	}
+	if rl.Burst < 0 || rl.Burst > 1e9 {
+		r.errorf(p+".burst", "%d: use 1 or more requests (0: as many as requests_per_second)", rl.Burst)
+	}
+	switch k := rl.Key; {
+	case k == "", k == RateKeyNone, k == RateKeyClientAddress:
+	case strings.HasPrefix(k, RateKeyHeaderPrefix):
+		if name := strings.TrimPrefix(k, RateKeyHeaderPrefix); !validHeaderName(name) {
+			r.errorf(p+".key", "%q: header:NAME needs a header name (letters, digits and -), e.g. header:X-Api-Key", k)
+		}
+	default:
+		r.errorf(p+".key", "%q: use none (one bucket for the route), client_address or header:NAME", k)
+	}
+	if rl.MaxKeys != 0 {
+		checkRange(r, p+".max_keys", rl.MaxKeys, 64, maxRateKeys, "65536 is the default")
+	}
+}
+
+// validHeaderName reports whether name is an HTTP field name (a token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkAddresses(r *reporter, p string, a Addresses) {
+	for i, pr := range a.Allow {
+		for _, d := range a.Deny {
+			if d.Bits() <= pr.Bits() && d.Contains(pr.Addr()) {
+				r.warnf(joinIndex(p+".allow", i), "%s lies inside deny's %s, which wins: no client of it is allowed", pr, d)
+				break
+			}
+		}
+	}
 }

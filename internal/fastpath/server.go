@@ -25,6 +25,9 @@
 //   - A request is placed on a loop of its own (package dispatch) and
 //     touches only that loop's picker and pools; a connection's buffers
 //     and client watch stay the connection's.
+//   - A connection from a PROXY protocol balancer (a *proxyproto.Conn) has
+//     its header read before the TLS handshake and any raw read of the
+//     socket; its address is the client's from then on.
 //   - A proxied request allocates nothing (bench/hotpath), with the access
 //     log off or on, and tracing off: a sampled request's line is a fixed-size entry copied
 //     into the log's ring, formatted by the log's writer.
@@ -325,6 +328,9 @@ func (c *fastConn) serve() {
 			fastWriters.Put(c.bw)
 		}
 	}()
+	if h, ok := c.conn.(headerReader); ok && h.ReadHeader() != nil {
+		return // a PROXY header that was refused: closed (package proxyproto)
+	}
 	if c.s.cfg.TLS != nil {
 		if !c.handshake() {
 			return
@@ -370,6 +376,11 @@ func (c *fastConn) serve() {
 		}
 	}
 }
+
+// headerReader is a connection that starts with a PROXY protocol header
+// (a *proxyproto.Conn): the fast path reads the socket raw (package
+// sockio), so it has the header read first, within its own time limit.
+type headerReader interface{ ReadHeader() error }
 
 // readHead reads until buf[r:] starts with a complete request head and
 // returns its length; 0 with ok means hand the connection off; !ok means

@@ -81,6 +81,10 @@ type Peer struct {
 	IP      string // the address X-Forwarded-For names
 	Trusted bool   // a trusted proxy: its own X-Forwarded-* are kept
 	Proto   string // "http" or "https": the connection's scheme
+	// Addr is the peer's address (the client's, or the load balancer's
+	// PROXY header's), IPv4-mapped addresses unmapped; invalid when
+	// remoteAddr had none.
+	Addr netip.Addr
 }
 
 // Peer describes a connection from remoteAddr, over TLS or not.
@@ -95,6 +99,7 @@ func (f Forwarding) Peer(remoteAddr string, tls bool) Peer {
 	}
 	if addr, err := netip.ParseAddr(ip); err == nil {
 		addr = addr.Unmap()
+		p.Addr = addr
 		for _, pr := range f.Trusted {
 			if pr.Contains(addr) {
 				p.Trusted = true
@@ -103,6 +108,23 @@ func (f Forwarding) Peer(remoteAddr string, tls bool) Peer {
 		}
 	}
 	return p
+}
+
+// Client is the request's client address: the peer's, or from a trusted
+// peer the last address of its last X-Forwarded-For field (the one it
+// appended), as source_ip hashing reads it. Rate limits and address rules
+// read it. It is invalid when neither is an address.
+func (p Peer) Client(f Prior) netip.Addr {
+	if p.Trusted {
+		if a := lastForwarded(f); len(a) > 0 {
+			addr, err := netip.ParseAddr(unsafe.String(unsafe.SliceData(a), len(a)))
+			if err != nil {
+				return netip.Addr{}
+			}
+			return addr.Unmap()
+		}
+	}
+	return p.Addr
 }
 
 // Prior is a request's own X-Forwarded-* fields, which a trusted peer's

@@ -28,6 +28,8 @@ const (
 	UpgradeUnsupported                 // a 101 the downstream connection cannot carry
 	FDLimit                            // the process is out of file descriptors (answered on the spare one)
 	SLOShed                            // the SLO guard sheds the route's priority: low traffic
+	RateLimited                        // over the route's rate limit (routes[].rate_limit)
+	AddressDenied                      // the client's address is refused (downstream.addresses, routes[].addresses)
 	numReasons
 )
 
@@ -52,6 +54,8 @@ var reasons = [numReasons]struct {
 	UpgradeUnsupported:   {"upgrade_unsupported", http.StatusBadRequest, false, false},
 	FDLimit:              {"fd_limit", http.StatusServiceUnavailable, true, false},
 	SLOShed:              {"slo_shed", http.StatusServiceUnavailable, true, true},
+	RateLimited:          {"rate_limited", http.StatusTooManyRequests, true, false},
+	AddressDenied:        {"address_denied", http.StatusForbidden, false, false},
 }
 
 // String is the X-Corput-Error value ("" for None).

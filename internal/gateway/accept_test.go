@@ -8,6 +8,7 @@ import (
 
 	"github.com/corput/corput/internal/accept"
 	testorigin "github.com/corput/corput/internal/origin"
+	"github.com/corput/corput/internal/proxyproto"
 	"github.com/corput/corput/internal/testlog"
 	"github.com/corput/corput/internal/waitfor"
 )
@@ -33,6 +34,9 @@ func TestAListenerThatStopsMakesTheGatewayNotLive(t *testing.T) {
 			g.mu.Lock()
 			ln := g.cur[listenIdx]
 			g.mu.Unlock()
+			if pl, ok := ln.(*proxyproto.Listener); ok {
+				ln = pl.Listener
+			}
 			al, ok := ln.(*accept.Listener)
 			if !ok {
 				t.Fatalf("the downstream listener is a %T, not an accept.Listener", ln)

@@ -43,6 +43,7 @@ import (
 	"github.com/corput/corput/internal/httpserve"
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/proxy"
+	"github.com/corput/corput/internal/proxyproto"
 	"github.com/corput/corput/internal/replay"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/slo"
@@ -107,9 +108,10 @@ type Gateway struct {
 	// and the requests' handler, which reads its table.
 	state   atomic.Pointer[state]
 	handler *proxy.Handler
-	tlsCur  atomic.Pointer[edgetls.Policy] // the downstream TLS policy in force: replaced by a reload
-	rl      reloads                        // reloads' own bookkeeping
-	alog    *accesslog.Log                 // nil: no access log
+	tlsCur  atomic.Pointer[edgetls.Policy]    // the downstream TLS policy in force: replaced by a reload
+	ppCur   atomic.Pointer[proxyproto.Policy] // the PROXY protocol policy in force (nil: none): replaced by a reload
+	rl      reloads                           // reloads' own bookkeeping
+	alog    *accesslog.Log                    // nil: no access log
 	// webhook posts scale-out events (workload.scale_out.webhook); nil
 	// without one. Replaced by a reload that changes the address.
 	webhook atomic.Pointer[slo.Notifier]
@@ -131,6 +133,9 @@ type Gateway struct {
 	shed     []byte          // what the downstream listener answers at the descriptor limit
 	serveErr chan error
 	stopped  bool // Shutdown has run
+	// the redirect_http listener and its server; nil without one
+	redirectSrv *http.Server
+	redirectLn  net.Listener
 }
 
 // New builds a gateway from a validated configuration. It opens no
@@ -184,6 +189,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	st := newState(cfg, nil, tracer, g.replays)
+	g.setEdges(st, nil)
+	g.ppCur.Store(g.proxyPolicy(cfg))
 	for i := range cfg.Origins {
 		o, err := g.newOrigin(&cfg.Origins[i], cfg)
 		if err != nil {
@@ -313,6 +320,11 @@ func (g *Gateway) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
+	if err := g.startRedirect(); err != nil {
+		ln.Close()
+		aln.Close()
+		return fmt.Errorf("redirect_http.listen: %w", err)
+	}
 	// The protected admin paths are served without a token only where
 	// both the configured host and the bound address are loopback (a host
 	// name that resolves to 127.0.1.1 is not taken on trust).
@@ -327,7 +339,7 @@ func (g *Gateway) Start() error {
 	if fc.TLS != nil {
 		shed = []byte{} // plaintext would be garbage to a TLS client: close at once
 	}
-	cur := [2]net.Listener{g.acceptor("listen", ln, shed), g.acceptor("admin", aln, nil)}
+	cur := [2]net.Listener{g.edgeListener(g.acceptor("listen", ln, shed)), g.acceptor("admin", aln, nil)}
 	set, adminSet := accept.NewSet(cur[listenIdx]), accept.NewSet(cur[adminIdx])
 	ln, aln = set, adminSet
 	// hs.TLSConfig stays nil: net/http then sets up its HTTP/2 server for
@@ -458,6 +470,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			srv.Close() // deadline passed: cut what is left
 		}
 	}
+	g.closeRedirect()
 	g.closeOrigins()
 	g.closeWebhook()
 	err = errors.Join(err, g.alog.Close(), g.stopTracer(ctx)) // after the last request's line and span

@@ -114,7 +114,7 @@ func (st *state) route() {
 	cfg, classes := st.cfg, st.table.Classes
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow}
+		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i}
 		if r.Class != "" && cfg.Workload != nil {
 			if k, ok := cfg.Workload.Index(r.Class); ok {
 				routes[i].Cost, routes[i].Class = classes.ClassCost(k), k
@@ -322,6 +322,8 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	}
 	g.replays.SetMax(int64(cfg.Limits.ReplayBuffersBytes))
 	next := newState(cfg, list, tracer, g.replays)
+	g.setEdges(next, cur)
+	g.ppCur.Store(g.proxyPolicy(cfg))
 	g.setState(next)
 	if fl, was := next.fleet(), cur.fleet(); fl != was {
 		g.setFleetGauges(fl)
@@ -366,8 +368,13 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	}
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
+	da.ProxyProtocol, db.ProxyProtocol = nil, nil
+	da.Addresses, db.Addresses = config.Addresses{}, config.Addresses{}
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies)")
+		keys = append(keys, "downstream (all but trusted_proxies, proxy_protocol and addresses)")
+	}
+	if (a.RedirectHTTP == nil) != (b.RedirectHTTP == nil) || a.RedirectHTTP != nil && a.RedirectHTTP.Listen != b.RedirectHTTP.Listen {
+		keys = append(keys, "redirect_http.listen (turned on, off or moved; its status and https_port change in place)")
 	}
 	if !reflect.DeepEqual(a.AccessLog, b.AccessLog) {
 		keys = append(keys, "access_log")
@@ -427,6 +434,9 @@ func (g *Gateway) moveListeners(moved [2]net.Listener) {
 			continue
 		}
 		next := g.acceptor(names[i], ln, shed[i])
+		if i == listenIdx {
+			next = g.edgeListener(next)
+		}
 		sets[i].Add(next)
 		sets[i].Retire(g.cur[i])
 		g.log.Info("listener moved", "listener", names[i], "from", g.cur[i].Addr().String(), "to", ln.Addr().String())

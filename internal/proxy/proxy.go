@@ -26,6 +26,10 @@
 //     ...) gets it as gRPC's trailers-only answer instead: 200, no body,
 //     grpc-status and grpc-message from the reason, the same
 //     X-Corput-Error and Retry-After (AnswerGRPC).
+//   - A request refused at the edge (403 address_denied, 429
+//     rate_limited) is refused before the SLO guard, a loop or any
+//     upstream work, and counted by route; the listener's address rules
+//     come before the route's, and before 404 no_route.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -63,15 +67,23 @@ type Table struct {
 	// Replays bounds all requests' replay buffers together
 	// (limits.replay_buffers_bytes); nil: no gateway-wide bound.
 	Replays *replay.Cap
+	// Listener is the listener's address rules (downstream.addresses).
+	Listener Listener
+	// Edges are the routes' admissions, by route.Route.Index; a nil entry
+	// (or none) admits everyone.
+	Edges []*Edge
 }
 
 // Route returns the origin for a request's method, host and path, and the
-// request's kind (its workload class and cost, its route's priority); ok
-// is false when no route matches.
-func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, ok bool) {
+// request's kind (its workload class and cost, its route's priority) and
+// edge admission; ok is false when no route matches.
+func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, e *Edge, ok bool) {
 	rt := t.Router.Lookup(host, path)
 	if rt == nil {
-		return nil, k, false
+		return nil, k, nil, false
+	}
+	if rt.Index < len(t.Edges) {
+		e = t.Edges[rt.Index]
 	}
 	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low, Retry: rt.Retry}
 	if k.Cost == 0 {
@@ -80,7 +92,7 @@ func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.K
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, true
+	return t.Origins[rt.Origin], k, e, true
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -111,7 +123,8 @@ type Routing struct {
 	Table  *Table
 	Origin *cluster.Origin // nil unless OK
 	Kind   cluster.Kind
-	OK     bool // a route matched
+	Edge   *Edge // the route's admission; nil: none
+	OK     bool  // a route matched
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed (BadRequest) before any route.
 	Refuse forward.Reason
@@ -121,8 +134,8 @@ type Routing struct {
 // force.
 func (h *Handler) Route(method, host, path string) Routing {
 	t := h.table.Load()
-	o, k, ok := t.Route(method, host, path)
-	return Routing{Table: t, Origin: o, Kind: k, OK: ok}
+	o, k, e, ok := t.Route(method, host, path)
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: ok}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -200,8 +213,16 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	case reason != forward.None:
 	case !rt.OK:
 		reason = forward.NoRoute
+		if !rt.Table.Listener.Rules.Empty() {
+			reason = rt.Table.admit(nil, in) // a denied client learns nothing of the routes
+			if reason == forward.None {
+				reason = forward.NoRoute
+			}
+		}
 	default:
-		reason = o.Admit(rt.Kind)
+		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
+			reason = o.Admit(rt.Kind)
+		}
 	}
 	if reason == forward.None {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")

@@ -33,6 +33,9 @@ type Route struct {
 	// Retry is the route's own retry policy (routes[].retry) on its
 	// origin; nil: the origin's.
 	Retry *forward.Policy
+	// Index is the route's place in routes[]: per-route state kept
+	// elsewhere (rate limits, address rules) is found by it.
+	Index int
 }
 
 // Router picks the origin for a request: among routes whose host matches

@@ -25,6 +25,7 @@ import (
 
 	"github.com/corput/corput/internal/accept"
 	"github.com/corput/corput/internal/forward"
+	"github.com/corput/corput/internal/proxyproto"
 )
 
 // LatencyBuckets are the seed's (MC-MS-01) request-duration buckets in
@@ -50,32 +51,34 @@ const (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	ConnectionsCreated *prometheus.CounterVec   // origin, loop, protocol
-	ConnectionsClosed  *prometheus.CounterVec   // origin, reason
-	ConnectionsOpen    *prometheus.GaugeVec     // origin, loop, protocol
-	PoolUtilization    *prometheus.GaugeVec     // origin, loop
-	AcquireWait        *prometheus.HistogramVec // origin
-	RequestsActive     *prometheus.GaugeVec     // origin, endpoint
-	RequestDuration    *prometheus.HistogramVec // origin, code_class
-	OutlierEjections   *prometheus.CounterVec   // origin, reason
-	OutlierEjected     *prometheus.GaugeVec     // origin
-	HealthProbes       *prometheus.CounterVec   // origin, result: pass, fail (additive)
-	HealthSkipped      *prometheus.CounterVec   // origin, reason: live_traffic, pool_busy (additive)
-	HealthChanges      *prometheus.CounterVec   // origin, to: healthy, unhealthy (additive)
-	PanicMode          *prometheus.GaugeVec     // origin
-	ZoneRequests       *prometheus.CounterVec   // origin, locality
-	RequestsShed       *prometheus.CounterVec   // origin, reason
-	SubsetSize         *prometheus.GaugeVec     // origin, loop
-	SubsetPlacement    *prometheus.GaugeVec     // origin, mode: shared, local (additive)
-	MembershipChanges  *prometheus.CounterVec   // origin
-	DownstreamRequests *prometheus.CounterVec   // code_class
-	StaleRetries       *prometheus.CounterVec   // origin (additive)
-	Retries            *prometheus.CounterVec   // origin, kind: unsent, replay (additive)
-	ReplayNotKept      *prometheus.CounterVec   // reason: over_request, over_gateway (additive)
-	ReplayBuffered     prometheus.Gauge         // bytes kept by all replay buffers now (additive)
-	AcceptErrors       *prometheus.CounterVec   // reason (additive)
-	LoopRequests       *prometheus.CounterVec   // origin, loop (additive)
-	ConfigReloads      *prometheus.CounterVec   // result: ok, rejected (additive)
+	ConnectionsCreated   *prometheus.CounterVec   // origin, loop, protocol
+	ConnectionsClosed    *prometheus.CounterVec   // origin, reason
+	ConnectionsOpen      *prometheus.GaugeVec     // origin, loop, protocol
+	PoolUtilization      *prometheus.GaugeVec     // origin, loop
+	AcquireWait          *prometheus.HistogramVec // origin
+	RequestsActive       *prometheus.GaugeVec     // origin, endpoint
+	RequestDuration      *prometheus.HistogramVec // origin, code_class
+	OutlierEjections     *prometheus.CounterVec   // origin, reason
+	OutlierEjected       *prometheus.GaugeVec     // origin
+	HealthProbes         *prometheus.CounterVec   // origin, result: pass, fail (additive)
+	HealthSkipped        *prometheus.CounterVec   // origin, reason: live_traffic, pool_busy (additive)
+	HealthChanges        *prometheus.CounterVec   // origin, to: healthy, unhealthy (additive)
+	PanicMode            *prometheus.GaugeVec     // origin
+	ZoneRequests         *prometheus.CounterVec   // origin, locality
+	RequestsShed         *prometheus.CounterVec   // origin, reason
+	SubsetSize           *prometheus.GaugeVec     // origin, loop
+	SubsetPlacement      *prometheus.GaugeVec     // origin, mode: shared, local (additive)
+	MembershipChanges    *prometheus.CounterVec   // origin
+	DownstreamRequests   *prometheus.CounterVec   // code_class
+	StaleRetries         *prometheus.CounterVec   // origin (additive)
+	Retries              *prometheus.CounterVec   // origin, kind: unsent, replay (additive)
+	ReplayNotKept        *prometheus.CounterVec   // reason: over_request, over_gateway (additive)
+	ReplayBuffered       prometheus.Gauge         // bytes kept by all replay buffers now (additive)
+	AcceptErrors         *prometheus.CounterVec   // reason (additive)
+	LoopRequests         *prometheus.CounterVec   // origin, loop (additive)
+	ConfigReloads        *prometheus.CounterVec   // result: ok, rejected (additive)
+	RequestsRefused      *prometheus.CounterVec   // route, reason: rate_limited, address_denied (additive)
+	ProxyProtocolRefused *prometheus.CounterVec   // reason (additive)
 
 	SLOGuardActive          *prometheus.GaugeVec // origin, class (additive)
 	ScaleOutSignal          *prometheus.GaugeVec // origin (additive)
@@ -180,6 +183,13 @@ func New() *Metrics {
 	for _, r := range accept.Reasons {
 		m.AcceptErrors.WithLabelValues(r)
 	}
+	m.RequestsRefused = counter("corput_requests_refused_total",
+		"Requests refused at the ingress edge, before any upstream work, by route (empty: the listener's downstream.addresses) and reason: rate_limited (429, routes[].rate_limit) or address_denied (403, the address rules).", "route", "reason")
+	m.ProxyProtocolRefused = counter("corput_proxy_protocol_refused_total",
+		"Downstream connections closed by the PROXY protocol policy, by reason: source (from outside downstream.proxy_protocol.from, other: refuse), missing, malformed, too_long, timeout.", "reason")
+	for _, r := range proxyproto.Reasons {
+		m.ProxyProtocolRefused.WithLabelValues(r)
+	}
 	m.AccessLogDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_access_log_dropped_total",
 		Help: "Access-log lines dropped: the log's buffer was full (a request never waits for the log) or the write failed."})
 	m.TracingSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "corput_tracing_spans_dropped_total",
@@ -196,7 +206,7 @@ func New() *Metrics {
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.FleetInstance, m.FleetSize,
+		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.ProxyProtocolRefused,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
