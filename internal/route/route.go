@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 )
 
@@ -29,6 +30,9 @@ type Route struct {
 	Class int
 	// Low: routes[].priority is low, shed first by the SLO guard.
 	Low bool
+	// Retry is the route's own retry policy (routes[].retry) on its
+	// origin; nil: the origin's.
+	Retry *forward.Policy
 	// Index is the route's place in routes[]: per-route state kept
 	// elsewhere (rate limits, address rules) is found by it.
 	Index int

@@ -88,6 +88,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	m.InitOrigin("o", 1, []string{"h1", "h2"})
 	m.RequestsActive.WithLabelValues("o", "127.0.0.1:9001")
 	m.StaleRetries.WithLabelValues("o")
+	m.Retries.WithLabelValues("o", RetryReplay)
 	m.RequestsRefused.WithLabelValues("r", "rate_limited")
 	m.InitHealth("o")
 	m.SLOGuardActive.WithLabelValues("o", "light")
