@@ -266,6 +266,8 @@ func BenchmarkSerial(b *testing.B) {
 	}
 	// fast_slo: every request has a workload class with a budget, so the
 	// SLO guard's window and the class mix record it.
+	b.Run("fast_no_retry", func(b *testing.B) { benchSerial(b, true, noRetry) })
+	b.Run("fast_replay_buffer", func(b *testing.B) { benchSerial(b, true, replayUnused) })
 	b.Run("fast_slo", func(b *testing.B) {
 		benchSerial(b, true, "workload:\n  classes:\n    - {name: light, percent: 70, latency: 15ms, match: {path_prefix: /}, slo: {p99: 20ms}}\n    - {name: heavy, percent: 30, latency: 140ms}\n")
 	})
@@ -351,7 +353,17 @@ func BenchmarkParallel64(b *testing.B) {
 		b.Run(p.name+"_tracing_1pct", func(b *testing.B) { benchParallel64(b, p.fast, tracingBlock(b, 0.01)) })
 	}
 	b.Run("fast_tracing_100pct_blackholed", func(b *testing.B) { benchParallel64(b, true, blackholedBlock(b)) })
+	b.Run("fast_no_retry", func(b *testing.B) { benchParallel64(b, true, noRetry) })
+	b.Run("fast_replay_buffer", func(b *testing.B) { benchParallel64(b, true, replayUnused) })
 }
+
+// noRetry turns retries off; replayUnused configures every retry key (a
+// replay buffer, an idempotency header, backoff, 502 and 504) on requests
+// that never use them: GETs without a body that succeed.
+const (
+	noRetry      = "    retry: {attempts: 0}\n"
+	replayUnused = "    retry: {attempts: 2, on: [connect-failure, refused-stream, gateway-error], backoff: {base: 25ms, max: 250ms}, idempotency_header: Idempotency-Key, replay_buffer: 65536}\n"
+)
 
 func benchParallel64(b *testing.B, fast bool, extra string) {
 	origins := []*tinyOrigin{startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b), startTinyOrigin(b)}

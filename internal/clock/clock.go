@@ -4,11 +4,28 @@
 // tests, and on the simulator's virtual time in the lab.
 //
 // The interface is deliberately tiny: reading the time and running a function
-// later. Blocking waits are built by callers from AfterFunc and a channel, so a
+// later. Blocking waits are built from AfterFunc and a channel (Sleep), so a
 // Fake never has to reason about sleeping goroutines.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits d on c, or until ctx ends; it reports whether the wait ran
+// its course. It is the one blocking wait built from AfterFunc.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	done := make(chan struct{})
+	t := c.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
 
 // Clock tells the time and runs functions later.
 type Clock interface {

@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -124,5 +126,32 @@ func BenchmarkFakeSchedule(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		f.AfterFunc(time.Duration(i%997)*time.Millisecond, func() {})
 		f.Step()
+	}
+}
+
+// TestSleepWaitsOnTheClock: Sleep (the retry backoff's wait) ends when the
+// clock has moved by d, not before, and at once when its context ends.
+func TestSleepWaitsOnTheClock(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan bool)
+	go func() { done <- Sleep(context.Background(), f, 25*time.Millisecond) }()
+	for f.Pending() == 0 {
+		runtime.Gosched()
+	}
+	f.Advance(24 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("Sleep ended before the clock moved by its wait")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if !<-done {
+		t.Fatal("Sleep reported its context ended")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- Sleep(ctx, f, time.Hour) }()
+	cancel()
+	if <-done {
+		t.Fatal("a cancelled Sleep reported its course run")
 	}
 }

@@ -202,7 +202,7 @@ func New(oc *config.Origin, env *Env) (*Origin, error) {
 	o.conf.Store(oc)
 	o.reqTimeout.Store(int64(oc.Timeouts.Request))
 	o.m = newOriginMetrics(env.Metrics, oc.Name, env.Loops)
-	o.policy.Store(o.newPolicy(oc))
+	o.policy.Store(o.newPolicy(oc.Retry))
 	o.keys.Store(keySource(oc))
 
 	var err error
@@ -330,9 +330,10 @@ func (o *Origin) subsetFleet(fl config.Fleet) subset.Fleet {
 	return subset.Fleet{Gateways: max(fl.Size, 1), Loops: o.env.Loops}
 }
 
-// newPolicy is oc's retry policy, with the origin's metrics and trace.
-func (o *Origin) newPolicy(oc *config.Origin) *forward.Policy {
-	p := forward.NewPolicy(oc.Retry, o.env.Clock, &o.m)
+// newPolicy is the retry policy of rules r (an origin's, or a route's to
+// it), with the origin's metrics and trace.
+func (o *Origin) newPolicy(r config.Retry) *forward.Policy {
+	p := forward.NewPolicy(r, o.env.Clock, &o.m)
 	if trace := o.env.Trace; trace != nil {
 		p.Trace = func(ep string, s forward.Step, r forward.Reason) { trace(o.name, ep, s, r) }
 	}

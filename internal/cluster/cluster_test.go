@@ -736,13 +736,13 @@ func TestBeginFinishCountTheLoopsRequests(t *testing.T) {
 	var a forward.Attempt
 	for range 3 {
 		ol := r.Loop(1)
-		r.Begin(&a, ol, true, 1, balance.Key{})
+		r.Begin(&a, ol, r.Policy(), forward.Replay{Resend: true}, 1, balance.Key{})
 		if r.Driver().InFlight(1) != 1 {
 			t.Fatal("a begun request is not in flight on its loop")
 		}
 		r.Finish(&a, ol)
 	}
-	r.Begin(&a, r.Loop(0), true, 1, balance.Key{})
+	r.Begin(&a, r.Loop(0), r.Policy(), forward.Replay{Resend: true}, 1, balance.Key{})
 	r.Finish(&a, r.Loop(0))
 	v := r.View()
 	if v.Loops[1].Requests != 3 || v.Loops[1].Share != 0.75 || v.Loops[0].Share != 0.25 {
@@ -876,7 +876,7 @@ func TestAttemptsReportToTheOrigin(t *testing.T) {
 	ol := r.Loop(0)
 	for i := 0; i < 50 && r.View().Ejected == 0; i++ {
 		var a forward.Attempt
-		r.Begin(&a, ol, true, 1, balance.Key{})
+		r.Begin(&a, ol, r.Policy(), forward.Replay{Resend: true}, 1, balance.Key{})
 		if step := r.Driver().Acquire(context.Background(), &a, 0, false, nil); step != forward.Send {
 			t.Fatalf("acquire: %v", step)
 		}

@@ -6,14 +6,23 @@ import (
 	"github.com/corput/corput/internal/forward"
 )
 
-// Begin starts a's request on loop ol (replayable: idempotent, without a
-// body, so it may be sent again; cost: its workload class's cost, 1 when it
-// has none; key: its key, Key's, for a sticky origin). Finish ends it.
-func (o *Origin) Begin(a *forward.Attempt, ol *Loop, replayable bool, cost float64, key balance.Key) {
+// Begin starts a's request on loop ol under pol (Policy's, or a route's
+// own: RoutePolicy) (r: what of it may be sent again; cost: its workload
+// class's cost, 1 when it has none; key: its key, Key's, for a sticky
+// origin). Finish ends it.
+func (o *Origin) Begin(a *forward.Attempt, ol *Loop, pol *forward.Policy, r forward.Replay, cost float64, key balance.Key) {
 	o.m.requests[ol.idx].Inc()
 	o.drv.Begin(ol.idx)
-	a.Start(o.policy.Load(), ol.picker, replayable, cost, key)
+	a.Start(pol, ol.picker, r, cost, key)
 }
+
+// Policy is the origin's retry policy in force: every route's to it but
+// one with its own.
+func (o *Origin) Policy() *forward.Policy { return o.policy.Load() }
+
+// RoutePolicy is the retry policy of a route to o with its own retry rules
+// (routes[].retry): o's clock and metrics, a budget of its own.
+func (o *Origin) RoutePolicy(r config.Retry) *forward.Policy { return o.newPolicy(r) }
 
 // Key is the key of a request with fields f from peer p when the origin
 // is sticky (balancer.hash_on), else the zero Key. It allocates nothing

@@ -28,6 +28,8 @@ type originMetrics struct {
 	membership  prometheus.Counter
 	stale       prometheus.Counter // requests sent again after a stale connection (forward.Stale)
 	idle        prometheus.Counter // exchanges ended by timeouts.stream_idle
+	unsent      prometheus.Counter // retries after nothing was sent
+	replays     prometheus.Counter // retries of requests that may have reached an origin
 	ejected     prometheus.Gauge
 	panic       prometheus.Gauge
 }
@@ -44,6 +46,8 @@ func newOriginMetrics(m *telemetry.Metrics, name string, loops int) originMetric
 		membership:  m.MembershipChanges.WithLabelValues(name),
 		stale:       m.StaleRetries.WithLabelValues(name),
 		idle:        m.IdleTimeouts.WithLabelValues(name),
+		unsent:      m.Retries.WithLabelValues(name, telemetry.RetryUnsent),
+		replays:     m.Retries.WithLabelValues(name, telemetry.RetryReplay),
 		ejected:     m.OutlierEjected.WithLabelValues(name),
 		panic:       m.PanicMode.WithLabelValues(name),
 	}
@@ -84,6 +88,16 @@ func (m *originMetrics) Answered(r forward.Reason) {
 
 // Resent implements forward.Observer.
 func (m *originMetrics) Resent() { m.stale.Inc() }
+
+// Retried implements forward.Observer: a retry, by what the failed
+// attempt may have sent.
+func (m *originMetrics) Retried(replay bool) {
+	if replay {
+		m.replays.Inc()
+	} else {
+		m.unsent.Inc()
+	}
+}
 
 // Settled implements forward.Observer: the request's duration by class.
 func (m *originMetrics) Settled(status int, d time.Duration) {

@@ -132,7 +132,7 @@ func (c *Change) Commit() error {
 	}
 	old := o.conf.Load()
 	if !reflect.DeepEqual(old.Retry, c.oc.Retry) {
-		o.policy.Store(o.newPolicy(c.oc))
+		o.policy.Store(o.newPolicy(c.oc.Retry))
 	}
 	o.reqTimeout.Store(int64(c.oc.Timeouts.Request))
 	if c.pool != o.poolCfg || c.dialer != nil {

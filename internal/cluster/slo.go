@@ -66,6 +66,8 @@ type Kind struct {
 	Class int
 	Cost  float64
 	Low   bool
+	// Retry is the route's own retry policy, nil for the origin's.
+	Retry *forward.Policy
 }
 
 // Admit is the SLO guard's word on a request of kind k, before any pick:

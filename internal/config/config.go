@@ -79,6 +79,8 @@ type Config struct {
 	// RedirectHTTP, when set, opens a second, cleartext listener that
 	// redirects every request to HTTPS (additive); nil opens none.
 	RedirectHTTP *RedirectHTTP `yaml:"redirect_http"`
+	// Limits are gateway-wide bounds (additive).
+	Limits Limits `yaml:"limits"`
 
 	file     string         // the name diagnostics are reported under
 	source   []byte         // the bytes Parse read (the reload's hash)
@@ -322,6 +324,23 @@ type Route struct {
 	// MaxRequestBodyBytes bounds a request body (additive): a longer one
 	// is answered 413 and not forwarded, or cut mid-way. 0: unlimited.
 	MaxRequestBodyBytes int `yaml:"max_request_body_bytes"`
+	// Retry is the route's own retry rules (additive): the keys it writes,
+	// the route's origin's for the others; nil: the origin's. Parse fills
+	// the keys it leaves out (RouteRetry).
+	Retry *Retry `yaml:"retry"`
+}
+
+// RouteRetry is the retry rules of route i: its own (routes[].retry), or
+// its origin's.
+func (c *Config) RouteRetry(i int) Retry {
+	rt := &c.Routes[i]
+	if rt.Retry != nil {
+		return *rt.Retry
+	}
+	if o, ok := c.Origin(rt.Origin); ok {
+		return o.Retry
+	}
+	return DefaultOrigin().Retry
 }
 
 // RouteTimeouts are a route's overrides of its origin's Timeouts; zero
@@ -664,7 +683,10 @@ type Zone struct {
 	LocalPercent int    `yaml:"local_percent"` // share of requests kept in the local zone
 }
 
-// Retry retries idempotent requests on another endpoint.
+// Retry sends a request again, on another endpoint: one that sent nothing
+// whatever its method, one that was sent when it may be replayed (an
+// idempotent method, or the idempotency header). An origin's retry is
+// every route's to it but a route's own (routes[].retry).
 type Retry struct {
 	Attempts      int       `yaml:"attempts"`       // retries after the first try; 0: none
 	BudgetPercent int       `yaml:"budget_percent"` // retries in flight ≤ this share of active requests
@@ -673,6 +695,31 @@ type Retry struct {
 	// an attempt past it is retried like a connect failure when the
 	// request can go again. 0: none (response_header alone).
 	PerTryTimeout time.Duration `yaml:"per_try_timeout"`
+	// Backoff is the wait before each budgeted retry, with full jitter.
+	Backoff Backoff `yaml:"backoff"`
+	// IdempotencyHeader names a request field (e.g. Idempotency-Key) that
+	// makes a request of any method replayable once sent: the origin
+	// deduplicates by it. "": none.
+	IdempotencyHeader string `yaml:"idempotency_header"`
+	// ReplayBuffer bounds the copy of a request body kept to send it again,
+	// in bytes; a body over it is not replayed. 0 keeps none.
+	ReplayBuffer int `yaml:"replay_buffer"`
+}
+
+// Backoff is retry.backoff: the n-th budgeted retry waits a time drawn
+// uniformly from [0, min(Max, Base×2ⁿ⁻¹)] (full jitter). A zero Base
+// waits nothing.
+type Backoff struct {
+	Base time.Duration `yaml:"base"`
+	Max  time.Duration `yaml:"max"`
+}
+
+// Limits are gateway-wide bounds (additive).
+type Limits struct {
+	// ReplayBuffersBytes bounds all requests' replay buffers together
+	// (retry.replay_buffer each): a body that would take the total over it
+	// is not kept, so not replayed (INV-LB-05: no unbounded buffer).
+	ReplayBuffersBytes int `yaml:"replay_buffers_bytes"`
 }
 
 // RetryOn names a condition that makes a request retryable.
@@ -683,6 +730,17 @@ const (
 	RetryConnectFailure RetryOn = "connect-failure"
 	RetryRefusedStream  RetryOn = "refused-stream"
 	Retry503            RetryOn = "503"
+	Retry502            RetryOn = "502"
+	Retry504            RetryOn = "504"
+	RetryGatewayError   RetryOn = "gateway-error" // 502, 503 and 504
+)
+
+// Retry defaults and bounds.
+const (
+	DefaultReplayBuffer       = 64 << 10 // retry.replay_buffer
+	MaxReplayBuffer           = 16 << 20 // the most one request may keep
+	DefaultReplayBuffersBytes = 64 << 20 // limits.replay_buffers_bytes
+	MaxReplayBuffersBytes     = 16 << 30
 )
 
 // Timeouts towards the origin (docs/gateway.md, "Time limits").
@@ -729,6 +787,7 @@ func Default() *Config {
 			UnderscoreHeaders: UnderscoreDrop,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
+		Limits:   Limits{ReplayBuffersBytes: DefaultReplayBuffersBytes},
 	}
 }
 
@@ -776,6 +835,8 @@ func DefaultOrigin() Origin {
 			Attempts:      1,
 			BudgetPercent: 20,
 			On:            []RetryOn{RetryConnectFailure, RetryRefusedStream, Retry503},
+			Backoff:       Backoff{Base: 25 * time.Millisecond, Max: 250 * time.Millisecond},
+			ReplayBuffer:  DefaultReplayBuffer,
 		},
 		Timeouts: Timeouts{Connect: time.Second, ResponseHeader: 15 * time.Second, StreamIdle: DefaultStreamIdle},
 	}

@@ -63,6 +63,7 @@ func TestDefaultsAreTheSeedsValues(t *testing.T) {
 			UnderscoreHeaders: UnderscoreDrop,
 		},
 		Shutdown: Shutdown{DrainTimeout: 20 * time.Second},
+		Limits:   Limits{ReplayBuffersBytes: DefaultReplayBuffersBytes},
 		Routes:   []Route{{PathPrefix: "/", Origin: "api"}},
 	}
 	o := DefaultOrigin()

@@ -119,6 +119,7 @@ func (c *Config) normalize(dir string) {
 	for i := range c.Routes {
 		c.Routes[i].Host = strings.ToLower(c.Routes[i].Host)
 	}
+	c.inheritRetry()
 	resolve(dir, &c.Admin.TokenFile)
 	if c.TLS != nil {
 		resolve(dir, c.TLS.Paths()...)

@@ -75,6 +75,7 @@ func (c *Config) diagnose(r *reporter) {
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 	c.checkEdge(r)
 
+	c.checkLimits(r)
 	names := c.checkOrigins(r)
 	c.checkRoutes(r, names)
 	if c.Workload != nil {
@@ -178,7 +179,7 @@ func (c *Config) checkOrigins(r *reporter) map[string]int {
 	for i := range c.Origins {
 		o := &c.Origins[i]
 		p := joinIndex("origins", i)
-		o.check(r, p)
+		o.check(r, p, c.Limits)
 		if o.Name == "" {
 			continue
 		}
@@ -254,6 +255,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 				}
 			}
 		}
+		c.checkRouteRetry(r, i)
 		if rt.Priority != "" && rt.Priority != PriorityNormal && rt.Priority != PriorityLow {
 			r.errorf(p+".priority", "%q is not a priority; use low (shed first by the SLO guard) or normal (the default)", rt.Priority)
 		}
@@ -308,7 +310,7 @@ func originNames(origins []Origin) []string {
 
 var originName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-func (o *Origin) check(r *reporter, p string) {
+func (o *Origin) check(r *reporter, p string, limits Limits) {
 	switch {
 	case o.Name == "":
 		r.errorf(p+".name", "missing; every origin needs a name that routes refer to")
@@ -322,7 +324,7 @@ func (o *Origin) check(r *reporter, p string) {
 	o.checkBalancer(r, p+".balancer")
 	o.checkPool(r, p+".pool")
 	o.checkHealth(r, p)
-	o.checkRetry(r, p+".retry")
+	checkRetry(r, p+".retry", o.Retry, limits)
 	o.checkTimeouts(r, p)
 	if o.SLO != nil {
 		o.SLO.check(r, p+".slo")
@@ -608,19 +610,6 @@ func (o *Origin) checkHealth(r *reporter, p string) {
 	}
 	checkRange(r, p+".panic_threshold_percent", o.PanicThresholdPercent, 0, 100, "80 is the default")
 	checkRange(r, p+".zone.local_percent", o.Zone.LocalPercent, 0, 100, "85 is the default")
-}
-
-func (o *Origin) checkRetry(r *reporter, p string) {
-	rt := o.Retry
-	checkRange(r, p+".attempts", rt.Attempts, 0, maxRetryAttempts, "retries after the first try; 1 is the default, 0 turns retries off")
-	checkRange(r, p+".budget_percent", rt.BudgetPercent, 0, 100, "20 is the default")
-	for i, on := range rt.On {
-		ip := joinIndex(p+".on", i)
-		checkEnum(r, ip, on, RetryConnectFailure, RetryRefusedStream, Retry503)
-		if slices.Index(rt.On, on) < i {
-			r.errorf(ip, "%q is listed twice; list it once", on)
-		}
-	}
 }
 
 // check rejects a target without percentiles (seed ADV-AO-01, INV-LB-04).

@@ -93,7 +93,7 @@ func (a *ads) run(ctx context.Context, accept func(*discoveryv3.DiscoveryRespons
 		}
 		wait := a.backoff.delay(attempt)
 		a.fail(fmt.Errorf("xds server %s: %w; keeping the last known %s, reconnecting in %v", a.server, err, a.kept, wait.Round(time.Millisecond)))
-		if !sleep(ctx, a.clock, wait) {
+		if !clock.Sleep(ctx, a.clock, wait) {
 			return
 		}
 	}
@@ -138,7 +138,7 @@ func (a *ads) session(ctx context.Context, accept func(*discoveryv3.DiscoveryRes
 			// not become a busy loop.
 			if resp.GetVersionInfo() == rejected {
 				rejections++
-				if !sleep(ctx, a.clock, a.backoff.delay(rejections-1)) {
+				if !clock.Sleep(ctx, a.clock, a.backoff.delay(rejections-1)) {
 					return accepted, ctx.Err()
 				}
 			} else {

@@ -1,10 +1,8 @@
 package discovery
 
 import (
-	"context"
 	"time"
 
-	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/rng"
 )
 
@@ -24,18 +22,4 @@ func (b backoff) delay(attempt int) time.Duration {
 	}
 	half := c / 2
 	return half + time.Duration(b.rand.IntN(int(c-half)+1))
-}
-
-// sleep waits d on clk, or until ctx ends; it reports whether the wait ran
-// its course.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	done := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(done) })
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
 }

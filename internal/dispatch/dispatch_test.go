@@ -294,7 +294,7 @@ func newRequest(t *testing.T, d *dispatch.Driver, l int, subset ...string) *requ
 	t.Cleanup(pk.Close)
 	oc := config.DefaultOrigin()
 	r := &request{pol: forward.NewPolicy(oc.Retry, clock.Real(), nil)}
-	r.a.Start(&r.pol, pk, true, 1, balance.Key{})
+	r.a.Start(&r.pol, pk, forward.Replay{Resend: true}, 1, balance.Key{})
 	t.Cleanup(r.a.Finish)
 	return r
 }

@@ -77,7 +77,7 @@ func (r *rig) do(req *Request, c Client) (int, forward.Step, forward.Reason) {
 		req.Scheme = "http"
 	}
 	var a forward.Attempt
-	a.Start(&r.pol, r.pk, false, 1, balance.Key{})
+	a.Start(&r.pol, r.pk, forward.Replay{}, 1, balance.Key{})
 	defer a.Finish()
 	if _, _, step := a.Pick(); step != forward.Acquire {
 		r.t.Fatalf("pick: %v", step)

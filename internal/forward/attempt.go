@@ -15,7 +15,7 @@
 //
 // A request's steps, with what the caller does between them:
 //
-//	a.Start(policy, picker, replayable, cost, key)
+//	a.Start(policy, picker, replay, cost, key)
 //	defer a.Finish()
 //	for {
 //		ep, trust, step := a.Pick()               // Acquire, or Answer
@@ -26,6 +26,7 @@
 //		relay := a.Respond(status, fromCorput)     // a head: relay it, or discard it
 //		... relay or discard; end I/O on the connection ...
 //		step = a.Settle()                          // Delivered, Again, Answer
+//		// on Again: wait a.Backoff() on the clock, rewind the body
 //	}
 //
 // Invariants:
@@ -39,14 +40,19 @@
 //   - Every lease Acquired is given is released exactly once, by Failed or
 //     Settle, which the caller calls only after it has ended its I/O on the
 //     connection: a connection goes back to its pool in a known state.
+//   - No attempt follows one whose request body was read and not kept
+//     whole (Replay.Body's Kept): the bytes to send again are gone.
 //   - A retry after a failure that may have reached an origin (a broken
-//     connection, an origin's 503) is charged to the origin's Budget and
-//     taken only by an idempotent request without a body, at most
-//     retry.attempts times. A retry after nothing was sent (a failed dial,
-//     a refused stream, an endpoint that left) is not charged and goes only
-//     to an endpoint not tried yet, at most maxUnsentRetries times. A
-//     connection handed out unprobed and found closed by the origin
-//     (Stale) is resent once per such connection, outside both.
+//     connection, an origin's 502, 503 or 504) is charged to the Budget
+//     and taken only by a request that may be replayed (Replay.Resend: an
+//     idempotent method, or the route's idempotency header on the
+//     request), at most retry.attempts times, each after a backoff with
+//     full jitter (Backoff). A retry after nothing was sent (a failed
+//     dial, a refused stream, an endpoint that left) is taken whatever the
+//     method, is not charged, waits no backoff and goes only to an
+//     endpoint not tried yet, at most maxUnsentRetries times. A connection
+//     handed out unprobed and found closed by the origin (Stale) is resent
+//     once per such connection, outside both.
 //   - An Answer is final: Reason says what to answer, and the Observer has
 //     been told once.
 //   - The request path allocates nothing: an Attempt is a value its caller
@@ -56,6 +62,8 @@ package forward
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/corput/corput/internal/balance"
@@ -139,22 +147,39 @@ type Observer interface {
 	Answered(r Reason)
 	// Resent: a request goes again after a Stale connection.
 	Resent()
+	// Retried: a request goes again after a failure: replay says it may
+	// have reached an origin (a budgeted retry), else nothing was sent.
+	Retried(replay bool)
 	// Settled: an exchange delivered a response with status, d after its
 	// stream was acquired.
 	Settled(status int, d time.Duration)
 }
 
-// Policy is an origin's retry rules and the parts every Attempt on it
-// shares. It is read only once built, but for Budget.
+// Policy is an origin's (or a route's) retry rules and the parts every
+// Attempt on it shares. It is read only once built, but for Budget.
 type Policy struct {
 	// Attempts is 1 + retry.attempts.
 	Attempts int
-	// RetryConnect, RetryRefused and Retry503 are retry.on's
-	// connect-failure, refused-stream and 503.
-	RetryConnect, RetryRefused, Retry503 bool
-	Budget                               *Budget
-	Clock                                clock.Clock
-	Observer                             Observer // nil hears nothing
+	// RetryConnect, RetryRefused, Retry502, Retry503 and Retry504 are
+	// retry.on's connect-failure, refused-stream, 502, 503 and 504
+	// (gateway-error is the last three).
+	RetryConnect, RetryRefused, Retry502, Retry503, Retry504 bool
+	// BackoffBase and BackoffMax are retry.backoff's: the wait before the
+	// n-th budgeted retry is drawn uniformly from [0, min(max, base×2ⁿ⁻¹)]
+	// (full jitter); a zero base waits nothing.
+	BackoffBase, BackoffMax time.Duration
+	// Jitter draws uniformly from [0, n) for the backoff; nil: math/rand/v2's.
+	// The lab passes its seeded source's.
+	Jitter func(n int64) int64
+	// IdempotencyHeader is retry.idempotency_header, lower-case ("" for
+	// none): a request carrying it may be replayed after it was sent.
+	IdempotencyHeader string
+	// ReplayBuffer is retry.replay_buffer: the most body bytes kept to send
+	// again (package replay); 0 keeps none.
+	ReplayBuffer int
+	Budget       *Budget
+	Clock        clock.Clock
+	Observer     Observer // nil hears nothing
 	// Trace, when set, is called as each attempt ends: its endpoint ("" when
 	// Pick found none), the step it ended with (Again, Answer, Gone or
 	// Delivered) and the reason (None for Gone and Delivered). Tests and
@@ -171,24 +196,47 @@ const (
 	sentStale               // an unprobed connection was found closed
 )
 
+// Replay is what Start is told of a request: what of it may be sent
+// again.
+type Replay struct {
+	// Resend: the request may be sent again after it may have reached an
+	// origin. Its method is idempotent (RFC 9110 §9.2.2) and it asks no
+	// protocol upgrade, or the route opts in with retry.idempotency_header
+	// and the request carries it (the origin deduplicates).
+	Resend bool
+	// Body is the request body's replay buffer, nil when the request has
+	// no body.
+	Body Rewinder
+}
+
+// Rewinder is a request body's replay buffer as an Attempt asks it
+// (replay.Body is one).
+type Rewinder interface {
+	// Kept reports whether every body byte read so far is kept, so that
+	// the body can be sent again from its start: true before any was read.
+	Kept() bool
+}
+
 // Attempt is one downstream request's way through one origin loop: its
 // attempts, the endpoint and lease of the current one, and its outcome.
 // The zero value is unusable; Start makes it ready, and it may be reused
 // once Finish has run.
 type Attempt struct {
-	pol        *Policy
-	pk         Picker
-	replayable bool
-	started    bool
-	cost       float64     // the request's cost, in units of the lightest class
-	key        balance.Key // the request's key for a sticky origin (KeySource); zero: none
+	pol     *Policy
+	pk      Picker
+	replay  Replay
+	started bool
+	cost    float64     // the request's cost, in units of the lightest class
+	key     balance.Key // the request's key for a sticky origin (KeySource); zero: none
 
 	tried   triedHosts
 	failed  bool // an attempt failed: every later one probes its connection
 	retries int  // budgeted retries taken
 	unsent  int  // retries after nothing was sent
 	charged bool // the request holds a retry of the budget
+	held    bool // Respond took the budgeted retry its discarded response goes to
 	reason  Reason
+	wait    time.Duration // the backoff before the next attempt
 
 	ep      *balance.Endpoint
 	ticket  balance.Ticket    // what the balancer counted for ep's pick, given back at End
@@ -198,20 +246,28 @@ type Attempt struct {
 	start   time.Time     // the stream was acquired
 	headers time.Duration // start to the response head
 	status  int
-	discard bool  // Respond chose not to relay (an origin's 503 to retry past)
+	discard bool  // Respond chose not to relay (an origin's 502, 503 or 504 to retry past)
 	limit   Limit // the time limit that ended the latest exchange (Expired)
 	idleCut bool  // the relayed response was ended by stream_idle (IdleTimedOut)
 }
 
-// Start readies a for a request through pk under pol. replayable: the
-// request is idempotent and has no body, so it can be sent again. cost is
-// the request's cost in units of the lightest workload class (its class's
-// workload.classes[].cost; 1 when it has no known class). key is its key
-// for a sticky origin (KeySource.Key), the zero Key when it has none.
-func (a *Attempt) Start(pol *Policy, pk Picker, replayable bool, cost float64, key balance.Key) {
-	*a = Attempt{pol: pol, pk: pk, replayable: replayable, started: true, reason: NoHealthy, cost: cost, key: key}
+// Start readies a for a request through pk under pol. r says what of the
+// request may be sent again. cost is the request's cost in units of the
+// lightest workload class (its class's workload.classes[].cost; 1 when it
+// has no known class). key is its key for a sticky origin
+// (KeySource.Key), the zero Key when it has none.
+func (a *Attempt) Start(pol *Policy, pk Picker, r Replay, cost float64, key balance.Key) {
+	*a = Attempt{pol: pol, pk: pk, replay: r, started: true, reason: NoHealthy, cost: cost, key: key}
 	pol.Budget.begin()
 }
+
+// Backoff is the wait before the next attempt, after Again: zero but
+// before a budgeted retry under retry.backoff. The caller waits it on the
+// policy's clock (the gateway sleeps, the lab's virtual time moves on).
+func (a *Attempt) Backoff() time.Duration { return a.wait }
+
+// kept reports whether the request's body, if any, can be sent again.
+func (a *Attempt) kept() bool { return a.replay.Body == nil || a.replay.Body.Kept() }
 
 // Finish ends the request: it gives back what the request held of the
 // retry budget. It may be deferred, and runs once however often it is
@@ -256,7 +312,9 @@ func (a *Attempt) Conn() pool.Conn { return a.lease.Conn() }
 
 // MayRetry reports whether a budgeted retry can still follow the current
 // attempt: without one an origin's 503 is relayed as it is.
-func (a *Attempt) MayRetry() bool { return a.replayable && a.retries+1 < a.pol.Attempts }
+func (a *Attempt) MayRetry() bool {
+	return a.replay.Resend && a.retries+1 < a.pol.Attempts && a.kept()
+}
 
 // Pick chooses the endpoint of the next attempt — one the request has not
 // tried when the loop offers one — and admits the request to it. On
@@ -279,7 +337,9 @@ func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
 		ep.End(t, 0, balance.Shed)
 		return nil, false, a.traced(a.answer(PendingFull))
 	}
-	return ep, a.MayRetry() && !a.failed, Acquire
+	// Trusting an unprobed connection is for a request that can be resent
+	// whole if it was stale: one without a body.
+	return ep, a.MayRetry() && a.replay.Body == nil && !a.failed, Acquire
 }
 
 // traced reports an attempt's end to Policy.Trace.
@@ -412,8 +472,8 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 	// The connection broke before any response: an origin that crashed
 	// with the request in flight, or closed a kept-alive connection as it
 	// was reused. The balancer counts a connect failure, and under
-	// retry.on connect-failure an idempotent request without a body is
-	// replayed on another endpoint (RFC 9110 §9.2.2).
+	// retry.on connect-failure a request that may be replayed
+	// (Replay.Resend, its body kept) goes to another endpoint.
 	ep.End(a.ticket, 0, balance.ConnectFailure)
 	if a.pol.RetryConnect {
 		return a.after(sentMaybe, UpstreamReset)
@@ -424,13 +484,27 @@ func (a *Attempt) exchangeFailed(f Failure) Step {
 // Respond reports the response head, with its status; fromCorput says it
 // carries X-Corput-Error (another corput answered: it already shed or
 // retried, so it is relayed). It returns whether to relay the response:
-// false for an origin's 503 that a retry can follow (retry.on 503), which
-// the caller discards. Either way the caller then ends its I/O and calls
-// Settle.
+// false for an origin's 502, 503 or 504 that a retry can follow (retry.on),
+// which the caller discards. Either way the caller then ends its I/O and
+// calls Settle. A 502 or 504 is discarded only when the budget grants its
+// retry now: otherwise the origin's own answer is relayed, where a refused
+// 503's retry is answered upstream_503.
 func (a *Attempt) Respond(status int, fromCorput bool) (relay bool) {
 	a.headers = a.pol.Clock.Now().Sub(a.start)
 	a.status = status
-	a.discard = a.MayRetry() && status == 503 && a.pol.Retry503 && !fromCorput
+	a.discard = false
+	if fromCorput || !a.MayRetry() {
+		return true
+	}
+	switch status {
+	case 503:
+		a.discard = a.pol.Retry503
+	case 502, 504:
+		if status == 502 && a.pol.Retry502 || status == 504 && a.pol.Retry504 {
+			a.discard = a.takeRetry()
+			a.held = a.discard
+		}
+	}
 	return !a.discard
 }
 
@@ -473,7 +547,12 @@ func (a *Attempt) answer(r Reason) Step {
 func (a *Attempt) after(s sent, r Reason) Step {
 	a.reason = r
 	a.failed = true
-	if s == sentStale && a.replayable {
+	a.wait = 0
+	if !a.kept() { // the body's bytes to send again are gone
+		a.tried.add(a.ep)
+		return a.answer(r)
+	}
+	if s == sentStale && a.replay.Body == nil {
 		// What the hand-out probe would have caught
 		// (pool.AcquireTrusting): the endpoint did nothing wrong.
 		if obs := a.pol.Observer; obs != nil {
@@ -482,24 +561,63 @@ func (a *Attempt) after(s sent, r Reason) Step {
 		return Again
 	}
 	a.tried.add(a.ep)
-	if !a.replayable {
-		return a.answer(r)
-	}
-	if s == sentNothing && a.unsent < unsentRetries(a.pol.Attempts) {
+	if s != sentMaybe && a.unsent < unsentRetries(a.pol.Attempts) {
+		// Nothing reached an origin: any method may go again.
 		a.unsent++
 		a.tried.strict = true
+		a.retried(false)
 		return Again
 	}
+	if !a.replay.Resend {
+		return a.answer(r)
+	}
+	if a.held { // Respond took this retry already
+		a.held = false
+	} else if !a.takeRetry() {
+		return a.answer(r)
+	}
+	a.wait = a.backoff()
+	a.retried(true)
+	return Again
+}
+
+// takeRetry takes a budgeted retry: within retry.attempts and granted by
+// the budget.
+func (a *Attempt) takeRetry() bool {
 	if a.charged { // every budgeted retry asks the budget
 		a.pol.Budget.doneRetry()
 		a.charged = false
 	}
 	if a.retries+1 >= a.pol.Attempts || !a.pol.Budget.tryRetry() {
-		return a.answer(r)
+		return false
 	}
 	a.retries++
 	a.charged, a.tried.strict = true, false
-	return Again
+	return true
+}
+
+// backoff draws the wait before budgeted retry a.retries: full jitter over
+// [0, min(max, base×2ⁿ⁻¹)] (AWS's "full jitter"; Envoy's retry back-off).
+func (a *Attempt) backoff() time.Duration {
+	p := a.pol
+	if p.BackoffBase <= 0 {
+		return 0
+	}
+	ceil := p.BackoffBase << min(a.retries-1, 20)
+	if p.BackoffMax > 0 && (ceil > p.BackoffMax || ceil <= 0) {
+		ceil = p.BackoffMax
+	}
+	jitter := p.Jitter
+	if jitter == nil {
+		jitter = rand.Int64N
+	}
+	return time.Duration(jitter(int64(ceil) + 1))
+}
+
+func (a *Attempt) retried(replay bool) {
+	if obs := a.pol.Observer; obs != nil {
+		obs.Retried(replay)
+	}
 }
 
 // triedHosts are the endpoints a request's attempts have failed on, so
@@ -529,17 +647,28 @@ func (t *triedHosts) add(ep *balance.Endpoint) {
 
 func (t *triedHosts) list() []*balance.Endpoint { return t.eps[:t.n] }
 
-// NewPolicy is the Policy of an origin's retry configuration.
+// NewPolicy is the Policy of an origin's (or a route's) retry
+// configuration.
 func NewPolicy(r config.Retry, clk clock.Clock, obs Observer) Policy {
-	p := Policy{Attempts: 1 + r.Attempts, Budget: NewBudget(r.BudgetPercent), Clock: clk, Observer: obs}
+	p := Policy{
+		Attempts: 1 + r.Attempts, Budget: NewBudget(r.BudgetPercent), Clock: clk, Observer: obs,
+		BackoffBase: r.Backoff.Base, BackoffMax: r.Backoff.Max,
+		IdempotencyHeader: strings.ToLower(r.IdempotencyHeader), ReplayBuffer: r.ReplayBuffer,
+	}
 	for _, on := range r.On {
 		switch on {
 		case config.RetryConnectFailure:
 			p.RetryConnect = true
 		case config.RetryRefusedStream:
 			p.RetryRefused = true
+		case config.Retry502:
+			p.Retry502 = true
 		case config.Retry503:
 			p.Retry503 = true
+		case config.Retry504:
+			p.Retry504 = true
+		case config.RetryGatewayError:
+			p.Retry502, p.Retry503, p.Retry504 = true, true, true
 		}
 	}
 	return p

@@ -39,10 +39,18 @@ type recorder struct {
 	answered []Reason
 	resent   int
 	settled  []int
+	retried  [2]int // [unsent, replay]
 }
 
-func (r *recorder) Answered(x Reason)              { r.answered = append(r.answered, x) }
-func (r *recorder) Resent()                        { r.resent++ }
+func (r *recorder) Answered(x Reason) { r.answered = append(r.answered, x) }
+func (r *recorder) Resent()           { r.resent++ }
+func (r *recorder) Retried(replay bool) {
+	if replay {
+		r.retried[1]++
+	} else {
+		r.retried[0]++
+	}
+}
 func (r *recorder) Settled(s int, _ time.Duration) { r.settled = append(r.settled, s) }
 
 func newHarness(t *testing.T, endpoints int, pol Policy) *harness {
@@ -93,6 +101,7 @@ type outcome struct {
 	fail        Failure // the exchange's failure, when status is 0
 	status      int     // a response with this status
 	corput      bool    // the response carries X-Corput-Error
+	lose        bool    // the exchange read body bytes it did not keep (over the replay buffer)
 }
 
 func ok(status int) outcome      { return outcome{status: status} }
@@ -100,19 +109,23 @@ func failed(f Failure) outcome   { return outcome{fail: f} }
 func refusedDial() outcome       { return outcome{dialRefused: true} }
 func (o outcome) String() string { return fmt.Sprintf("%+v", struct{ outcome }{o}) }
 
+// idem is an idempotent request without a body (a GET).
+var idem = Replay{Resend: true}
+
 // attemptLog is one attempt as the harness saw it.
 type attemptLog struct {
 	ep    string
 	trust bool
 	step  Step
+	wait  time.Duration // the backoff after Again
 }
 
 // run forwards one request through the script and returns what each
 // attempt did, the final step and reason.
-func (h *harness) run(replayable bool, script ...outcome) ([]attemptLog, Step, Reason) {
+func (h *harness) run(r Replay, script ...outcome) ([]attemptLog, Step, Reason) {
 	h.t.Helper()
 	var a Attempt
-	a.Start(&h.pol, h.pk, replayable, 1, balance.Key{})
+	a.Start(&h.pol, h.pk, r, 1, balance.Key{})
 	defer func() { // after Finish
 		h.attempts, h.last = a.Attempts(), ""
 		if ep := a.LastEndpoint(); ep != nil {
@@ -142,6 +155,9 @@ func (h *harness) run(replayable bool, script ...outcome) ([]attemptLog, Step, R
 		step = a.Acquired(l, err)
 		if step == Send {
 			h.clk.Advance(10 * time.Millisecond)
+			if b, ok := r.Body.(*testBody); ok && o.lose {
+				b.lost = true
+			}
 			if o.status == 0 {
 				step = a.Failed(o.fail)
 			} else {
@@ -149,7 +165,7 @@ func (h *harness) run(replayable bool, script ...outcome) ([]attemptLog, Step, R
 				step = a.Settle()
 			}
 		}
-		log = append(log, attemptLog{ep.Address(), trust, step})
+		log = append(log, attemptLog{ep.Address(), trust, step, a.Backoff()})
 		switch step {
 		case Again:
 		case Delivered, Answer, Gone:
@@ -185,7 +201,7 @@ func eps(log []attemptLog) []string {
 
 func TestFirstResponseIsDelivered(t *testing.T) {
 	h := newHarness(t, 3, Policy{Attempts: 2, RetryConnect: true})
-	log, step, reason := h.run(true, ok(200))
+	log, step, reason := h.run(idem, ok(200))
 	if step != Delivered || reason != NoHealthy && reason != None || len(log) != 1 || !log[0].trust {
 		t.Fatalf("got %v %v %+v; want one delivered attempt, trusting its connection", step, reason, log)
 	}
@@ -200,7 +216,7 @@ func TestFirstResponseIsDelivered(t *testing.T) {
 // reached the origin takes the one budgeted retry; later attempts probe.
 func TestRetriesAfterNothingSentGoElsewhereOutsideTheBudget(t *testing.T) {
 	h := newHarness(t, 4, Policy{Attempts: 2, RetryConnect: true})
-	log, step, _ := h.run(true, refusedDial(), refusedDial(), failed(Broken), ok(200))
+	log, step, _ := h.run(idem, refusedDial(), refusedDial(), failed(Broken), ok(200))
 	if step != Delivered || len(log) != 4 {
 		t.Fatalf("got %v after %+v; want delivered on the fourth attempt", step, log)
 	}
@@ -215,26 +231,110 @@ func TestRetriesAfterNothingSentGoElsewhereOutsideTheBudget(t *testing.T) {
 	h.settled()
 }
 
-func TestNotReplayableIsAnsweredAtTheFirstFailure(t *testing.T) {
+// testBody is a request body's replay buffer: lost once an exchange read
+// bytes it could not keep.
+type testBody struct{ lost bool }
+
+func (b *testBody) Kept() bool { return !b.lost }
+
+// TestReplayDecisions: what goes again after each failure, by what the
+// request may replay (its method or key, its body): a request that sent
+// nothing goes again whatever its method, when its body is kept; one that
+// may have reached the origin only when it may be resent, its body kept.
+func TestReplayDecisions(t *testing.T) {
+	post := func() Replay { return Replay{Body: &testBody{}} }                // a POST without a key
+	keyed := func() Replay { return Replay{Resend: true, Body: &testBody{}} } // a POST with the key, or a PUT
 	for _, c := range []struct {
-		o    outcome
-		want Reason
+		name    string
+		r       Replay
+		script  []outcome
+		step    Step
+		reason  Reason
+		retried [2]int
 	}{
-		{refusedDial(), ConnectFailed},
-		{failed(Broken), UpstreamReset},
-		{failed(Refused), UpstreamReset},
-		{failed(Timeout), UpstreamTimeout},
-		{failed(HeadTooLarge), UpstreamHeadTooLarge},
-		{failed(Protocol), UpstreamReset},
-		{failed(BadBody), BadRequest}, // the client's body was refused after it went out
+		{"POST, refused dial: another endpoint", post(), []outcome{refusedDial(), ok(200)}, Delivered, None, [2]int{1, 0}},
+		{"POST, refused stream: another endpoint", post(), []outcome{failed(Refused), ok(200)}, Delivered, None, [2]int{1, 0}},
+		{"POST, body read and lost, refused stream: answered", post(), []outcome{{fail: Refused, lose: true}}, Answer, UpstreamReset, [2]int{}},
+		{"POST, broken after it was sent: answered", post(), []outcome{failed(Broken)}, Answer, UpstreamReset, [2]int{}},
+		{"POST, origin's 502: relayed", post(), []outcome{ok(502)}, Delivered, None, [2]int{}},
+		{"POST, origin's 503: relayed", post(), []outcome{ok(503)}, Delivered, None, [2]int{}},
+		{"keyed POST, broken after it was sent: replayed", keyed(), []outcome{failed(Broken), ok(200)}, Delivered, None, [2]int{0, 1}},
+		{"keyed POST, over the replay buffer, broken: answered", keyed(), []outcome{{fail: Broken, lose: true}}, Answer, UpstreamReset, [2]int{}},
+		{"keyed POST, over the replay buffer, 503: relayed", keyed(), []outcome{{status: 503, lose: true}}, Delivered, None, [2]int{}},
+		{"GET, origin's 502: retried", idem, []outcome{ok(502), ok(200)}, Delivered, None, [2]int{0, 1}},
+		{"GET, origin's 504: retried", idem, []outcome{ok(504), ok(200)}, Delivered, None, [2]int{0, 1}},
+		{"GET, a corput's 502: relayed", idem, []outcome{{status: 502, corput: true}}, Delivered, None, [2]int{}},
+		{"GET, 502 twice: the second relayed", idem, []outcome{ok(502), ok(502)}, Delivered, None, [2]int{0, 1}},
+		{"GET, timeout: answered", idem, []outcome{failed(Timeout)}, Answer, UpstreamTimeout, [2]int{}},
+		{"GET, head too large: answered", idem, []outcome{failed(HeadTooLarge)}, Answer, UpstreamHeadTooLarge, [2]int{}},
+		{"GET, protocol: answered", idem, []outcome{failed(Protocol)}, Answer, UpstreamReset, [2]int{}},
+		{"GET, the client's body refused after it went out: answered 400", idem, []outcome{failed(BadBody)}, Answer, BadRequest, [2]int{}},
 	} {
-		h := newHarness(t, 3, Policy{Attempts: 3, RetryConnect: true, RetryRefused: true})
-		log, step, reason := h.run(false, c.o)
-		if step != Answer || reason != c.want || len(log) != 1 || log[0].trust {
-			t.Errorf("%v: got %v %v %+v; want one untrusting attempt answered %v", c.o, step, reason, log, c.want)
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, 3, Policy{Attempts: 2, RetryConnect: true, RetryRefused: true, Retry502: true, Retry503: true, Retry504: true})
+			log, step, reason := h.run(c.r, c.script...)
+			if step != c.step || step == Answer && reason != c.reason || len(log) != len(c.script) {
+				t.Fatalf("got %v %v after %d attempts; want %v %v after %d", step, reason, len(log), c.step, c.reason, len(c.script))
+			}
+			if h.obs.retried != c.retried {
+				t.Errorf("retried [unsent, replay] = %v; want %v", h.obs.retried, c.retried)
+			}
+			if e := eps(log); len(e) == 2 && e[0] == e[1] {
+				t.Errorf("endpoints %v: the retry went back to the one that failed", e)
+			}
+			for i, l := range log {
+				if c.r.Body != nil && l.trust {
+					t.Errorf("attempt %d of a request with a body trusted an unprobed connection", i+1)
+				}
+			}
+			h.settled()
+		})
+	}
+}
+
+// TestBackoffFullJitter: each budgeted retry waits a draw of [0, ceiling]
+// with the ceiling base×2ⁿ⁻¹ capped at max; a retry after nothing was sent
+// waits nothing; a zero base never waits.
+func TestBackoffFullJitter(t *testing.T) {
+	var asked []int64
+	jitter := func(n int64) int64 { asked = append(asked, n); return n - 1 } // the top of the range
+	pol := Policy{Attempts: 4, RetryConnect: true, Retry503: true, BackoffBase: 10 * time.Millisecond, BackoffMax: 25 * time.Millisecond, Jitter: jitter}
+	h := newHarness(t, 6, pol)
+	log, step, _ := h.run(idem, refusedDial(), failed(Broken), ok(503), ok(503), ok(200))
+	if step != Delivered || len(log) != 5 {
+		t.Fatalf("got %v after %+v", step, log)
+	}
+	want := []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond}
+	for i, w := range want {
+		if log[i].wait != w {
+			t.Errorf("attempt %d: backoff %v; want %v", i+1, log[i].wait, w)
 		}
-		if !slices.Equal(h.obs.answered, []Reason{c.want}) {
-			t.Errorf("%v: observer heard %v", c.o, h.obs.answered)
+	}
+	if !slices.Equal(asked, []int64{int64(10*time.Millisecond) + 1, int64(20*time.Millisecond) + 1, int64(25*time.Millisecond) + 1}) {
+		t.Errorf("jitter asked %v", asked)
+	}
+	h.settled()
+
+	pol.BackoffBase = 0
+	h = newHarness(t, 3, pol)
+	if log, _, _ := h.run(idem, failed(Broken), ok(200)); log[0].wait != 0 {
+		t.Errorf("zero base: waited %v", log[0].wait)
+	}
+}
+
+// TestRetry502504TakeTheBudgetAtTheResponse: a 502 or 504 is discarded
+// only when the budget grants its retry; otherwise the origin's own answer
+// is relayed (a 503's retry refused is answered upstream_503).
+func TestRetry502504TakeTheBudgetAtTheResponse(t *testing.T) {
+	for _, status := range []int{502, 504} {
+		b := NewBudget(0)
+		for range 3 {
+			b.tryRetry()
+		}
+		h := newHarness(t, 3, Policy{Attempts: 2, Retry502: true, Retry504: true, Budget: b})
+		log, step, _ := h.run(idem, ok(status))
+		if step != Delivered || len(log) != 1 || !slices.Equal(h.obs.settled, []int{status}) {
+			t.Errorf("%d, budget spent: %v %+v settled %v; want the origin's %d relayed", status, step, log, h.obs.settled, status)
 		}
 		h.settled()
 	}
@@ -244,7 +344,7 @@ func TestNotReplayableIsAnsweredAtTheFirstFailure(t *testing.T) {
 // relayed as it is after; a 503 another corput made is relayed at once.
 func TestOrigin503IsRetriedThenRelayed(t *testing.T) {
 	h := newHarness(t, 3, Policy{Attempts: 2, Retry503: true})
-	log, step, _ := h.run(true, ok(503), ok(503))
+	log, step, _ := h.run(idem, ok(503), ok(503))
 	if step != Delivered || len(log) != 2 || log[0].step != Again {
 		t.Fatalf("got %v %+v; want the second 503 relayed", step, log)
 	}
@@ -254,7 +354,7 @@ func TestOrigin503IsRetriedThenRelayed(t *testing.T) {
 	h.settled()
 
 	h = newHarness(t, 3, Policy{Attempts: 2, Retry503: true})
-	if log, step, _ := h.run(true, outcome{status: 503, corput: true}); step != Delivered || len(log) != 1 {
+	if log, step, _ := h.run(idem, outcome{status: 503, corput: true}); step != Delivered || len(log) != 1 {
 		t.Fatalf("a corput 503: %v %+v; want it relayed at once", step, log)
 	}
 	h.settled()
@@ -268,12 +368,12 @@ func TestRetriesStopWhenTheBudgetIsSpent(t *testing.T) {
 		}
 	}
 	h := newHarness(t, 3, Policy{Attempts: 3, RetryConnect: true, Budget: b})
-	log, step, reason := h.run(true, failed(Broken))
+	log, step, reason := h.run(idem, failed(Broken))
 	if step != Answer || reason != UpstreamReset || len(log) != 1 {
 		t.Fatalf("budget spent: %v %v %+v; want answered after one attempt", step, reason, log)
 	}
 	b.doneRetry()
-	log, step, _ = h.run(true, failed(Broken), ok(200))
+	log, step, _ = h.run(idem, failed(Broken), ok(200))
 	if step != Delivered || len(log) != 2 {
 		t.Fatalf("with a retry free: %v %+v", step, log)
 	}
@@ -287,7 +387,7 @@ func TestRetriesStopWhenTheBudgetIsSpent(t *testing.T) {
 // outside the budget and without counting against the endpoint.
 func TestStaleConnectionIsResentOnce(t *testing.T) {
 	h := newHarness(t, 2, Policy{Attempts: 2, RetryConnect: true, Budget: NewBudget(0)})
-	log, step, _ := h.run(true, failed(Stale), failed(Broken), ok(200))
+	log, step, _ := h.run(idem, failed(Stale), failed(Broken), ok(200))
 	if step != Delivered || len(log) != 3 || !log[0].trust || log[1].trust {
 		t.Fatalf("got %v %+v; want the stale one resent probing, then the budgeted retry", step, log)
 	}
@@ -301,7 +401,7 @@ func TestStaleConnectionIsResentOnce(t *testing.T) {
 // tried, answering with the last failure.
 func TestEveryEndpointRefusingEndsWithTheLastReason(t *testing.T) {
 	h := newHarness(t, 2, Policy{Attempts: 2, RetryConnect: true})
-	log, step, reason := h.run(true, refusedDial(), refusedDial())
+	log, step, reason := h.run(idem, refusedDial(), refusedDial())
 	if step != Answer || reason != ConnectFailed || len(log) != 2 {
 		t.Fatalf("got %v %v %+v; want connect_failed after both endpoints", step, reason, log)
 	}
@@ -323,7 +423,7 @@ func TestAttemptsAndLastEndpoint(t *testing.T) {
 		{"every endpoint tried", 2, []outcome{refusedDial(), refusedDial()}, Answer, 2},
 	} {
 		h := newHarness(t, c.endpoints, Policy{Attempts: 2, RetryConnect: true})
-		log, step, _ := h.run(true, c.script...)
+		log, step, _ := h.run(idem, c.script...)
 		if step != c.step || h.attempts != c.attempts || h.last != log[len(log)-1].ep {
 			t.Errorf("%s: %v, %d attempts, last endpoint %q; want %v, %d, %q", c.name, step, h.attempts, h.last, c.step, c.attempts, log[len(log)-1].ep)
 		}
@@ -335,7 +435,7 @@ func TestAttemptsAndLastEndpoint(t *testing.T) {
 	for ep.TryAdmit() {
 	}
 	var a Attempt
-	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
+	a.Start(&h.pol, h.pk, idem, 1, balance.Key{})
 	a.Pick() // pending_full
 	a.Finish()
 	if a.Attempts() != 1 || a.LastEndpoint() != ep {
@@ -344,7 +444,7 @@ func TestAttemptsAndLastEndpoint(t *testing.T) {
 	for ep.Pending() > 0 {
 		ep.Release()
 	}
-	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
+	a.Start(&h.pol, h.pk, idem, 1, balance.Key{})
 	if a.Attempts() != 0 || a.LastEndpoint() != nil {
 		t.Errorf("after Start: %d attempts, last %v; want 0 and nil", a.Attempts(), a.LastEndpoint())
 	}
@@ -368,7 +468,7 @@ func TestAcquisitionFailures(t *testing.T) {
 	} {
 		h := newHarness(t, 2, Policy{Attempts: 2})
 		var a Attempt
-		a.Start(&h.pol, h.pk, true, 1, balance.Key{})
+		a.Start(&h.pol, h.pk, idem, 1, balance.Key{})
 		if _, _, step := a.Pick(); step != Acquire {
 			t.Fatalf("Pick: %v", step)
 		}
@@ -396,7 +496,7 @@ func TestPendingFullAtPick(t *testing.T) {
 	for ep.TryAdmit() {
 	}
 	var a Attempt
-	a.Start(&h.pol, h.pk, true, 1, balance.Key{})
+	a.Start(&h.pol, h.pk, idem, 1, balance.Key{})
 	defer a.Finish()
 	if _, _, step := a.Pick(); step != Answer || a.Reason() != PendingFull {
 		t.Fatalf("a full endpoint: %v %v", step, a.Reason())
@@ -414,7 +514,7 @@ func TestAttemptAllocatesNothing(t *testing.T) {
 	var a Attempt
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
-		a.Start(&h.pol, h.pk, true, 1, balance.Key{})
+		a.Start(&h.pol, h.pk, idem, 1, balance.Key{})
 		ep, _, _ := a.Pick()
 		a.Acquired(h.pools[ep.Address()].Acquire(ctx))
 		a.Failed(Broken)

@@ -96,7 +96,7 @@ func BenchmarkLoopChoice(b *testing.B) {
 			if l := ol.Index(); l < 0 || l >= 16 {
 				b.Fatal(l)
 			}
-			o.Begin(&a, ol, true, 1, balance.Key{})
+			o.Begin(&a, ol, o.Policy(), forward.Replay{Resend: true}, 1, balance.Key{})
 			o.Finish(&a, ol)
 		}
 	})

@@ -44,6 +44,7 @@ import (
 	"github.com/corput/corput/internal/pool"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/proxyproto"
+	"github.com/corput/corput/internal/replay"
 	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/slo"
 	"github.com/corput/corput/internal/telemetry"
@@ -115,6 +116,10 @@ type Gateway struct {
 	// without one. Replaced by a reload that changes the address.
 	webhook atomic.Pointer[slo.Notifier]
 
+	// replays bounds all requests' replay buffers together
+	// (limits.replay_buffers_bytes), across reloads.
+	replays *replay.Cap
+
 	draining   atomic.Bool
 	deaf       atomic.Bool           // a listener stopped accepting before Shutdown
 	downstream [5]prometheus.Counter // by code class 1xx..5xx
@@ -160,6 +165,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		loops:   cfg.LoopCount(),
 
 		adminToken: adminToken,
+		replays:    newReplayCap(int64(cfg.Limits.ReplayBuffersBytes), opts.Metrics),
 	}
 	for i, c := range telemetry.CodeClasses {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
@@ -182,7 +188,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.alog.Close()
 		return nil, err
 	}
-	st := newState(cfg, nil, tracer)
+	st := newState(cfg, nil, tracer, g.replays)
 	g.setEdges(st, nil)
 	g.ppCur.Store(g.proxyPolicy(cfg))
 	for i := range cfg.Origins {
@@ -198,6 +204,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		st.add(o)
 	}
+	st.route()
 	g.handler = proxy.NewHandler(st.table, g.downstream, g.alog)
 	g.setState(st)
 	g.setFleetGauges(st.fleet())

@@ -22,6 +22,7 @@ import (
 	"github.com/corput/corput/internal/edgetls"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
+	"github.com/corput/corput/internal/replay"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/tracing"
 	"github.com/corput/corput/internal/version"
@@ -89,11 +90,29 @@ func fleetOf(cfg *config.Config) config.Fleet {
 	return fl
 }
 
-func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer) *state {
+func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer, replays *replay.Cap) *state {
 	var classes *workload.Classifier
 	if cfg.Workload != nil {
 		classes = workload.NewClassifier(*cfg.Workload)
 	}
+	origins := map[string]*cluster.Origin{}
+	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
+		Classes: classes, Origins: origins, Replays: replays,
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
+		Tracer:     tracer,
+	}}
+	for _, o := range list {
+		st.add(o)
+	}
+	st.route()
+	return st
+}
+
+// route builds the table's router from the configuration's routes, once
+// the state holds their origins: a route with its own retry rules
+// (routes[].retry) gets its own policy on its origin.
+func (st *state) route() {
+	cfg, classes := st.cfg, st.table.Classes
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
@@ -101,22 +120,19 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 		if t := r.Timeouts; t != nil {
 			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}
 		}
+		if r.Retry != nil {
+			routes[i].Timeouts.PerTry = r.Retry.PerTryTimeout // routes[].retry.per_try_timeout
+		}
 		if r.Class != "" && cfg.Workload != nil {
 			if k, ok := cfg.Workload.Index(r.Class); ok {
 				routes[i].Cost, routes[i].Class = classes.ClassCost(k), k
 			}
 		}
+		if o := st.origins[r.Origin]; o != nil && r.Retry != nil {
+			routes[i].Retry = o.RoutePolicy(*r.Retry)
+		}
 	}
-	origins := map[string]*cluster.Origin{}
-	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
-		Router: route.NewRouter(routes), Classes: classes, Origins: origins,
-		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
-		Tracer:     tracer,
-	}}
-	for _, o := range list {
-		st.add(o)
-	}
-	return st
+	st.table.Router = route.NewRouter(routes)
 }
 
 func (st *state) add(o *cluster.Origin) {
@@ -312,7 +328,8 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	for _, o := range list {
 		o.SetWorkload(cfg.Workload)
 	}
-	next := newState(cfg, list, tracer)
+	g.replays.SetMax(int64(cfg.Limits.ReplayBuffersBytes))
+	next := newState(cfg, list, tracer, g.replays)
 	g.setEdges(next, cur)
 	g.ppCur.Store(g.proxyPolicy(cfg))
 	g.setState(next)

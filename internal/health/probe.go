@@ -109,7 +109,7 @@ func (c *Checker) probe(t *target, s *spec, pr *inflight) result {
 	ctx, sk := pr.ctx, pr.sk
 
 	var a forward.Attempt
-	a.Start(&c.pol, balance.NewProbe(ep), false, 1, balance.Key{})
+	a.Start(&c.pol, balance.NewProbe(ep), forward.Replay{}, 1, balance.Key{})
 	defer a.Finish()
 	if _, _, step := a.Pick(); step != forward.Acquire {
 		return result{skip: true} // pending_full: the endpoint's queue is full of live requests

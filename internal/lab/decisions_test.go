@@ -222,7 +222,7 @@ func labDecisions(t *testing.T, addrs []string, roles []role, requests int) []tr
 	gw.policy.Trace = tr.add
 	for i := range requests {
 		r := e.newRequest()
-		r.begin(gw, gw.loops[0], 0, time.Millisecond, true, 1)
+		r.begin(gw, gw.loops[0], 0, time.Millisecond, forward.Replay{Resend: true}, 1)
 		r.attempt()
 		// Only until the request is over: stepping on would run the pools'
 		// keepalive probes and idle timers, which real time does not reach

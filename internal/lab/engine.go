@@ -57,6 +57,10 @@ type fleetOptions struct {
 	// body): a connection that breaks under one, or fails to open for it,
 	// is answered 502 and not retried.
 	oneShot []bool
+	// keyed: the oneShot classes' requests carry an idempotency key
+	// (retry.idempotency_header), as a payments client sends its
+	// authorizations: one that may have reached a pod is replayed too.
+	keyed bool
 	// baseline: steps 0–5 (steps.go: the spec's connection-pool techniques
 	// added one at a time, gw-04), the pools of the Zuul
 	// progression, without the warm pick and borrowing from the home loop

@@ -80,6 +80,7 @@ func (e *engine) newGateway(g int, snap *subset.Snapshot) (*gateway, error) {
 	retry := config.DefaultOrigin().Retry
 	retry.Attempts = e.o.retries
 	gw := &gateway{e: e, idx: g, bal: bal, policy: forward.NewPolicy(retry, e.clk, nil)}
+	gw.policy.Jitter = func(n int64) int64 { return int64(e.rnd.Uint64() % uint64(n)) } // seeded: a seed fixes every figure
 	for l := range e.o.loops {
 		gw.loops = append(gw.loops, &gwLoop{gw: gw, idx: l})
 	}
@@ -133,19 +134,21 @@ func (g *gateway) arrival() {
 	}
 	class := e.classOf(e.mix.Pick(e.rnd.Float64()))
 	r := e.newRequest()
+	oneShot := class < len(e.o.oneShot) && e.o.oneShot[class]
 	r.begin(g, g.loops[g.drv.Place()], class, e.mix.Classes[class].Latency,
-		class >= len(e.o.oneShot) || !e.o.oneShot[class], e.costs[class])
+		forward.Replay{Resend: !oneShot || e.o.keyed}, e.costs[class])
 	e.rec.arrived(e)
 	r.attempt()
 }
 
 // begin starts r on loop l of gateway g: counted in the loop's requests
 // in flight, its attempts under the gateway's retry policy.
-func (r *request) begin(g *gateway, l *gwLoop, class int, base time.Duration, replayable bool, cost float64) {
+// A request's body is not modelled: it always fits the replay buffer.
+func (r *request) begin(g *gateway, l *gwLoop, class int, base time.Duration, replay forward.Replay, cost float64) {
 	r.gw, r.drv, r.loop, r.class, r.base, r.arrived = g, g.drv, l, class, base, r.e.clk.Now()
 	l.requests++
 	r.drv.Begin(l.idx)
-	r.a.Start(&g.policy, l.picker, replayable, cost, balance.Key{})
+	r.a.Start(&g.policy, l.picker, replay, cost, balance.Key{})
 }
 
 // poolFor returns the pool the request path uses for in on loop l, creating
@@ -197,8 +200,11 @@ type request struct {
 
 	// Bound to this request object once and re-armed at each use: a
 	// recycled request allocates nothing.
-	service, deadline clock.Timer
-	slot              int // index in its instance's serving list while in service
+	service, deadline, backoff clock.Timer
+	onBackoff                  func() // r.attempt, bound once
+	slot                       int    // index in its instance's serving list while in service
+	visits                     int    // times an instance took it in: 2 or more, it reached a pod twice
+	retried                    bool   // it went again after a failed attempt
 
 	started, cancelled, fail, timedOut bool
 	closeAfter                         bool // the origin closes the connection once it is idle (memconn.ServeThenClose)
@@ -212,15 +218,15 @@ func (e *engine) newRequest() *request {
 		return r
 	}
 	r := &request{e: e}
-	r.onLease = r.leased
+	r.onLease, r.onBackoff = r.leased, r.attempt
 	return r
 }
 
 // recycle keeps r for a later request once nothing refers to it any more:
 // the gateway has answered and the origin has let go of it.
 func (r *request) recycle() {
-	svc, dl, onLease := r.service, r.deadline, r.onLease
-	*r = request{e: r.e, service: svc, deadline: dl, onLease: onLease}
+	svc, dl, bo, onLease, onBackoff := r.service, r.deadline, r.backoff, r.onLease, r.onBackoff
+	*r = request{e: r.e, service: svc, deadline: dl, backoff: bo, onLease: onLease, onBackoff: onBackoff}
 	r.e.spare = append(r.e.spare, r)
 }
 
@@ -248,13 +254,29 @@ func (r *request) next(s forward.Step) {
 	switch s {
 	case forward.Again:
 		r.started, r.fail, r.closeAfter = false, false, false
-		r.attempt()
+		r.again()
 	case forward.Delivered:
 		r.finish()
 		r.e.rec.answered(r.e, r, r.e.clk.Now(), r.fail)
 		r.recycle()
 	default:
 		r.answer()
+	}
+}
+
+// again makes the request's next attempt after a failed one, once the
+// Attempt's backoff has passed on virtual time, as the gateway sleeps it.
+func (r *request) again() {
+	r.retried = true
+	d := r.a.Backoff()
+	if d <= 0 {
+		r.attempt()
+		return
+	}
+	if r.backoff == nil {
+		r.backoff = r.e.clk.AfterFunc(d, r.onBackoff)
+	} else {
+		r.backoff.Reset(d)
 	}
 }
 
@@ -267,7 +289,7 @@ func (r *request) leased(l pool.Lease, err error) { r.proceed(r.a.Acquired(l, er
 func (r *request) proceed(s forward.Step) {
 	switch s {
 	case forward.Again:
-		r.attempt()
+		r.again()
 		return
 	case forward.Answer, forward.Gone:
 		r.answer()

@@ -75,6 +75,7 @@ func (in *instance) serviceTime(base time.Duration, now time.Time) time.Duration
 
 // accept takes a request that reached the instance.
 func (in *instance) accept(r *request) {
+	r.visits++
 	in.received++
 	in.inFlight++
 	in.noteConc()

@@ -120,6 +120,17 @@ type PaymentsResult struct {
 	// ZoneLocal is the share of picks that stayed in the gateway's zone,
 	// per phase.
 	ZoneLocal map[string]float64 `json:"zone_local_share"`
+	// FailedAuthorizations and FailedInquiries are the authorizations
+	// (every class above the lightest, POSTs) and balance inquiries (the
+	// lightest, GETs) not served: answered by a gateway itself or with a
+	// 5xx.
+	FailedAuthorizations int64 `json:"failed_authorizations"`
+	FailedInquiries      int64 `json:"failed_inquiries"`
+	// Retried is the requests that went again after a failed attempt;
+	// Twice those of them that reached a pod twice or more (replayed after
+	// their pod died under them: the idempotency key makes it harmless).
+	Retried int64 `json:"retried"`
+	Twice   int64 `json:"reached_a_pod_twice"`
 }
 
 // KilledPod is one terminated pod and when each gateway ejected it, ms
@@ -186,7 +197,9 @@ func runPayments(ctx context.Context, sc *Scenario, run paymentsRun, tick func()
 	gateways := p.GatewaysPerZone * len(p.Zones)
 	t := &payTrack{p: p, killed: map[string]int{}}
 	// Every class above the lightest is an authorization, a POST with a
-	// body: not replayable. The lightest (balance inquiries) are GETs.
+	// body and an idempotency key, as a payments client sends it: retried
+	// when nothing was sent, replayed when its pod died under it. The
+	// lightest (balance inquiries) are GETs.
 	var heavy []bool
 	for _, c := range sc.Mix.Costs() {
 		heavy = append(heavy, c > 1)
@@ -197,7 +210,7 @@ func runPayments(ctx context.Context, sc *Scenario, run paymentsRun, tick func()
 		balance: bc, workers: p.Workers, timeout: p.Timeout, retries: 1, variance: variance,
 		zoneOf:   func(g int) string { return paymentsZones[g/p.GatewaysPerZone] },
 		observer: func(g int) balance.Observer { return payObserver{t: t, gw: g} },
-		oneShot:  heavy,
+		oneShot:  heavy, keyed: true,
 	})
 	t.e = e
 	e.rec.from, e.rec.until, e.rec.keepAnswers = 0, p.Duration, true
@@ -267,6 +280,15 @@ func paymentsResult(e *engine, run paymentsRun, t *payTrack, pods []*instance, v
 	for reason, n := range e.rec.answers {
 		r.GatewayAnswers[reason] = n
 	}
+	light := slices.Index(e.mix.Costs(), slices.Min(e.mix.Costs()))
+	for c, n := range e.rec.failed {
+		if c == light {
+			r.FailedInquiries += n
+		} else {
+			r.FailedAuthorizations += n
+		}
+	}
+	r.Retried, r.Twice = e.rec.retried, e.rec.twice
 	for i, v := range victims {
 		k := KilledPod{Address: pods[v].addr, Zone: pods[v].zone}
 		for _, d := range t.ejected[i] {
@@ -334,6 +356,19 @@ func (r *Results) paymentsChecks(add func(name string, ok, skipped bool, format 
 	add(fmt.Sprintf("payments: each killed pod ejected within %v on every gateway, every policy", p.EjectWithin), len(slow) == 0, false,
 		"slowest %s; over: %s", ejectionLabel(worst), orNone(slow))
 	add(fmt.Sprintf("payments: no panic routing (%d of %d pods killed)", p.Kill, p.pods()), len(panicked) == 0, false, "entered by: %s", orNone(panicked))
+	var lost []string
+	runs := 0
+	for _, x := range r.Payments {
+		if x.Policy != string(balance.LeastWork) {
+			continue
+		}
+		runs++
+		if x.FailedAuthorizations != 0 || x.FailedInquiries != 0 {
+			lost = append(lost, fmt.Sprintf("%s: %d authorizations, %d inquiries", x.Model, x.FailedAuthorizations, x.FailedInquiries))
+		}
+	}
+	add("payments: least_work loses no authorization and no inquiry (retried when nothing was sent, replayed with their idempotency key), both service-time models",
+		runs > 0 && len(lost) == 0, runs == 0, "%d runs; failed: %s", runs, orNone(lost))
 }
 
 func orNone(s []string) string {
@@ -355,7 +390,7 @@ func (r *Results) paymentsSection() report.Section {
 	main := report.Table{
 		Title: fmt.Sprintf("Payments drill: %d pods in %d zones %v × %d workers, %d gateways × %d loops (zone-local), %.0f req/s; %d pods killed at %v",
 			p.pods(), len(p.Zones), p.Zones, p.Workers, p.GatewaysPerZone*len(p.Zones), p.Loops, p.Rate, p.Kill, p.KillAt),
-		Header: []string{"policy", "service times", "requests", "unanswered", "gateway answers", "5xx", "slowest ejection", "panic", "zone-local before / during / after"},
+		Header: []string{"policy", "service times", "requests", "unanswered", "gateway answers", "5xx", "failed authorizations", "failed inquiries", "retried", "reached a pod twice", "slowest ejection", "panic", "zone-local before / during / after"},
 		Note:   fmt.Sprintf("before: arrivals %v–%v; during: %v–%v; after: %v–%v", p.From, p.KillAt, p.KillAt, p.KillAt+p.During, p.KillAt+p.During, p.Duration),
 	}
 	classes := report.Table{Title: "Payments drill: latency per class and phase (ms: p50 / p90 / p99 / max)", Header: []string{"policy", "service times", "class"}}
@@ -370,7 +405,8 @@ func (r *Results) paymentsSection() report.Section {
 			zl = append(zl, pct(x.ZoneLocal[ph]))
 		}
 		main.Rows = append(main.Rows, []string{x.Policy, x.Model, strconv.FormatInt(x.Requests, 10), strconv.FormatInt(x.Unanswered, 10),
-			orNone(answers), strconv.FormatInt(x.Errors, 10), ejectionLabel(x.EjectionMaxMs), yesNo(x.Panic), strings.Join(zl, " / ")})
+			orNone(answers), strconv.FormatInt(x.Errors, 10), strconv.FormatInt(x.FailedAuthorizations, 10), strconv.FormatInt(x.FailedInquiries, 10),
+			strconv.FormatInt(x.Retried, 10), strconv.FormatInt(x.Twice, 10), ejectionLabel(x.EjectionMaxMs), yesNo(x.Panic), strings.Join(zl, " / ")})
 		for _, c := range r.Scenario.Mix.Classes {
 			row := []string{x.Policy, x.Model, c.Name}
 			for _, ph := range paymentPhases {
@@ -393,7 +429,7 @@ func (r *Results) paymentsSection() report.Section {
 		tables = append(tables, kills)
 	}
 	return report.Section{Title: "Payments drill (seed 002, opt-in)", Tables: tables,
-		Text: "Latency of the requests the pods answered, by arrival phase; the gateways' own answers (502 for a POST whose pod died under it) are counted apart."}
+		Text: "Latency of the requests the pods answered, by arrival phase; the gateways' own answers are counted apart. Authorizations carry an idempotency key: one whose pod died under it is replayed on another (reached a pod twice), one sent to a dead pod goes elsewhere."}
 }
 
 func sortedKeys(m map[string]int64) []string {

@@ -43,6 +43,28 @@ type recorder struct {
 	// before phaseEnds[i] (and after phaseEnds[i-1]), the last one the rest.
 	phaseEnds []time.Duration
 	byPhase   [][][]float64
+
+	// failed: per class, the requests answered by the gateway itself or
+	// with a 5xx; retried: the requests that went again after a failed
+	// attempt; twice: those that reached an instance twice or more.
+	failed         []int64
+	retried, twice int64
+}
+
+// ended counts what every answered request adds, however it was answered.
+func (rc *recorder) ended(e *engine, r *request, failed bool) {
+	if failed {
+		for len(rc.failed) < len(e.mix.Classes) {
+			rc.failed = append(rc.failed, 0)
+		}
+		rc.failed[r.class]++
+	}
+	if r.retried {
+		rc.retried++
+	}
+	if r.visits > 1 {
+		rc.twice++
+	}
 }
 
 func (rc *recorder) phase(arrived time.Time) int {
@@ -75,6 +97,7 @@ func (rc *recorder) shed(e *engine, r *request, reason string) {
 	}
 	rc.sheds[reason]++
 	rc.done++
+	rc.ended(e, r, true)
 	if rc.keepAnswers {
 		if rc.answers == nil {
 			rc.answers = map[string]int64{}
@@ -92,6 +115,7 @@ func (rc *recorder) answered(e *engine, r *request, at time.Time, failed bool) {
 	}
 	rc.lat[r.class] = append(rc.lat[r.class], ms(at.Sub(r.arrived)))
 	rc.done++
+	rc.ended(e, r, failed)
 	if rc.phaseEnds != nil {
 		p := rc.phase(r.arrived)
 		for len(rc.byPhase) <= p {

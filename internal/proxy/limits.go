@@ -32,6 +32,7 @@ func limitsOf(o *cluster.Origin, rt *route.Route) limits {
 	over(&l.responseHeader, rt.Timeouts.ResponseHeader)
 	over(&l.streamIdle, rt.Timeouts.StreamIdle)
 	over(&l.grpcMax, rt.Timeouts.GRPCMax)
+	over(&l.perTry, rt.Timeouts.PerTry)
 	return l
 }
 

@@ -48,6 +48,7 @@ import (
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
+	"github.com/corput/corput/internal/replay"
 	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/telemetry"
 	"github.com/corput/corput/internal/tracing"
@@ -63,6 +64,9 @@ type Table struct {
 	Origins    map[string]*cluster.Origin
 	Forwarding forward.Forwarding
 	Tracer     *tracing.Tracer // nil: tracing is off
+	// Replays bounds all requests' replay buffers together
+	// (limits.replay_buffers_bytes); nil: no gateway-wide bound.
+	Replays *replay.Cap
 	// Listener is the listener's address rules (downstream.addresses).
 	Listener Listener
 	// Edges are the routes' admissions, by route.Route.Index; a nil entry
@@ -87,7 +91,7 @@ func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.
 	if rt.Index < len(t.Edges) {
 		e = t.Edges[rt.Index]
 	}
-	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low}
+	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low, Retry: rt.Retry}
 	if k.Cost == 0 {
 		k.Class, k.Cost = -1, 1
 		if c, ok := t.Classes.Classify(method, path); ok {
@@ -197,6 +201,13 @@ type Stream struct {
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [6]hpack.HeaderField
+
+	// body is the request body's kept copy, for a retry (made on the
+	// first request with a body, then reused); bodyOn: this request has
+	// one.
+	body   *replay.Body
+	bodyOn bool
+	stream streamBody // a streaming body's: kept until its first exchange
 }
 
 // Serve serves one request routed by rt, answering it through c, and
@@ -238,7 +249,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust)
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust, rt.Table.Replays)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -263,17 +274,22 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // acquires a stream (the origin's driver) and makes an exchange on it,
 // until one is delivered or the request is answered. It returns the status
 // delivered (499 when the client left), or the reason to answer with.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool) (int, forward.Reason) {
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool, replays *replay.Cap) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
 		s.Cookie, key, _ = o.NewCookie(s.Cookie)
 	}
 	req := c.Request(o, s)
-	replayable := req.Body == nil && req.Upgrade == "" && forward.Idempotent(in.Method)
+	pol := k.Retry
+	if pol == nil {
+		pol = o.Policy()
+	}
+	r := s.replay(in, req, pol, replays)
 	a := &s.attempt
-	o.Begin(a, ol, replayable, k.Cost, key)
+	o.Begin(a, ol, pol, r, k.Cost, key)
 	defer o.Finish(a, ol)
+	defer s.endBody()
 	d, l := o.Driver(), ol.Index()
 	lim := limitsOf(o, rt)
 	var grpcBy time.Time // the request's grpc-timeout: the whole request's, every attempt's
@@ -287,9 +303,18 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
 		if step == forward.Send {
 			lim.set(req, time.Now(), grpcBy)
+			if s.bodyOn {
+				req.Body = s.body.Reader() // from the first byte, for this attempt only
+			}
+			s.stream.started = true
 			status, step = s.x.Do(a, req, c)
 		}
 		s.Tr.EndAttempt(a, step)
+		if step == forward.Again {
+			if !s.again(ctx, a, pol) {
+				return 499, forward.None
+			}
+		}
 		switch step {
 		case forward.Delivered:
 			if status != 499 {

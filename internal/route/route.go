@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 )
 
@@ -30,6 +31,9 @@ type Route struct {
 	Class int
 	// Low: routes[].priority is low, shed first by the SLO guard.
 	Low bool
+	// Retry is the route's own retry policy (routes[].retry) on its
+	// origin; nil: the origin's.
+	Retry *forward.Policy
 	// Index is the route's place in routes[]: per-route state kept
 	// elsewhere (rate limits, address rules) is found by it.
 	Index int
@@ -44,6 +48,7 @@ type Route struct {
 // (docs/gateway.md, "Time limits").
 type Timeouts struct {
 	ResponseHeader, StreamIdle, Request, GRPCMax time.Duration
+	PerTry                                       time.Duration // routes[].retry.per_try_timeout
 }
 
 // Router picks the origin for a request: among routes whose host matches

@@ -89,6 +89,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	m.RequestsActive.WithLabelValues("o", "127.0.0.1:9001")
 	m.StaleRetries.WithLabelValues("o")
 	m.IdleTimeouts.WithLabelValues("o")
+	m.Retries.WithLabelValues("o", RetryReplay)
 	m.RequestsRefused.WithLabelValues("r", "rate_limited")
 	m.InitHealth("o")
 	m.SLOGuardActive.WithLabelValues("o", "light")

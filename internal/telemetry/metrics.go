@@ -72,6 +72,9 @@ type Metrics struct {
 	DownstreamRequests   *prometheus.CounterVec   // code_class
 	StaleRetries         *prometheus.CounterVec   // origin (additive)
 	IdleTimeouts         *prometheus.CounterVec   // origin (additive)
+	Retries              *prometheus.CounterVec   // origin, kind: unsent, replay (additive)
+	ReplayNotKept        *prometheus.CounterVec   // reason: over_request, over_gateway (additive)
+	ReplayBuffered       prometheus.Gauge         // bytes kept by all replay buffers now (additive)
 	AcceptErrors         *prometheus.CounterVec   // reason (additive)
 	LoopRequests         *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads        *prometheus.CounterVec   // result: ok, rejected (additive)
@@ -90,6 +93,15 @@ type Metrics struct {
 	mu      sync.Mutex // guards refresh
 	refresh []func()
 }
+
+// The kinds of corput_upstream_retries_total and the reasons of
+// corput_replay_buffer_overflows_total.
+const (
+	RetryUnsent       = "unsent"
+	RetryReplay       = "replay"
+	ReplayOverRequest = "over_request"
+	ReplayOverGateway = "over_gateway"
+)
 
 // New creates the collectors and registers them, with the Go runtime and
 // process collectors, on a fresh registry.
@@ -147,6 +159,15 @@ func New() *Metrics {
 
 	m.IdleTimeouts = counter("corput_upstream_idle_timeouts_total",
 		"Exchanges ended after their response head because no byte moved either way for timeouts.stream_idle.", "origin")
+	m.Retries = counter("corput_upstream_retries_total",
+		"Requests sent again after a failed attempt, by kind: unsent (nothing had reached an origin: a refused dial, a refused stream, an endpoint that left) or replay (the request may have reached an origin: a broken connection, an origin's 502, 503 or 504).", "origin", "kind")
+	m.ReplayNotKept = counter("corput_replay_buffer_overflows_total",
+		"Request bodies whose copy for a retry was given up, so that the request is not sent again: over_request (over its retry.replay_buffer) or over_gateway (all replay buffers together at limits.replay_buffers_bytes).", "reason")
+	for _, r := range []string{ReplayOverRequest, ReplayOverGateway} {
+		m.ReplayNotKept.WithLabelValues(r)
+	}
+	m.ReplayBuffered = prometheus.NewGauge(prometheus.GaugeOpts{Name: "corput_replay_buffers_bytes",
+		Help: "Bytes reserved now by the replay buffers of requests in flight (bounded by limits.replay_buffers_bytes)."})
 
 	m.LoopRequests = counter("corput_loop_requests_total",
 		"Requests placed on each loop of an origin (a loop is chosen per request: the shares should be even).", "origin", "loop")
@@ -187,7 +208,7 @@ func New() *Metrics {
 		m.ConnectionsCreated, m.ConnectionsClosed, m.ConnectionsOpen, m.PoolUtilization,
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
-		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
+		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
 		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.ProxyProtocolRefused,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
