@@ -326,6 +326,9 @@ func (m *Metrics) InitOrigin(origin string, loops int, protocols []string) {
 		m.DownstreamRequests.WithLabelValues(c)
 	}
 	m.AcquireWait.WithLabelValues(origin)
+	for _, k := range []string{RetryUnsent, RetryReplay} {
+		m.Retries.WithLabelValues(origin, k)
+	}
 	m.OutlierEjections.WithLabelValues(origin, EjectConsecutive5xx)
 	m.OutlierEjected.WithLabelValues(origin)
 	m.PanicMode.WithLabelValues(origin)
