@@ -17,6 +17,7 @@ import (
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 	"github.com/corput/corput/internal/proxy"
+	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/tracing"
 	"golang.org/x/net/http2/hpack"
 )
@@ -30,7 +31,11 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	rt := c.s.cfg.Handler.Route(h1.View(h.Method), h1.View(h.Host), h1.View(h.Path))
+	q := route.Request{Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Head: h}
+	if len(h.Target) > len(h.Path) {
+		q.Query = h1.View(h.Target[len(h.Path)+1:]) // after '?'
+	}
+	rt := c.s.cfg.Handler.Route(q)
 	if rt.OK {
 		if !rt.Origin.Fast() {
 			return false, true

@@ -44,6 +44,7 @@ import (
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
+	"github.com/corput/corput/internal/route"
 )
 
 // Handler is net/http's handler of the gateway's requests.
@@ -114,7 +115,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// happens, the connection carries no further request.
 			w.Header().Set("Connection", "close")
 		}
-		rt = h.p.Route(r.Method, r.Host, r.URL.Path)
+		// The path as sent (EscapedPath: the client's escapes, not
+		// URL.Path's decoding), normalized by Route as on the fast path.
+		rt = h.p.Route(route.Request{Method: r.Method, Host: r.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+			Head: forward.HeaderFields(r.Header)})
 	}
 	in := proxy.Inbound{
 		Method: r.Method, Host: r.Host, Path: r.URL.Path, Target: r.RequestURI, Proto: r.Proto,

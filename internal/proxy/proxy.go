@@ -74,19 +74,27 @@ type Table struct {
 	Edges []*Edge
 }
 
-// Route returns the origin for a request's method, host and path, and the
-// request's kind (its workload class and cost, its route's priority) and
-// edge admission; ok is false when no route matches.
-func (t *Table) Route(method, host, path string) (o *cluster.Origin, k cluster.Kind, e *Edge, ok bool) {
-	o, k, e, rt := t.lookup(method, host, path)
-	return o, k, e, rt != nil
+// Route returns the origin for a request, and the request's kind (its
+// workload class and cost, its route's priority) and edge admission; ok is
+// false when no route matches, bad when the request's path cannot be
+// normalized (route.Normalize: answered 400 before any route or rule).
+func (t *Table) Route(q route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, ok, bad bool) {
+	o, k, e, rt, bad := t.lookup(&q)
+	return o, k, e, rt != nil, bad
 }
 
-// lookup is Route with the route matched (nil for none).
-func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route) {
-	rt = t.Router.Lookup(host, path)
+// lookup is Route with the route matched (nil for none). It normalizes
+// q.Path first: routes, address rules and the workload's classes see the
+// normalized path.
+func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route, bad bool) {
+	path, ok := route.Normalize(q.Path)
+	if !ok {
+		return nil, k, nil, nil, true
+	}
+	q.Path = path
+	rt = t.Router.Lookup(q)
 	if rt == nil {
-		return nil, k, nil, nil
+		return nil, k, nil, nil, false
 	}
 	if rt.Index < len(t.Edges) {
 		e = t.Edges[rt.Index]
@@ -94,11 +102,11 @@ func (t *Table) lookup(method, host, path string) (o *cluster.Origin, k cluster.
 	k = cluster.Kind{Class: rt.Class, Cost: rt.Cost, Low: rt.Low, Retry: rt.Retry}
 	if k.Cost == 0 {
 		k.Class, k.Cost = -1, 1
-		if c, ok := t.Classes.Classify(method, path); ok {
+		if c, ok := t.Classes.Classify(q.Method, path); ok {
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, e, rt
+	return t.Origins[rt.Origin], k, e, rt, false
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -133,15 +141,21 @@ type Routing struct {
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
 	// Refuse, when not None, is answered at once: the serving path found
-	// the request malformed (BadRequest) before any route.
+	// the request malformed, or its path could not be normalized
+	// (BadRequest), before any route.
 	Refuse forward.Reason
 }
 
-// Route routes a request by its method, host and path with the table in
-// force.
-func (h *Handler) Route(method, host, path string) Routing {
+// Route routes a request with the table in force: by its host, its
+// normalized path, its method, fields and query (route.Request, which both
+// serving paths fill with views of what they read, without an
+// allocation). A path that cannot be normalized is refused (BadRequest).
+func (h *Handler) Route(q route.Request) Routing {
 	t := h.table.Load()
-	o, k, e, r := t.lookup(method, host, path)
+	o, k, e, r, bad := t.lookup(&q)
+	if bad {
+		return Routing{Table: t, Refuse: forward.BadRequest}
+	}
 	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r}
 }
 

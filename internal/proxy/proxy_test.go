@@ -142,7 +142,7 @@ func serve(h *proxy.Handler, c *client) int {
 func serveCtx(ctx context.Context, h *proxy.Handler, c *client) int {
 	c.s = new(proxy.Stream)
 	in := c.inbound()
-	return h.Serve(ctx, c.s, in, h.Route(in.Method, in.Host, in.Path), c, false)
+	return h.Serve(ctx, c.s, in, h.Route(route.Request{Method: in.Method, Host: in.Host, Path: in.Path}), c, false)
 }
 
 // hello is an origin that answers every request "hello from PATH".
@@ -188,7 +188,7 @@ func TestGatewaysOwnAnswers(t *testing.T) {
 			c.host = tc.host
 			c.s = new(proxy.Stream)
 			in := c.inbound()
-			rt := r.Route(in.Method, in.Host, in.Path)
+			rt := r.Route(route.Request{Method: in.Method, Host: in.Host, Path: in.Path})
 			rt.Refuse = tc.refuse
 			status := r.Serve(context.Background(), c.s, in, rt, c, false)
 			body := fmt.Sprintf("%s: %s\n", http.StatusText(tc.status), tc.reason)
@@ -325,7 +325,7 @@ func TestTableRoute(t *testing.T) {
 		{"GET", "api.example", "/pay/1", true, cluster.Kind{Class: -1, Cost: 1}},
 		{"GET", "other.example", "/", false, cluster.Kind{}},
 	} {
-		rt := r.Route(tc.method, tc.host, tc.path)
+		rt := r.Route(route.Request{Method: tc.method, Host: tc.host, Path: tc.path})
 		if rt.OK != tc.ok || rt.Kind != tc.kind || rt.Table != r.Table() || (tc.ok && rt.Origin != r.Origins["app"]) {
 			t.Errorf("%s %s%s: ok %v kind %+v origin %v, want %v %+v", tc.method, tc.host, tc.path, rt.OK, rt.Kind, rt.Origin, tc.ok, tc.kind)
 		}
@@ -333,7 +333,7 @@ func TestTableRoute(t *testing.T) {
 	next := *r.Table()
 	next.Router = route.NewRouter(nil)
 	r.Publish(&next)
-	if rt := r.Route("GET", "api.example", "/"); rt.OK || rt.Table != &next {
+	if rt := r.Route(route.Request{Method: "GET", Host: "api.example", Path: "/"}); rt.OK || rt.Table != &next {
 		t.Fatal("a published table is not the one in force")
 	}
 }

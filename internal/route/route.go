@@ -1,16 +1,30 @@
-// Package route maps a request to the route that serves it: among the
-// routes whose host matches (an exact host beats a wildcard, which beats
-// "any"), the longest matching path prefix wins.
+// Package route maps a request to the route that serves it. Routes are
+// grouped by host (an exact host beats a wildcard, the longest wildcard
+// first, which beats "any"); within a group the first route, in precedence
+// order, whose path, methods, headers and query all match wins, and a
+// group without one falls through to the next. The precedence follows the
+// Gateway API's HTTPRoute rules (docs/decisions.md, "Route matching"): an
+// exact path, then the longest prefix (a regular expression ranks as a
+// prefix as long as its literal prefix, after a prefix of that length),
+// then a route with methods, then more header matches, then more query
+// matches, then config order. Routes of host and path prefix alone are
+// matched as they always were: exact host, wildcard, any, longest prefix.
+//
+// Paths are matched normalized (Normalize): a caller normalizes the path
+// before Lookup, and answers 400 to one that cannot be.
 //
 // Invariants:
 //   - A Router is immutable once built: a reload builds a new one, and
-//     requests read it without a lock.
+//     requests read it without a lock; regular expressions are compiled
+//     once, by the configuration's loader.
 //   - Lookup allocates nothing for a host without a port (the common
-//     case).
+//     case) and routes of host and path prefix; Normalize allocates
+//     nothing for a path that is already normal.
 package route
 
 import (
 	"net"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -22,8 +36,19 @@ import (
 // Route maps requests for a host and path prefix to an origin.
 type Route struct {
 	Host       string // "" matches any host; "*.example.com" matches subdomains
-	PathPrefix string // "" or "/" matches every path
-	Origin     string
+	PathPrefix string // "" or "/" matches every path; unused with PathExact or PathRegex
+	// PathExact, when set, is the one path the route matches.
+	PathExact string
+	// PathRegex, when set, must match the whole path (RE2; the loader
+	// anchors it).
+	PathRegex *regexp.Regexp
+	// Methods, when set, are the methods the route matches (exact, case
+	// sensitive).
+	Methods []string
+	// Headers and Query must all match.
+	Headers []HeaderMatch
+	Query   []QueryMatch
+	Origin  string
 	// Cost and Class are the route's workload class's (routes[].class)
 	// cost and index; Cost 0: the route names no class, and the
 	// workload's match rules decide.
@@ -51,9 +76,8 @@ type Timeouts struct {
 	PerTry                                       time.Duration // routes[].retry.per_try_timeout
 }
 
-// Router picks the origin for a request: among routes whose host matches
-// (an exact host beats a wildcard, which beats "any"), the longest matching
-// path prefix wins. It is immutable after NewRouter.
+// Router picks the route for a request (the package doc's precedence). It
+// is immutable after NewRouter.
 type Router struct {
 	exact    map[string][]Route // by lower-case host
 	wildcard []Route            // Host "*.suffix", longest suffix first
@@ -79,54 +103,55 @@ func NewRouter(routes []Route) *Router {
 			r.exact[h] = append(r.exact[h], rt)
 		}
 	}
-	byPrefix := func(rs []Route) {
-		sort.SliceStable(rs, func(i, j int) bool { return len(rs[i].PathPrefix) > len(rs[j].PathPrefix) })
+	byPrecedence := func(rs []Route) {
+		sort.SliceStable(rs, func(i, j int) bool { return before(&rs[i], &rs[j]) })
 	}
 	for _, rs := range r.exact {
-		byPrefix(rs)
+		byPrecedence(rs)
 	}
-	byPrefix(r.any)
+	byPrecedence(r.any)
 	sort.SliceStable(r.wildcard, func(i, j int) bool {
 		if len(r.wildcard[i].Host) != len(r.wildcard[j].Host) {
 			return len(r.wildcard[i].Host) > len(r.wildcard[j].Host)
 		}
-		return len(r.wildcard[i].PathPrefix) > len(r.wildcard[j].PathPrefix)
+		return before(&r.wildcard[i], &r.wildcard[j])
 	})
 	return r
 }
 
-// Match returns the origin for host (with or without a port) and path.
+// Match returns the origin for host (with or without a port) and path,
+// for a GET without fields or query.
 func (r *Router) Match(host, path string) (string, bool) {
-	if rt := r.Lookup(host, path); rt != nil {
+	if rt := r.Lookup(&Request{Method: "GET", Host: host, Path: path}); rt != nil {
 		return rt.Origin, true
 	}
 	return "", false
 }
 
-// Lookup returns the route for host (with or without a port) and path, nil
-// when none matches. The route is the router's: do not change it.
-func (r *Router) Lookup(host, path string) *Route {
-	host = stripPort(host)
+// Lookup returns the route for q, nil when none matches; q.Path is
+// normalized (Normalize). The route is the router's: do not change it.
+func (r *Router) Lookup(q *Request) *Route {
+	host := stripPort(q.Host)
 	if rs, ok := r.exact[host]; ok {
-		if rt := matchPrefix(rs, path); rt != nil {
+		if rt := matchFirst(rs, q); rt != nil {
 			return rt
 		}
 	} else if lower := strings.ToLower(host); lower != host {
-		if rt := matchPrefix(r.exact[lower], path); rt != nil {
+		if rt := matchFirst(r.exact[lower], q); rt != nil {
 			return rt
 		}
 	}
 	for i := range r.wildcard {
-		if rt := &r.wildcard[i]; hasSuffixFold(host, rt.Host[1:]) && strings.HasPrefix(path, rt.PathPrefix) {
+		if rt := &r.wildcard[i]; hasSuffixFold(host, rt.Host[1:]) && rt.matches(q) {
 			return rt
 		}
 	}
-	return matchPrefix(r.any, path)
+	return matchFirst(r.any, q)
 }
 
-func matchPrefix(rs []Route, path string) *Route {
+func matchFirst(rs []Route, q *Request) *Route {
 	for i := range rs {
-		if strings.HasPrefix(path, rs[i].PathPrefix) {
+		if rs[i].matches(q) {
 			return &rs[i]
 		}
 	}
