@@ -34,6 +34,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -303,7 +304,21 @@ type Route struct {
 	Name       string `yaml:"name"`
 	Host       string `yaml:"host"`        // "", "example.com" or "*.example.com"; lower-cased by Parse
 	PathPrefix string `yaml:"path_prefix"` // starts with "/"; default "/"
-	Origin     string `yaml:"origin"`      // name of an entry in origins
+	// PathExact, when set, is the one path the route matches (instead of
+	// path_prefix; additive).
+	PathExact string `yaml:"path_exact"`
+	// PathRegex, when set, is an RE2 regular expression the whole path
+	// must match (instead of path_prefix; additive). CompileMatch compiles
+	// it.
+	PathRegex string `yaml:"path_regex"`
+	// Methods, when set, are the request methods the route matches
+	// (additive).
+	Methods []string `yaml:"methods"`
+	// Headers and Query are conditions on the request's header fields and
+	// query parameters, all of which must hold (additive).
+	Headers []HeaderMatch `yaml:"headers"`
+	Query   []QueryMatch  `yaml:"query"`
+	Origin  string        `yaml:"origin"` // name of an entry in origins
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.
@@ -330,6 +345,36 @@ type Route struct {
 	Retry *Retry `yaml:"retry"`
 }
 
+// HeaderMatch is one of routes[].headers: a condition on the request's
+// header fields of a name.
+type HeaderMatch struct {
+	Name  string `yaml:"name"`
+	Type  string `yaml:"type"`  // MatchExact (""), MatchPresent, MatchAbsent or MatchRegex
+	Value string `yaml:"value"` // the value (exact), or the RE2 expression its whole value matches (regex)
+}
+
+// QueryMatch is one of routes[].query: a condition on the request's query
+// parameters of a name.
+type QueryMatch struct {
+	Name  string `yaml:"name"`
+	Type  string `yaml:"type"`  // MatchExact ("") or MatchPresent
+	Value string `yaml:"value"` // exact: the parameter's percent-decoded value
+}
+
+// The types of routes[].headers[] and routes[].query[] matches.
+const (
+	MatchExact   = "exact"
+	MatchPresent = "present"
+	MatchAbsent  = "absent"
+	MatchRegex   = "regex"
+)
+
+// CompileMatch compiles a route's regular expression (path_regex, a
+// headers regex), anchored: it must match the whole path or value.
+func CompileMatch(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + expr + ")$")
+}
+
 // RouteRetry is the retry rules of route i: its own (routes[].retry), or
 // its origin's.
 func (c *Config) RouteRetry(i int) Retry {
@@ -353,8 +398,9 @@ type RouteTimeouts struct {
 }
 
 // RouteName is the route's name: routes[].name, or when it is empty one
-// derived from its host and path prefix ("any" for no host), such as
-// "api.example.com/pay" or "any/".
+// derived from its host and path ("any" for no host), such as
+// "api.example.com/pay" or "any/" (a prefix), "any=/health" (path_exact)
+// or "any~/v[0-9]+" (path_regex).
 func (r *Route) RouteName() string {
 	if r.Name != "" {
 		return r.Name
@@ -362,6 +408,12 @@ func (r *Route) RouteName() string {
 	h := r.Host
 	if h == "" {
 		h = "any"
+	}
+	switch {
+	case r.PathExact != "":
+		return h + "=" + r.PathExact
+	case r.PathRegex != "":
+		return h + "~" + r.PathRegex
 	}
 	return h + r.PathPrefix
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/corput/corput/internal/tlsfiles"
 	"github.com/corput/corput/internal/workload"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Validate checks a config, whether parsed or built in Go, and returns the
@@ -218,8 +220,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 	if len(c.Routes) == 0 {
 		r.errorf("routes", "no routes; add one, e.g. {path_prefix: /, origin: NAME}")
 	}
-	type key struct{ host, prefix string }
-	seen := map[key]int{}
+	seen := map[string]int{}
 	named := map[string]int{}
 	for i, rt := range c.Routes {
 		p := joinIndex("routes", i)
@@ -230,6 +231,8 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		// prefix: that is reported below.
 		if j, dup := named[rt.RouteName()]; dup && (rt.Name != "" || c.Routes[j].Name != "") {
 			r.errorf(p+".name", "%q is also routes[%d]'s name; give each route its own name", rt.RouteName(), j)
+		} else if dup && matchKey(&rt) != matchKey(&c.Routes[j]) {
+			r.errorf(p+".name", "missing; routes[%d] has the same host and path and other methods, headers or query, so both would be named %q: give each route its own name", j, rt.RouteName())
 		} else if !dup {
 			named[rt.RouteName()] = i
 		}
@@ -237,6 +240,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if !strings.HasPrefix(rt.PathPrefix, "/") {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
 		}
+		c.checkRouteMatch(r, p, &rt)
 		switch n, ok := origins[rt.Origin]; {
 		case rt.Origin == "":
 			r.errorf(p+".origin", "missing; name the origin this route sends to")
@@ -269,9 +273,16 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			checkRateLimit(r, p+".rate_limit", rt.RateLimit)
 		}
 		checkAddresses(r, p+".addresses", rt.Addresses)
-		k := key{strings.ToLower(rt.Host), rt.PathPrefix}
+		k := strings.ToLower(rt.Host) + "\x00" + matchKey(&rt)
 		if first, dup := seen[k]; dup {
-			r.errorf(p, "same host %q and path_prefix %q as routes[%d]; the second route could never match", rt.Host, rt.PathPrefix, first)
+			what := fmt.Sprintf("path_prefix %q", rt.PathPrefix)
+			switch {
+			case rt.PathExact != "":
+				what = fmt.Sprintf("path_exact %q", rt.PathExact)
+			case rt.PathRegex != "":
+				what = fmt.Sprintf("path_regex %q", rt.PathRegex)
+			}
+			r.errorf(p, "same host %q, %s and matches as routes[%d]; the second route could never match", rt.Host, what, first)
 		} else {
 			seen[k] = i
 		}
@@ -281,6 +292,90 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			r.warnf(joinIndex("origins", i)+".name", "origin %q has no route and gets no traffic", o.Name)
 		}
 	}
+}
+
+// checkRouteMatch checks a route's path, methods, headers and query
+// matches: one path kind, a path_exact that starts with /, regular
+// expressions that compile, known match types.
+func (c *Config) checkRouteMatch(r *reporter, p string, rt *Route) {
+	kinds := 0
+	if c.Written(p + ".path_prefix") {
+		kinds++
+	}
+	if rt.PathExact != "" {
+		kinds++
+		if !strings.HasPrefix(rt.PathExact, "/") {
+			r.errorf(p+".path_exact", "%q must start with /, e.g. /health", rt.PathExact)
+		}
+	}
+	if rt.PathRegex != "" {
+		kinds++
+		if _, err := CompileMatch(rt.PathRegex); err != nil {
+			r.errorf(p+".path_regex", "%q does not compile (%v); write an RE2 expression that matches the whole path, e.g. /api/v[0-9]+/.*", rt.PathRegex, regexProblem(err))
+		}
+	}
+	if kinds > 1 {
+		key := ".path_exact"
+		if rt.PathRegex != "" {
+			key = ".path_regex"
+		}
+		r.errorf(p+key, "give one of path_prefix, path_exact and path_regex: a route matches its path one way")
+	}
+	for j, m := range rt.Methods {
+		if m == "" || !httpguts.ValidHeaderFieldName(m) || strings.ToUpper(m) != m {
+			r.errorf(joinIndex(p+".methods", j), "%q is not a method; methods are case-sensitive tokens, e.g. GET or POST", m)
+		}
+	}
+	for j, h := range rt.Headers {
+		hp := joinIndex(p+".headers", j)
+		if !httpguts.ValidHeaderFieldName(h.Name) {
+			r.errorf(hp+".name", "%q is not a header field name; name the field, e.g. x-canary", h.Name)
+		}
+		switch h.Type {
+		case "", MatchExact:
+		case MatchPresent, MatchAbsent:
+			if h.Value != "" {
+				r.errorf(hp+".value", "a %s match has no value; remove value, or use type exact or regex", h.Type)
+			}
+		case MatchRegex:
+			if _, err := CompileMatch(h.Value); err != nil {
+				r.errorf(hp+".value", "%q does not compile (%v); write an RE2 expression that matches the whole value", h.Value, regexProblem(err))
+			}
+		default:
+			r.errorf(hp+".type", "%q is not a header match; use exact (the default), present, absent or regex", h.Type)
+		}
+	}
+	for j, q := range rt.Query {
+		qp := joinIndex(p+".query", j)
+		if q.Name == "" {
+			r.errorf(qp+".name", "missing; name the query parameter, e.g. debug")
+		}
+		switch q.Type {
+		case "", MatchExact:
+		case MatchPresent:
+			if q.Value != "" {
+				r.errorf(qp+".value", "a present match has no value; remove value, or use type exact")
+			}
+		default:
+			r.errorf(qp+".type", "%q is not a query match; use exact (the default) or present", q.Type)
+		}
+	}
+}
+
+// regexProblem is what is wrong with an expression that did not compile,
+// without the anchors CompileMatch wrapped it in.
+func regexProblem(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return string(se.Code)
+	}
+	return err.Error()
+}
+
+// matchKey is a route's path and matches, as one string: two routes of
+// one host with the same key match the same requests.
+func matchKey(rt *Route) string {
+	return fmt.Sprintf("%q %q %q %q %q %q", rt.PathPrefix, rt.PathExact, rt.PathRegex, rt.Methods, fmt.Sprint(rt.Headers), fmt.Sprint(rt.Query))
 }
 
 func checkRouteHost(r *reporter, path, host string) {

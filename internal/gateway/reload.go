@@ -117,6 +117,7 @@ func (st *state) route() {
 	for i, r := range cfg.Routes {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
 			MaxBody: int64(r.MaxRequestBodyBytes)}
+		matchOf(&routes[i], &r)
 		if t := r.Timeouts; t != nil {
 			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}
 		}
@@ -133,6 +134,35 @@ func (st *state) route() {
 		}
 	}
 	st.table.Router = route.NewRouter(routes)
+}
+
+// matchOf sets rt's path, methods, headers and query matches from r's,
+// compiling its regular expressions: once a load, validated before.
+func matchOf(rt *route.Route, r *config.Route) {
+	rt.PathExact, rt.Methods = r.PathExact, r.Methods
+	if r.PathRegex != "" {
+		rt.PathRegex, _ = config.CompileMatch(r.PathRegex)
+	}
+	for _, h := range r.Headers {
+		m := route.HeaderMatch{Name: strings.ToLower(h.Name), Value: h.Value}
+		switch h.Type {
+		case config.MatchPresent:
+			m.Kind = route.Present
+		case config.MatchAbsent:
+			m.Kind = route.Absent
+		case config.MatchRegex:
+			m.Kind, m.Value = route.Regex, ""
+			m.Regex, _ = config.CompileMatch(h.Value)
+		}
+		rt.Headers = append(rt.Headers, m)
+	}
+	for _, q := range r.Query {
+		m := route.QueryMatch{Name: q.Name, Value: q.Value}
+		if q.Type == config.MatchPresent {
+			m.Kind = route.Present
+		}
+		rt.Query = append(rt.Query, m)
+	}
 }
 
 func (st *state) add(o *cluster.Origin) {
