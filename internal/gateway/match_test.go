@@ -54,16 +54,17 @@ func (o *routeOrigins) yaml() string {
 }
 
 // matchRoutes are routes over every match kind, written in an order that
-// is not their precedence (a shorter prefix first, a prefix before an
-// exact path, fewer headers before more), each to an origin of its own.
+// is not their precedence (a shorter prefix first, a regex before a prefix
+// as long as its literal prefix, a prefix before an exact path, fewer
+// headers before more), each to an origin of its own.
 const matchRoutes = `
 routes:
   - {name: root, path_prefix: /, origin: root}
   - {name: api, path_prefix: /api/, origin: api}
+  - {name: users-shadowed, path_regex: "/api/pay.*", origin: api}
   - {name: pay, path_prefix: /api/pay, origin: pay}
   - {name: pay-health, path_exact: /api/pay/health, origin: exact}
   - {name: users, path_regex: "/api/v[0-9]+/users", origin: regex}
-  - {name: users-shadowed, path_regex: "/api/pay.*", origin: api}
   - {name: m-any, path_prefix: /m, origin: many}
   - {name: m-write, path_prefix: /m, methods: [POST, PUT], origin: method}
   - {name: h-exact, path_prefix: /h, headers: [{name: X-Canary, value: "1"}], origin: hexact}

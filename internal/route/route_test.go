@@ -51,10 +51,10 @@ func (f fields) Value(name string, i int) ([]byte, bool) {
 var MatchRoutes = []Route{
 	{PathPrefix: "/", Origin: "root"},
 	{PathPrefix: "/api/", Origin: "api"},
+	{PathRegex: regexp.MustCompile(`^(?:/api/pay.*)$`), Origin: "pay-regex-shadowed"}, // ranks after the prefix /api/pay
 	{PathPrefix: "/api/pay", Origin: "pay"},
 	{PathExact: "/api/pay/health", Origin: "pay-health-exact"},
 	{PathRegex: regexp.MustCompile(`^(?:/api/v[0-9]+/users)$`), Origin: "users-regex"},
-	{PathRegex: regexp.MustCompile(`^(?:/api/pay.*)$`), Origin: "pay-regex-shadowed"}, // ranks after the prefix /api/pay
 	{PathPrefix: "/m", Methods: []string{"POST", "PUT"}, Origin: "m-write"},
 	{PathPrefix: "/m", Origin: "m-any"},
 	{PathPrefix: "/h", Headers: []HeaderMatch{{Name: "x-canary", Kind: Exact, Value: "1"}}, Origin: "h-exact"},
