@@ -158,7 +158,7 @@ func (c *Chunks) Scan(b []byte) (n int, done bool, err error) {
 func (c *Chunks) sizeLine(x byte) bool {
 	switch c.state {
 	case chSize:
-		if d, ok := unhex(x); ok {
+		if d, ok := Unhex(x); ok {
 			if c.digits == maxDigits {
 				return false
 			}
@@ -247,7 +247,9 @@ func (c *Chunks) afterItem(x byte) bool {
 	return true
 }
 
-func unhex(c byte) (byte, bool) {
+// Unhex is the value of the hexadecimal digit c (either case), and
+// whether c is one.
+func Unhex(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
 		return c - '0', true

@@ -3,6 +3,8 @@ package route
 import (
 	"regexp"
 	"strings"
+
+	"github.com/corput/corput/internal/h1"
 )
 
 // Request is what a route matches of a request, as its serving path read
@@ -144,8 +146,8 @@ func unescapedEqual(s, want string) bool {
 			c = ' '
 		case '%':
 			if i+2 < len(s) {
-				hi, ok1 := unhex(s[i+1])
-				lo, ok2 := unhex(s[i+2])
+				hi, ok1 := h1.Unhex(s[i+1])
+				lo, ok2 := h1.Unhex(s[i+2])
 				if ok1 && ok2 {
 					c = hi<<4 | lo
 					i += 2

@@ -1,5 +1,7 @@
 package route
 
+import "github.com/corput/corput/internal/h1"
+
 // Normalize returns path as routes and address rules see it: percent-
 // encoded unreserved characters (RFC 3986 §2.3, '.' among them) and '/'
 // (%2F) decoded, repeated slashes merged and dot segments removed (RFC 3986
@@ -87,8 +89,8 @@ func decoded(path string, i int) (byte, bool) {
 	if path[i] != '%' || i+2 >= len(path) {
 		return 0, false
 	}
-	hi, ok1 := unhex(path[i+1])
-	lo, ok2 := unhex(path[i+2])
+	hi, ok1 := h1.Unhex(path[i+1])
+	lo, ok2 := h1.Unhex(path[i+2])
 	if !ok1 || !ok2 {
 		return 0, false
 	}
@@ -97,18 +99,6 @@ func decoded(path string, i int) (byte, bool) {
 	case c == '/', c == '-', c == '.', c == '_', c == '~',
 		'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		return c, true
-	}
-	return 0, false
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
 	}
 	return 0, false
 }
