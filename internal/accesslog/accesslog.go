@@ -96,7 +96,11 @@ type Record struct {
 	Endpoint  string // the last attempt's endpoint, "" when none was tried
 	Attempts  int    // attempts made (forward.Attempt.Attempts)
 	Reason    string // X-Corput-Error of the gateway's own answer, "" when the origin answered
-	Loop      int    // the loop the request was placed on, -1 when none
+	// Limit names the time limit that ended the last attempt's exchange
+	// (forward.Limit: response_header, per_try, request, grpc-timeout,
+	// stream_idle, body_read), "" when none did.
+	Limit string
+	Loop  int // the loop the request was placed on, -1 when none
 }
 
 // Options configure a Log.

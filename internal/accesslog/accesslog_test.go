@@ -148,9 +148,9 @@ func TestCombinedLines(t *testing.T) {
 	}
 	want := []string{
 		`192.0.2.7 - - [03/Mar/2026:22:06:07 -0700] "GET /v1/items/0?q=a%20b&x=1 HTTP/1.1" 200 1234 "https://example.com/start" "curl/8.5.0" ` +
-			`host="api.example.com" origin=api endpoint=10.0.0.3:8080 attempts=2 error=- loop=1 duration=0.001500`,
+			`host="api.example.com" origin=api endpoint=10.0.0.3:8080 attempts=2 error=- loop=1 duration=0.001500 limit=-`,
 		`2001:db8::1 - - [04/Mar/2026:05:06:08 +0000] "GET /v1/items/1?q=a%20b&x=1 HTTP/1.1" 404 - "-" "say \"hi\"\n\xe9\\" ` +
-			`host="api.example.com" origin=- endpoint=- attempts=0 error=no_route loop=- duration=0.001500`,
+			`host="api.example.com" origin=- endpoint=- attempts=0 error=no_route loop=- duration=0.001500 limit=-`,
 	}
 	for i, line := range lines {
 		if line != want[i] {

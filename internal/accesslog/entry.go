@@ -55,6 +55,7 @@ type entry struct {
 	origin   string
 	endpoint string
 	reason   string
+	limit    string
 	text     [entryText]byte
 }
 
@@ -62,7 +63,7 @@ type entry struct {
 func (e *entry) set(r *Record) {
 	e.start, e.dur, e.bytes = r.Start, r.Duration, r.Bytes
 	e.status, e.attempts, e.loop = int32(r.Status), int32(r.Attempts), int32(r.Loop)
-	e.origin, e.endpoint, e.reason = r.Origin, r.Endpoint, r.Reason
+	e.origin, e.endpoint, e.reason, e.limit = r.Origin, r.Endpoint, r.Reason, r.Limit
 	e.cut = 0
 	e.put(fClient, r.Client)
 	e.put(fMethod, r.Method)
@@ -143,6 +144,8 @@ func (e *entry) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, e.reason, false)
 	b = append(b, `,"loop":`...)
 	b = strconv.AppendInt(b, int64(e.loop), 10)
+	b = append(b, `,"limit":`...)
+	b = appendJSONString(b, e.limit, false)
 	return append(b, "}\n"...)
 }
 
@@ -244,6 +247,8 @@ func (e *entry) appendCombined(b []byte) []byte {
 	}
 	b = append(b, " duration="...)
 	b = strconv.AppendFloat(b, e.dur.Seconds(), 'f', 6, 64)
+	b = append(b, " limit="...)
+	b = appendDash(b, e.limit)
 	return append(b, '\n')
 }
 

@@ -31,6 +31,7 @@ type Line struct {
 	Attempts  int
 	Error     string
 	Loop      int
+	Limit     string // "" when no time limit ended the exchange
 }
 
 // Parse reads one line of either format back (a JSON line starts with
@@ -63,6 +64,7 @@ type jsonFields struct {
 	Attempts  *int       `json:"attempts"`
 	Error     *string    `json:"error"`
 	Loop      *int       `json:"loop"`
+	Limit     *string    `json:"limit"`
 }
 
 func parseJSON(line string) (Line, error) {
@@ -77,14 +79,14 @@ func parseJSON(line string) (Line, error) {
 	}
 	if f.Time == nil || f.Client == nil || f.Method == nil || f.Host == nil || f.Path == nil || f.Query == nil ||
 		f.Proto == nil || f.Status == nil || f.Bytes == nil || f.Duration == nil || f.Referer == nil ||
-		f.UserAgent == nil || f.Origin == nil || f.Endpoint == nil || f.Attempts == nil || f.Error == nil || f.Loop == nil {
-		return Line{}, fmt.Errorf("accesslog: a JSON line without all of its 17 fields: %s", line)
+		f.UserAgent == nil || f.Origin == nil || f.Endpoint == nil || f.Attempts == nil || f.Error == nil || f.Loop == nil || f.Limit == nil {
+		return Line{}, fmt.Errorf("accesslog: a JSON line without all of its 18 fields: %s", line)
 	}
 	return Line{
 		Time: *f.Time, Client: *f.Client, Method: *f.Method, Host: *f.Host, Path: *f.Path, Query: *f.Query,
 		Proto: *f.Proto, Status: *f.Status, Bytes: *f.Bytes, Duration: seconds(*f.Duration),
 		Referer: *f.Referer, UserAgent: *f.UserAgent, Origin: *f.Origin, Endpoint: *f.Endpoint,
-		Attempts: *f.Attempts, Error: *f.Error, Loop: *f.Loop,
+		Attempts: *f.Attempts, Error: *f.Error, Loop: *f.Loop, Limit: *f.Limit,
 	}, nil
 }
 
@@ -97,7 +99,7 @@ func seconds(s float64) time.Duration {
 var combined = func() *regexp.Regexp {
 	const item = `"((?:[^"\\]|\\.)*)"`
 	return regexp.MustCompile(`^(\S+) - - \[([^\]]+)\] "(\S+) (\S+) (\S+)" (\d{3}) (\d+|-) ` + item + ` ` + item +
-		` host=` + item + ` origin=(\S+) endpoint=(\S+) attempts=(\d+) error=(\S+) loop=(\d+|-) duration=(\d+\.\d{6})$`)
+		` host=` + item + ` origin=(\S+) endpoint=(\S+) attempts=(\d+) error=(\S+) loop=(\d+|-) duration=(\d+\.\d{6}) limit=(\S+)$`)
 }()
 
 func parseCombined(line string) (Line, error) {
@@ -116,7 +118,7 @@ func parseCombined(line string) (Line, error) {
 		dst *string
 		src string
 	}{{&l.Client, m[1]}, {&l.Method, m[3]}, {&target, m[4]}, {&l.Proto, m[5]}, {&l.Referer, m[8]},
-		{&l.UserAgent, m[9]}, {&l.Host, m[10]}, {&l.Origin, m[11]}, {&l.Endpoint, m[12]}, {&l.Error, m[14]}} {
+		{&l.UserAgent, m[9]}, {&l.Host, m[10]}, {&l.Origin, m[11]}, {&l.Endpoint, m[12]}, {&l.Error, m[14]}, {&l.Limit, m[17]}} {
 		if *f.dst, err = unescapeApache(dash(f.src)); err != nil {
 			return Line{}, err
 		}

@@ -336,6 +336,8 @@ func TestDiagnostics(t *testing.T) {
 			[]want{{"routes[0].max_request_body_bytes", "", "-1 is negative", 3}}},
 		{"route per-try above request", "routes:\n  - origin: api\n    timeouts:\n      request: 1s\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n    retry: {per_try_timeout: 2s}\n",
 			[]want{{"routes[0].timeouts.request", "", "2s is above routes[0].timeouts.request (1s)", 4}}},
+		{"route's own per-try above its origin's request", "routes:\n  - origin: api\n    retry:\n      per_try_timeout: 3s\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n    timeouts: {request: 2s}\n",
+			[]want{{"routes[0].retry.per_try_timeout", "", "3s is above the route's timeouts.request (2s)", 4}}},
 		{"route response_header under acquire", "routes:\n  - origin: api\n    timeouts: {response_header: 50ms}\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n    timeouts: {connect: 10ms}\n",
 			[]want{{"routes[0].timeouts.response_header", "", "50ms is not longer than the origin's pool.acquire_timeout (100ms)", 3}}},
 		{"route connect", "routes:\n  - origin: api\n    timeouts: {connect: 1s}\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n",

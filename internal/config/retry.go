@@ -35,6 +35,7 @@ func (c *Config) inheritRetry() {
 		take("backoff.max", func() { m.Backoff.Max = own.Backoff.Max })
 		take("idempotency_header", func() { m.IdempotencyHeader = own.IdempotencyHeader })
 		take("replay_buffer", func() { m.ReplayBuffer = own.ReplayBuffer })
+		take("per_try_timeout", func() { m.PerTryTimeout = own.PerTryTimeout })
 		*rt.Retry = m
 	}
 }
@@ -105,6 +106,9 @@ func (c *Config) checkRouteRetry(r *reporter, i int) {
 	}
 	p := joinIndex("routes", i) + ".retry"
 	checkRetry(r, p, *rt.Retry, c.Limits)
+	if o := c.originNamed(rt.Origin); o != nil {
+		checkPerTry(r, p+".per_try_timeout", rt.Retry.PerTryTimeout, rt.Timeouts.Over(o.Timeouts).Request, "the route's timeouts.request")
+	}
 	if rt.Class == "" || c.Workload == nil || !rt.Retry.ReplaysSent() || rt.Retry.IdempotencyHeader != "" {
 		return
 	}

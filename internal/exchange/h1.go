@@ -233,6 +233,8 @@ func noResponse(a *forward.Attempt, raw upstream.Raw, req *Request, c Client, wr
 	}
 	if f == forward.Timeout || f == forward.HeadTimeout {
 		a.Expired(limitOf(err, req))
+	} else {
+		f = pastLimit(a, req, f)
 	}
 	return 0, fail(a, raw, f)
 }

@@ -69,7 +69,7 @@ func (x *State) H2(a *forward.Attempt, mux upstream.Mux, req *Request, c Client)
 		gone := c.Unwatch()
 		s.Cancel(err)
 		s.Unhold()
-		f := failureOf(err, nil)
+		f := pastLimit(a, req, failureOf(err, nil))
 		if gone && !cutBody(f) {
 			return 0, a.Failed(forward.ClientLeft)
 		}

@@ -124,6 +124,23 @@ func (r *Request) writing(raw upstream.Raw) {
 	}
 }
 
+// pastLimit reads an exchange that broke before its head, once the head's
+// limit had passed, as that limit's timeout: an origin that gives up on
+// the request's own deadline (a gRPC server past the grpc-timeout it was
+// sent) resets the stream at about the moment the gateway's timer fires,
+// and the answer is the timeout's whichever of the two came first.
+func pastLimit(a *forward.Attempt, req *Request, f forward.Failure) forward.Failure {
+	if f != forward.Broken {
+		return f
+	}
+	l, _ := req.headExpired(time.Now())
+	if l == forward.NoLimit {
+		return f
+	}
+	a.Expired(l)
+	return timeoutFailure(l)
+}
+
 // limitError fails a wait for the response head that a limit ended.
 type limitError forward.Limit
 

@@ -323,7 +323,7 @@ func (a *Attempt) MayRetry() bool {
 // its probe (Pool.AcquireTrusting) and report a closed one as Stale. On
 // Answer the request is over.
 func (a *Attempt) Pick() (ep *balance.Endpoint, trust bool, step Step) {
-	a.ep, a.status = nil, 0
+	a.ep, a.status, a.limit = nil, 0, NoLimit
 	ep, t, err := a.pick()
 	switch {
 	case errors.Is(err, balance.ErrAllTried):

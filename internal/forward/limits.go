@@ -27,8 +27,9 @@ func (l Limit) String() string { return limitNames[l] }
 // after the head IdleTimedOut).
 func (a *Attempt) Expired(l Limit) { a.limit = l }
 
-// Limit is the time limit that ended the request's latest exchange, NoLimit
-// when none did. It stays readable after Finish, until Start.
+// Limit is the time limit that ended the request's latest attempt's
+// exchange, NoLimit when none did (Pick clears it). It stays readable
+// after Finish, until Start.
 func (a *Attempt) Limit() Limit { return a.limit }
 
 // IdleTimedOut reports an exchange whose response head was relayed and

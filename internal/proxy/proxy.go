@@ -378,6 +378,7 @@ func (h *Handler) logRequest(s *Stream, in *Inbound, start time.Time, status int
 	r.Origin = nameOf(o)
 	if loop >= 0 {
 		r.Attempts = s.attempt.Attempts()
+		r.Limit = s.attempt.Limit().String()
 		if ep := s.attempt.LastEndpoint(); ep != nil {
 			r.Endpoint = ep.Address()
 		}

@@ -519,14 +519,32 @@ func TestClientLeaves(t *testing.T) {
 	}
 }
 
-// TestRequestTimeout: an origin slower than timeouts.request is answered
-// 504 upstream_timeout.
+// TestRequestTimeout: an origin slower than a time limit is answered 504
+// upstream_timeout, and the access log names the limit that fired.
 func TestRequestTimeout(t *testing.T) {
-	r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{proxytest.Think(t).Addr},
-		Edit: func(oc *config.Origin) { oc.Timeouts.Request = 50 * time.Millisecond }}}})
-	c := newClient("GET", "/slow")
-	if status := serve(r.Handler, c); status != 504 || c.fields.Get("X-Corput-Error") != "upstream_timeout" {
-		t.Fatalf("%d %v, want 504 upstream_timeout", status, c.fields)
+	for _, c := range []struct {
+		limit string
+		set   func(*config.Origin)
+	}{
+		{"request", func(oc *config.Origin) { oc.Timeouts.Request = 50 * time.Millisecond }},
+		{"response_header", func(oc *config.Origin) { oc.Timeouts.ResponseHeader = 50 * time.Millisecond }},
+		{"per_try", func(oc *config.Origin) { oc.Retry.PerTryTimeout = 50 * time.Millisecond }},
+	} {
+		t.Run(c.limit, func(t *testing.T) {
+			var logged testlog.Buffer
+			alog := accesslog.New(&logged, accesslog.Options{Format: accesslog.JSON})
+			r := proxytest.New(t, proxytest.Config{Origins: []proxytest.Origin{{Name: "app", Endpoints: []string{proxytest.Think(t).Addr},
+				Edit: c.set}}, Log: alog})
+			cl := newClient("GET", "/slow")
+			if status := serve(r.Handler, cl); status != 504 || cl.fields.Get("X-Corput-Error") != "upstream_timeout" {
+				t.Fatalf("%d %v, want 504 upstream_timeout", status, cl.fields)
+			}
+			alog.Close()
+			lines := records(t, logged.String())
+			if len(lines) != 1 || lines[0]["limit"] != c.limit || lines[0]["error"] != "upstream_timeout" {
+				t.Fatalf("access log %v, want error upstream_timeout and limit %s", lines, c.limit)
+			}
+		})
 	}
 }
 

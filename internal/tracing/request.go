@@ -26,6 +26,7 @@ const (
 	AttrReason    = attribute.Key("corput.reason")   // the gateway's error reason (X-Corput-Error)
 	AttrQueueWait = attribute.Key("corput.queue_wait_ms")
 	AttrOutcome   = attribute.Key("corput.outcome") // how an attempt ended: delivered, again, answer, gone
+	AttrLimit     = attribute.Key("corput.limit")   // the time limit that ended an attempt's exchange (forward.Limit)
 )
 
 // Request is one downstream request's spans: its server span and the
@@ -215,6 +216,9 @@ func (r *Request) EndAttempt(a *forward.Attempt, step forward.Step) {
 		sp.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
 	sp.SetAttributes(AttrOutcome.String(step.String()))
+	if l := a.Limit(); l != forward.NoLimit {
+		sp.SetAttributes(AttrLimit.String(l.String()))
+	}
 	switch {
 	case step == forward.Again || step == forward.Answer:
 		reason := a.Reason().String()
