@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/corput/corput/internal/config"
 )
 
 // routeOrigins are origins that each answer with their own name (the
@@ -144,7 +146,8 @@ func sendTarget(t *testing.T, local, addr, method, host, target, fields string) 
 
 // TestRouteMatchingBothPaths runs the matching table on both serving
 // paths against real origins: each request must be answered by the origin
-// of the route the Gateway API's precedence picks.
+// of the route the Gateway API's precedence picks; a reload changes a
+// route's matches.
 func TestRouteMatchingBothPaths(t *testing.T) {
 	o := startRouteOrigins(t, matchOrigins...)
 	for _, fast := range []bool{true, false} {
@@ -154,6 +157,23 @@ func TestRouteMatchingBothPaths(t *testing.T) {
 				status, got := sendTarget(t, "127.0.0.1", g.Addr(), c.method, c.host, c.target, c.fields)
 				if status != c.status || got != c.want {
 					t.Errorf("%s: %s %s%s answered %d by %q; want %d by %q", c.name, c.method, c.host, c.target, status, got, c.status, c.want)
+				}
+			}
+			// A reload changes a route's matches in place: h-exact now wants
+			// X-Canary: 2.
+			cfg := *g.Running()
+			cfg.Routes = append([]config.Route(nil), cfg.Routes...)
+			for i := range cfg.Routes {
+				if cfg.Routes[i].Name == "h-exact" {
+					cfg.Routes[i].Headers = []config.HeaderMatch{{Name: "X-Canary", Value: "2"}}
+				}
+			}
+			if err := g.Reload(&cfg); err != nil {
+				t.Fatal(err)
+			}
+			for fields, want := range map[string]string{"X-Canary: 2\r\nCookie: c\r\n": "hexact", "X-Canary: 1\r\nCookie: c\r\n": "root"} {
+				if status, got := sendTarget(t, "127.0.0.1", g.Addr(), "GET", "x.test", "/h", fields); status != 200 || got != want {
+					t.Errorf("after the reload, /h with %q: %d by %q; want %s", fields, status, got, want)
 				}
 			}
 		})
