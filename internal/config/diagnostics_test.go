@@ -210,6 +210,8 @@ func TestDiagnostics(t *testing.T) {
 			[]want{{"routes[0].headers[0].type", "", `"prefix" is not a header match; use exact (the default), present, absent or regex`, 1}}},
 		{"route header present with value", "routes: [{origin: api, headers: [{name: x-a, type: present, value: a}]}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
 			[]want{{"routes[0].headers[0].value", "", "a present match has no value", 1}}},
+		{"route header name with underscore", "routes: [{origin: api, headers: [{name: x_canary}]}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
+			[]want{{"routes[0].headers[0].name", "", `"x_canary" has a '_': such fields are not forwarded (downstream.underscore_headers: drop)`, 1}}},
 		{"route query without name", "routes: [{origin: api, query: [{value: a}]}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",
 			[]want{{"routes[0].query[0].name", "", "missing; name the query parameter", 1}}},
 		{"route query match type", "routes: [{origin: api, query: [{name: a, type: absent}]}]\norigins: [{name: api, endpoints: [{address: 127.0.0.1:1}]}]",

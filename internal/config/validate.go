@@ -328,8 +328,11 @@ func (c *Config) checkRouteMatch(r *reporter, p string, rt *Route) {
 	}
 	for j, h := range rt.Headers {
 		hp := joinIndex(p+".headers", j)
-		if !httpguts.ValidHeaderFieldName(h.Name) {
+		switch {
+		case !httpguts.ValidHeaderFieldName(h.Name):
 			r.errorf(hp+".name", "%q is not a header field name; name the field, e.g. x-canary", h.Name)
+		case strings.Contains(h.Name, "_") && c.Downstream.UnderscoreHeaders != UnderscoreAllow:
+			r.errorf(hp+".name", "%q has a '_': such fields are not forwarded (downstream.underscore_headers: %s), so no route should depend on one; name the field with '-', or set downstream.underscore_headers: allow", h.Name, c.Downstream.UnderscoreHeaders)
 		}
 		switch h.Type {
 		case "", MatchExact:
