@@ -14,9 +14,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/health/healthtest"
 	"github.com/corput/corput/internal/pool"
-	"github.com/corput/corput/internal/rng"
 	"github.com/corput/corput/internal/upstream"
-	"github.com/corput/corput/internal/waitfor"
 )
 
 // grpcRig is one grpc-go server on a real socket (h2c) and a second
@@ -56,29 +54,7 @@ func newGRPCRig(t *testing.T, service string, addrs ...string) *grpcRig {
 	for _, a := range addrs {
 		ms = append(ms, balance.Member{Address: a})
 	}
-	var err error
-	if r.bal, err = balance.NewOrigin("rpc", balance.DefaultConfig(), ms, balance.Options{Clock: r.clk, Rand: rng.New(1)}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := upstream.NewDialer(upstream.Options{Protocol: upstream.H2C, ConnectTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := pool.DefaultConfig()
-	cfg.IdleTimeout, cfg.MaxLifetime, cfg.Keepalive = 0, 0, 0
-	for i, a := range addrs {
-		if r.pools[a], err = pool.New(a, 0, cfg, d, r.clk, rng.New(uint64(i)), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitfor.Until(t, "the pools warm", func() bool {
-		for _, p := range r.pools {
-			if !p.Ready() {
-				return false
-			}
-		}
-		return true
-	})
+	r.bal = warmPools(t, r.clk, "rpc", upstream.H2C, 1, ms, r.pools)
 	oc := config.DefaultOrigin()
 	oc.Name, oc.Protocol = "rpc", config.ProtocolH2C
 	hc := check()

@@ -35,6 +35,41 @@ type rig struct {
 
 func (r *rig) ProbePool(addr string) (*pool.Pool, bool) { return r.pools[addr], false }
 
+// warmPools builds the balancer of an origin named name over ms (seeded
+// with seed) and one warm pool of protocol per member into pools, on clk,
+// with no idle or lifetime closes and no keepalive; tune edits the pools'
+// configuration.
+func warmPools(t *testing.T, clk *clock.Fake, name string, protocol upstream.Protocol, seed uint64, ms []balance.Member, pools map[string]*pool.Pool, tune ...func(*pool.Config)) *balance.Origin {
+	t.Helper()
+	bal, err := balance.NewOrigin(name, balance.DefaultConfig(), ms, balance.Options{Clock: clk, Rand: rng.New(seed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := upstream.NewDialer(upstream.Options{Protocol: protocol, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pool.DefaultConfig()
+	cfg.IdleTimeout, cfg.MaxLifetime, cfg.Keepalive = 0, 0, 0
+	for _, f := range tune {
+		f(&cfg)
+	}
+	for i, m := range ms {
+		if pools[m.Address], err = pool.New(m.Address, 0, cfg, d, clk, rng.New(uint64(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitfor.Until(t, "every pool warm", func() bool {
+		for _, p := range pools {
+			if !p.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+	return bal
+}
+
 func newRig(t *testing.T, n int, hc config.HealthCheck, tune ...func(*pool.Config)) *rig {
 	t.Helper()
 	r := &rig{t: t, clk: clock.NewFake(time.Unix(1000, 0)), origins: map[string]*healthtest.Origin{}, pools: map[string]*pool.Pool{}, hang: map[string]bool{}}
@@ -45,35 +80,7 @@ func newRig(t *testing.T, n int, hc config.HealthCheck, tune ...func(*pool.Confi
 		r.addrs = append(r.addrs, o.Addr())
 		ms = append(ms, balance.Member{Address: o.Addr()})
 	}
-	var err error
-	r.bal, err = balance.NewOrigin("app", balance.DefaultConfig(), ms, balance.Options{Clock: r.clk, Rand: rng.New(7)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := upstream.NewDialer(upstream.Options{Protocol: upstream.H1, ConnectTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := pool.DefaultConfig()
-	cfg.IdleTimeout, cfg.MaxLifetime, cfg.Keepalive = 0, 0, 0
-	for _, f := range tune {
-		f(&cfg)
-	}
-	for i, a := range r.addrs {
-		p, err := pool.New(a, 0, cfg, d, r.clk, rng.New(uint64(i)), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.pools[a] = p
-	}
-	waitfor.Until(t, "every pool warm", func() bool {
-		for _, p := range r.pools {
-			if !p.Ready() {
-				return false
-			}
-		}
-		return true
-	})
+	r.bal = warmPools(t, r.clk, "app", upstream.H1, 7, ms, r.pools, tune...)
 	waitfor.Until(t, "the origins to count the warm connections", func() bool { return r.conns() == int64(n) })
 	oc := config.DefaultOrigin()
 	oc.Name, oc.HealthCheck = "app", &hc
