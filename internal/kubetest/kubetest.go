@@ -48,6 +48,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/corput/corput/internal/testbin"
 )
 
 // Version is the kube-apiserver release tools/kube-apiserver builds.
@@ -150,8 +152,8 @@ func Shared(t testing.TB) *Server {
 	return shared
 }
 
-// Runner is what a TestMain runs: *testing.M.
-type Runner interface{ Run() int }
+// Runner is what a TestMain runs: *testing.M (testbin's Runner).
+type Runner = testbin.Runner
 
 // M wraps a TestMain's m so that the shared server is stopped once the
 // tests have run.
