@@ -287,6 +287,12 @@ func BenchmarkSerial(b *testing.B) {
 		benchSerialRoute(b, true, ", rate_limit: {requests_per_second: 1000000000, burst: 1000000000, key: client_address}, addresses: {allow: [127.0.0.0/8], deny: [10.0.0.0/8]}",
 			"")
 	})
+	// fast_mirror_unsampled: the route mirrors to a shadow origin at a
+	// share so small that no request is sampled: each draws its sample
+	// and is not mirrored. fast_mirror_10pct mirrors one in ten (those
+	// copy their head into a pooled job and start a goroutine).
+	b.Run("fast_mirror_unsampled", func(b *testing.B) { benchMirror(b, "0.000001") })
+	b.Run("fast_mirror_10pct", func(b *testing.B) { benchMirror(b, "10") })
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
@@ -297,6 +303,14 @@ func BenchmarkSerial(b *testing.B) {
 		}
 		b.ReportMetric(float64(bytes.Count(data, []byte("\n")))/float64(b.N), "lines/op") // 1: none dropped
 	})
+}
+
+// benchMirror is benchSerial with the route mirrored to a second tiny
+// origin at percent.
+func benchMirror(b *testing.B, percent string) {
+	shadow := startTinyOrigin(b)
+	benchSerialRoute(b, true, ", mirror: {origin: shadow, percent: "+percent+"}",
+		fmt.Sprintf("  - name: shadow\n    protocol: h1\n    endpoints: [{address: %q}]\n", shadow.ln.Addr()))
 }
 
 func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {

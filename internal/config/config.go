@@ -343,6 +343,9 @@ type Route struct {
 	// the route's origin's for the others; nil: the origin's. Parse fills
 	// the keys it leaves out (RouteRetry).
 	Retry *Retry `yaml:"retry"`
+	// Mirror, when set, copies a sampled share of the route's requests to
+	// a shadow origin (additive).
+	Mirror *Mirror `yaml:"mirror"`
 }
 
 // HeaderMatch is one of routes[].headers: a condition on the request's

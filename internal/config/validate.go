@@ -260,6 +260,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			}
 		}
 		c.checkRouteRetry(r, i)
+		c.checkMirror(r, i, origins)
 		if rt.Priority != "" && rt.Priority != PriorityNormal && rt.Priority != PriorityLow {
 			r.errorf(p+".priority", "%q is not a priority; use low (shed first by the SLO guard) or normal (the default)", rt.Priority)
 		}

@@ -119,6 +119,8 @@ type Gateway struct {
 	// replays bounds all requests' replay buffers together
 	// (limits.replay_buffers_bytes), across reloads.
 	replays *replay.Cap
+	// shadows runs the routes' mirrors (routes[].mirror); Shutdown cuts them.
+	shadows *proxy.Shadows
 
 	draining   atomic.Bool
 	deaf       atomic.Bool           // a listener stopped accepting before Shutdown
@@ -166,6 +168,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 
 		adminToken: adminToken,
 		replays:    newReplayCap(int64(cfg.Limits.ReplayBuffersBytes), opts.Metrics),
+		shadows:    proxy.NewShadows(),
 	}
 	for i, c := range telemetry.CodeClasses {
 		g.downstream[i] = g.metrics.DownstreamRequests.WithLabelValues(c)
@@ -205,6 +208,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		st.add(o)
 	}
 	st.route()
+	g.setMirrors(st, nil)
 	g.handler = proxy.NewHandler(st.table, g.downstream, g.alog)
 	g.setState(st)
 	g.setFleetGauges(st.fleet())
@@ -473,6 +477,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeRedirect()
+	g.shadows.Close() // the last request's mirror handed off: cut the mirrors in flight
 	g.closeOrigins()
 	g.closeWebhook()
 	err = errors.Join(err, g.alog.Close(), g.stopTracer(ctx)) // after the last request's line and span

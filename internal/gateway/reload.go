@@ -361,6 +361,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 	g.replays.SetMax(int64(cfg.Limits.ReplayBuffersBytes))
 	next := newState(cfg, list, tracer, g.replays)
 	g.setEdges(next, cur)
+	g.setMirrors(next, cur)
 	g.ppCur.Store(g.proxyPolicy(cfg))
 	g.setState(next)
 	if fl, was := next.fleet(), cur.fleet(); fl != was {

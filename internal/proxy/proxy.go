@@ -72,6 +72,9 @@ type Table struct {
 	// Edges are the routes' admissions, by route.Route.Index; a nil entry
 	// (or none) admits everyone.
 	Edges []*Edge
+	// Mirrors are the routes' mirrorings (routes[].mirror), by
+	// route.Route.Index; a nil entry (or none): the route mirrors nothing.
+	Mirrors []*Mirror
 }
 
 // Route returns the origin for a request, and the request's kind (its
@@ -222,6 +225,11 @@ type Stream struct {
 	body   *replay.Body
 	bodyOn bool
 	stream streamBody // a streaming body's: kept until its first exchange
+
+	// mirror is the request's mirror while its primary is served, nil
+	// when it is not sampled; mirrorMax bounds its body.
+	mirror    *mirrorJob
+	mirrorMax int64
 }
 
 // Serve serves one request routed by rt, answering it through c, and
@@ -263,7 +271,11 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust, rt.Table.Replays)
+		m := rt.Table.mirrorOf(rt.Route.Index)
+		if m != nil && !m.sample() {
+			m = nil
+		}
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust, rt.Table.Replays, m)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -287,8 +299,10 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // forward runs the request's attempts through loop ol of origin o: each
 // acquires a stream (the origin's driver) and makes an exchange on it,
 // until one is delivered or the request is answered. It returns the status
-// delivered (499 when the client left), or the reason to answer with.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool, replays *replay.Cap) (int, forward.Reason) {
+// delivered (499 when the client left), or the reason to answer with. A
+// request sampled for mirroring (m not nil) hands its mirror off as it
+// ends.
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool, replays *replay.Cap, m *Mirror) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
@@ -299,11 +313,18 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 	if pol == nil {
 		pol = o.Policy()
 	}
+	if m != nil {
+		s.beginMirror(m, req)
+		s.mirrorMax = m.mirrorBody(pol.ReplayBuffer)
+	}
 	r := s.replay(in, req, pol, replays)
 	a := &s.attempt
 	o.Begin(a, ol, pol, r, k.Cost, key)
 	defer o.Finish(a, ol)
 	defer s.endBody()
+	if s.mirror != nil {
+		defer s.endMirror(req, s.mirrorMax) // before endBody: it takes the body's kept copy
+	}
 	d, l := o.Driver(), ol.Index()
 	lim := limitsOf(o, rt)
 	var grpcBy time.Time // the request's grpc-timeout: the whole request's, every attempt's

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"math"
 
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/exchange"
@@ -36,6 +37,9 @@ func (s *Stream) replay(in *Inbound, req *exchange.Request, pol *forward.Policy,
 		s.body = new(replay.Body)
 	}
 	s.body.Reset(req.Body, pol.ReplayBuffer, cap)
+	if s.mirror != nil && s.mirrorMax <= math.MaxInt32 {
+		s.body.KeepUpTo(int(s.mirrorMax)) // the mirror takes it whole (endMirror)
+	}
 	r.Body = s.body
 	return r
 }

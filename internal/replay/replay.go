@@ -100,7 +100,8 @@ type Body struct {
 	mu       sync.Mutex // serialises the Readers
 	src      io.Reader
 	cap      *Cap
-	limit    int
+	limit    int     // the most bytes kept for a retry (Kept)
+	most     int     // the most bytes kept at all (KeepUpTo), ≥ limit
 	buf      *[]byte // the kept bytes, nil before the first byte is kept
 	reserved int64   // of cap
 	pos      int     // the next kept byte the current Reader gives
@@ -108,6 +109,7 @@ type Body struct {
 	started  uint32  // the gen of the Reader that read last
 	views    [4]view // Readers, by gen % 4
 	dropped  atomic.Bool
+	noRetry  atomic.Bool // more than limit bytes are kept (KeepUpTo): not sent again
 	reading  atomic.Bool // a Reader is in the client's Read
 	released atomic.Bool // Release ran: nothing more is kept
 }
@@ -124,8 +126,60 @@ type view struct {
 // Reset readies b for a request body src, keeping up to limit bytes under
 // cap (nil: no gateway-wide bound).
 func (b *Body) Reset(src io.Reader, limit int, cap *Cap) {
-	b.src, b.limit, b.cap = src, limit, cap
+	b.src, b.limit, b.most, b.cap = src, limit, limit, cap
 	b.released.Store(false)
+}
+
+// KeepUpTo raises, for the request b was Reset for, the bytes kept to
+// limit (a mirrored request's body: Take); a body above its Reset limit
+// is still not sent again (Kept is false), and the Cap still bounds it.
+func (b *Body) KeepUpTo(limit int) { b.most = max(b.most, limit) }
+
+// Kept is a request body taken whole from its Body (Take): its bytes stay
+// reserved under the Body's Cap until Release. The zero value holds none.
+type Kept struct {
+	buf      *[]byte
+	cap      *Cap
+	reserved int64
+}
+
+// Bytes are the body's bytes, valid until Release.
+func (k *Kept) Bytes() []byte {
+	if k.buf == nil {
+		return nil
+	}
+	return *k.buf
+}
+
+// Release gives the bytes and their reservation back.
+func (k *Kept) Release() {
+	if k.buf != nil {
+		if cap(*k.buf) <= maxPooled {
+			*k.buf = (*k.buf)[:0]
+			bufs.Put(k.buf)
+		}
+	}
+	if k.reserved > 0 && k.cap != nil {
+		k.cap.used.Add(-k.reserved)
+	}
+	*k = Kept{}
+}
+
+// Take takes the kept bytes out of b when they are the whole body, n
+// bytes (n > 0), and no Reader is reading: b keeps nothing more, and the
+// bytes stay reserved until the Kept's Release. It never waits.
+func (b *Body) Take(n int64) (k Kept, ok bool) {
+	if n <= 0 || !b.mu.TryLock() {
+		return Kept{}, false
+	}
+	defer b.mu.Unlock()
+	if b.dropped.Load() || b.buf == nil || int64(len(*b.buf)) != n {
+		return Kept{}, false
+	}
+	k = Kept{buf: b.buf, cap: b.cap, reserved: b.reserved}
+	b.buf, b.reserved = nil, 0
+	b.dropped.Store(true) // nothing more is kept, nor sent again
+	return k, true
 }
 
 // Release gives b's buffer and reservation back; its Readers read nothing
@@ -155,15 +209,16 @@ func (b *Body) free() {
 		b.buf = nil
 	}
 	b.unreserve()
-	b.src, b.cap, b.limit, b.pos = nil, nil, 0, 0
+	b.src, b.cap, b.limit, b.most, b.pos = nil, nil, 0, 0, 0
 	b.dropped.Store(false)
+	b.noRetry.Store(false)
 }
 
 // Kept reports whether every byte read so far is kept and no earlier
 // Reader is in the middle of reading the client's body
 // (forward.Rewinder): the body can be sent again from its start. True
 // before any was read.
-func (b *Body) Kept() bool { return !b.dropped.Load() && !b.reading.Load() }
+func (b *Body) Kept() bool { return !b.dropped.Load() && !b.noRetry.Load() && !b.reading.Load() }
 
 // Reader starts a reading of the body from its first byte, for one
 // attempt: the kept bytes, then the rest of the client's body. Every
@@ -224,12 +279,15 @@ func (b *Body) keep(p []byte) {
 	if b.buf != nil {
 		n = len(*b.buf)
 	}
-	if n+len(p) > b.limit {
+	if n+len(p) > b.most {
 		b.drop(OverBody)
 		return
 	}
+	if n+len(p) > b.limit {
+		b.noRetry.Store(true)
+	}
 	if need := int64(n + len(p)); need > b.reserved {
-		grow := max(need-b.reserved, min(chunk, int64(b.limit)-b.reserved))
+		grow := max(need-b.reserved, min(chunk, int64(b.most)-b.reserved))
 		if b.cap != nil && !b.cap.reserve(grow) {
 			b.drop(OverGateway)
 			return
@@ -246,7 +304,7 @@ func (b *Body) keep(p []byte) {
 // drop gives the kept bytes up: the body can no longer be sent again.
 func (b *Body) drop(why int) {
 	b.dropped.Store(true)
-	if b.cap != nil && b.limit > 0 { // limit 0 keeps nothing by design: not counted
+	if b.cap != nil && b.most > 0 { // limit 0 keeps nothing by design: not counted
 		b.cap.count(why)
 	}
 	b.unreserve()
