@@ -380,10 +380,10 @@ func (j *mirrorJob) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (j *mirrorJob) Flush() error                                  { return nil }
+func (j *mirrorJob) Flush() error                                   { return nil }
 func (j *mirrorJob) End(trailer []hpack.HeaderField, n int64) error { return j.err() }
-func (j *mirrorJob) Abort(n int64)                                 {}
-func (j *mirrorJob) RawChunks() bool                               { return true }
+func (j *mirrorJob) Abort(n int64)                                  {}
+func (j *mirrorJob) RawChunks() bool                                { return true }
 
 func (j *mirrorJob) Watch(up io.Closer) {
 	j.mu.Lock()
