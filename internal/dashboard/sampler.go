@@ -16,6 +16,31 @@ type Point struct {
 	T time.Time `json:"t"`
 	Figures
 	Origins map[string]Figures `json:"origins"`
+	// Mirrors are the routes' mirroring rates (routes[].mirror), by route.
+	Mirrors map[string]MirrorRates `json:"mirrors,omitempty"`
+}
+
+// MirrorRates are one route's mirrors per second over an interval.
+type MirrorRates struct {
+	MirroredPerSec float64 `json:"mirrored_per_s"`
+	DroppedPerSec  float64 `json:"dropped_per_s"`
+}
+
+// MirrorTotals are one route's mirror counts since the gateway started:
+// its shadow origin, the requests mirrored, and the mirrors dropped by
+// reason (corput_route_mirrored_total, corput_route_mirror_dropped_total).
+type MirrorTotals struct {
+	Origin   string             `json:"origin"`
+	Mirrored float64            `json:"mirrored"`
+	Dropped  map[string]float64 `json:"dropped"`
+}
+
+func (m MirrorTotals) dropped() float64 {
+	n := 0.0
+	for _, v := range m.Dropped {
+		n += v
+	}
+	return n
 }
 
 // Figures are one origin's (or the gateway's) levels and rates.
@@ -48,14 +73,17 @@ type History struct {
 	WindowSeconds   float64           `json:"window_s"`
 	Totals          Totals            `json:"totals"`
 	OriginTotals    map[string]Totals `json:"origin_totals"`
-	Points          []Point           `json:"points"`
+	// MirrorTotals are the mirroring routes' counts, by route.
+	MirrorTotals map[string]MirrorTotals `json:"mirror_totals,omitempty"`
+	Points       []Point                 `json:"points"`
 }
 
 // sample is what one Gather reads: counters and levels by origin.
 type sample struct {
 	at     time.Time
-	totals map[string]Totals
-	levels map[string]Figures // Open, Ejected and Panic only
+	totals  map[string]Totals
+	levels  map[string]Figures // Open, Ejected and Panic only
+	mirrors map[string]MirrorTotals
 }
 
 // sampler reads the metrics registry every interval and keeps the last
@@ -136,6 +164,7 @@ func (s *sampler) history() History {
 		IntervalSeconds: s.interval.Seconds(),
 		WindowSeconds:   s.interval.Seconds() * float64(cap(s.points)),
 		OriginTotals:    s.last.totals,
+		MirrorTotals:    s.last.mirrors,
 		Points:          make([]Point, 0, len(s.points)),
 	}
 	for _, t := range s.last.totals {
@@ -153,6 +182,9 @@ func (s *sampler) read() sample {
 	mfs, _ := s.metrics.Registry.Gather()
 	out := sample{at: s.clk.Now(), totals: map[string]Totals{}, levels: map[string]Figures{}}
 	for _, mf := range mfs {
+		if readMirrors(&out, mf) {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			origin := label(m, "origin")
 			if origin == "" {
@@ -187,6 +219,33 @@ func (s *sampler) read() sample {
 		}
 	}
 	return out
+}
+
+// readMirrors reads mf into out's mirrors when it is a mirror counter,
+// and reports whether it was.
+func readMirrors(out *sample, mf *dto.MetricFamily) bool {
+	name := mf.GetName()
+	if name != "corput_route_mirrored_total" && name != "corput_route_mirror_dropped_total" {
+		return false
+	}
+	if out.mirrors == nil {
+		out.mirrors = map[string]MirrorTotals{}
+	}
+	for _, m := range mf.GetMetric() {
+		route := label(m, "route")
+		t := out.mirrors[route]
+		t.Origin = label(m, "origin")
+		if t.Dropped == nil {
+			t.Dropped = map[string]float64{}
+		}
+		if name == "corput_route_mirrored_total" {
+			t.Mirrored += m.GetCounter().GetValue()
+		} else {
+			t.Dropped[label(m, "reason")] += m.GetCounter().GetValue()
+		}
+		out.mirrors[route] = t
+	}
+	return true
 }
 
 func label(m *dto.Metric, name string) string {
@@ -225,6 +284,13 @@ func point(prev, cur sample) Point {
 		f.ZoneRemotePerSec = rate(a.ZoneRemote, b.ZoneRemote)
 		p.Origins[origin] = f
 		p.Figures = p.Figures.plus(f)
+	}
+	for route, b := range cur.mirrors {
+		if p.Mirrors == nil {
+			p.Mirrors = map[string]MirrorRates{}
+		}
+		a := prev.mirrors[route]
+		p.Mirrors[route] = MirrorRates{MirroredPerSec: rate(a.Mirrored, b.Mirrored), DroppedPerSec: rate(a.dropped(), b.dropped())}
 	}
 	return p
 }

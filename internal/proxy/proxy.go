@@ -30,6 +30,9 @@
 //     rate_limited) is refused before the SLO guard, a loop or any
 //     upstream work, and counted by route; the listener's address rules
 //     come before the route's, and before 404 no_route.
+//   - A request of a route with a mirror (routes[].mirror, mirror.go) is
+//     sampled by one random draw; a sampled one is also sent to the shadow
+//     origin once it is done, without the primary ever waiting for it.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.

@@ -10,6 +10,12 @@
 // (limits.replay_buffers_bytes), drops its copy: it is no longer Kept, and
 // the request is not sent again.
 //
+// A request mirrored to a shadow origin (package proxy) keeps its body up
+// to the mirror's bound (KeepUpTo), and once the request is done Take
+// hands the kept bytes, whole, to the mirror with their reservation:
+// nothing is copied, and the Cap still counts them until the mirror
+// releases them (Kept.Release).
+//
 // Invariants:
 //   - A Body keeps at most its limit, and all Bodies of one Cap together at
 //     most the Cap's bound (INV-LB-05: no unbounded buffer); the Cap is

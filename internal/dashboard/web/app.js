@@ -171,6 +171,24 @@ function loopUse(o) {
   return use;
 }
 
+// renderMirrors shows each mirroring route (routes[].mirror): its shadow,
+// mirrored and dropped per second in the last interval, and the totals
+// since start with the drops by reason.
+function renderMirrors(history) {
+  const totals = history.mirror_totals || {};
+  const routes = Object.keys(totals).sort();
+  const sec = document.getElementById("mirrors");
+  sec.hidden = routes.length === 0;
+  const last = history.points.length ? (history.points[history.points.length - 1].mirrors || {}) : {};
+  document.getElementById("mirror-rows").replaceChildren(...routes.map(r => {
+    const t = totals[r], l = last[r] || {};
+    const drops = Object.entries(t.dropped || {}).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
+    return el("span", { class: "mirror", "data-route": r },
+      `${r} → ${t.origin}: `, el("b", {}, fmt(l.mirrored_per_s)), " mirrored/s, ", el("b", {}, fmt(l.dropped_per_s)), " dropped/s · ",
+      el("b", {}, fmt(t.mirrored)), " mirrored in all", drops ? `, dropped: ${drops}` : "");
+  }));
+}
+
 function renderOrigin(o, history, view) {
   const sec = originSection(o.name);
   const ringInfo = view ? `${view.subsets} subsets · fleet of ${view.fleet.gateways} × ${view.fleet.loops} loops` : `${o.subsets} subsets`;
@@ -379,6 +397,7 @@ async function refresh() {
     drawChart(document.getElementById("chart-churn"), seriesOf(history, "created_per_s", "#f5a524"), history.window_s);
     drawChart(document.getElementById("chart-open"), seriesOf(history, "open", "#38bdf8"), history.window_s);
     drawChart(document.getElementById("chart-rps"), seriesOf(history, "requests_per_s", "#a78bfa"), history.window_s);
+    renderMirrors(history);
     for (const o of origins) renderOrigin(o, history, state.subsets[o.name]);
     const v = Object.values(state.subsets).find(Boolean);
     if (v) setText("gateway", `gateway ${v.gateway} of ${v.fleet.gateways} · ${v.fleet.loops} loops`);
