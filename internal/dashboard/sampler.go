@@ -80,7 +80,7 @@ type History struct {
 
 // sample is what one Gather reads: counters and levels by origin.
 type sample struct {
-	at     time.Time
+	at      time.Time
 	totals  map[string]Totals
 	levels  map[string]Figures // Open, Ejected and Panic only
 	mirrors map[string]MirrorTotals
