@@ -527,8 +527,9 @@ func (g *Gateway) Ready() bool {
 	if g.draining.Load() || g.deaf.Load() {
 		return false
 	}
-	for _, o := range g.st().list {
-		if !o.Ready() {
+	st := g.st()
+	for _, o := range st.list {
+		if !o.Ready() && !st.shadowOnly[o.Name()] {
 			return false
 		}
 	}

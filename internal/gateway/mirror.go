@@ -21,6 +21,15 @@ func (g *Gateway) setMirrors(st *state, prev *state) {
 			}
 		}
 	}
+	st.shadowOnly = map[string]bool{}
+	for _, rt := range cfg.Routes {
+		if rt.Mirror != nil {
+			st.shadowOnly[rt.Mirror.Origin] = true
+		}
+	}
+	for _, rt := range cfg.Routes {
+		delete(st.shadowOnly, rt.Origin)
+	}
 	st.table.Mirrors = make([]*proxy.Mirror, len(cfg.Routes))
 	for i, rt := range cfg.Routes {
 		mc := rt.Mirror

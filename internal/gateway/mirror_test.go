@@ -264,3 +264,28 @@ func TestShutdownCutsMirrorsInFlight(t *testing.T) {
 		t.Fatalf("%v mirrors counted failed; want %d", f, n)
 	}
 }
+
+// TestADeadShadowKeepsTheGatewayReady: a shadow origin nothing listens on
+// (no route's origin) does not hold readiness back, while the primary
+// origin still does; every primary is answered 200, every mirror counted
+// failed.
+func TestADeadShadowKeepsTheGatewayReady(t *testing.T) {
+	primary := startBackend(t, testorigin.H1, primaryHandler())
+	g := startGateway(t, mirrorConfig("", primary.addr, deadAddr(t), "", ""), nil, Options{Seed: 1})
+	c := downstream(t, dsH1, nil)
+	for i := range 5 {
+		send(t, c, g.Addr(), "GET", fmt.Sprint(i), nil)
+	}
+	waitfor.Until(t, "every mirror failed", func() bool { return mirrorCount(g, "failed") == 5 })
+	if !g.Ready() {
+		t.Fatal("not ready")
+	}
+	dead := newGateway(t, mirrorConfig("", deadAddr(t), primary.addr, "", ""), Options{Seed: 1})
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the pools' first dials
+	if dead.Ready() {
+		t.Fatal("ready with its route's own origin dead: readiness skips more than shadows")
+	}
+}

@@ -67,6 +67,9 @@ type state struct {
 	origins map[string]*cluster.Origin // the table's
 	list    []*cluster.Origin          // in config order
 	table   *proxy.Table
+	// shadowOnly are the origins only mirrors go to (routes[].mirror.origin
+	// of some route, no route's origin): they do not hold readiness back.
+	shadowOnly map[string]bool
 }
 
 // tracer is the tracing in force, nil when it is off.
