@@ -154,6 +154,9 @@ func TestMirrorOverTheCapIsDropped(t *testing.T) {
 				reached.Add(1)
 				<-release
 			}))
+			var once sync.Once
+			free := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(free) // before the shadow closes, should the test fail
 			g := startGateway(t, mirrorConfig(p.top, primary.addr, shadow.addr, ", max_in_flight: 2", ""), nil, Options{Seed: 1})
 			c := downstream(t, dsH1, nil)
 			const n = 10
@@ -162,7 +165,7 @@ func TestMirrorOverTheCapIsDropped(t *testing.T) {
 			}
 			waitfor.Until(t, "the mirrors over the cap dropped", func() bool { return mirrorCount(g, "max_in_flight") == n-2 })
 			waitfor.Until(t, "2 mirrors at the shadow", func() bool { return reached.Load() == 2 })
-			close(release)
+			free()
 			waitfor.Until(t, "2 mirrored", func() bool { return mirrorCount(g, "") == 2 })
 			if s := sampled(g); s != n {
 				t.Fatalf("%v sampled requests counted; want %d", s, n)
