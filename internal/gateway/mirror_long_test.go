@@ -48,12 +48,7 @@ func TestMirrorNeverHurtsThePrimary(t *testing.T) {
 	}
 	bh := blackhole(t)
 	primary := startBackend(t, testorigin.H1, primaryHandler())
-	var shadowGot atomic.Int64
-	shadow := startBackend(t, testorigin.H1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		shadowGot.Add(1)
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, "shadow")
-	}))
+	shadow := startShadowProcess(t) // its own process: its work is not the measuring process's
 	conf := func(mirror, shadowAddr string) string {
 		return `listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -107,7 +102,7 @@ origins:
 	mirrored := m.sum("corput_route_mirrored_total", "route", "pay")
 	dropped := m.sum("corput_route_mirror_dropped_total", "route", "pay")
 	served := m.sum("corput_downstream_requests_total")
-	got := float64(shadowGot.Load())
+	got := float64(shadow.count(t))
 	t.Logf("live shadow: %v requests served, %v sampled (%.2f %%): %v mirrored, %v dropped; the shadow received %v (%.2f %% of the sampled)",
 		served, mirrored+dropped, 100*(mirrored+dropped)/served, mirrored, dropped, got, 100*got/(mirrored+dropped))
 	if got < 0.99*(mirrored+dropped) {
@@ -179,6 +174,74 @@ func steady(t *testing.T, addr string, rate int, d time.Duration) []time.Duratio
 		t.Fatalf("%d of %d requests were not the primary's 200 (first: %v)", k, n, firstBad.Load())
 	}
 	return lat
+}
+
+// shadowProcess is the shadow origin of the measurements, in a process
+// of its own (this test binary again, running TestMirrorShadowProcess),
+// so that its work does not fall on the process that measures.
+type shadowProcess struct{ addr string }
+
+func startShadowProcess(t *testing.T) shadowProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMirrorShadowProcess$")
+	cmd.Env = append(os.Environ(), "CORPUT_MIRROR_SHADOW=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "shadow listening "); ok {
+			go io.Copy(io.Discard, out)
+			return shadowProcess{addr: a}
+		}
+	}
+	t.Fatal("the shadow process did not start")
+	return shadowProcess{}
+}
+
+// count is the requests the shadow received (GET /count is not one).
+func (s shadowProcess) count(t *testing.T) int64 {
+	t.Helper()
+	resp, err := adminHTTP.Get("http://" + s.addr + "/count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		t.Fatalf("/count: %q", b)
+	}
+	return n
+}
+
+// TestMirrorShadowProcess is the shadow process's body (CORPUT_MIRROR_SHADOW
+// set): it answers every request "shadow", counts them, and reports the
+// count at /count, until it is killed.
+func TestMirrorShadowProcess(t *testing.T) {
+	if os.Getenv("CORPUT_MIRROR_SHADOW") == "" {
+		t.Skip("the shadow process of TestMirrorNeverHurtsThePrimary")
+	}
+	var n atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("shadow listening %s\n", ln.Addr())
+	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/count" {
+			fmt.Fprint(w, n.Load())
+			return
+		}
+		n.Add(1)
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "shadow")
+	}))
 }
 
 // steadyClients are steady's clients by address: their connections stay
