@@ -38,7 +38,7 @@ import (
 
 const (
 	mirrorRate   = 400 // requests per second, open loop
-	mirrorSlices = 10 // one second each, five a side
+	mirrorSlices = 10  // one second each, five a side
 	mirrorRounds = 7
 )
 
