@@ -193,6 +193,8 @@ type Downstream struct {
 	// Addresses are the listener's address rules: a client outside them
 	// gets 403 address_denied on every route.
 	Addresses Addresses `yaml:"addresses"`
+	// RequestID gives every request an id (additive; nil: none).
+	RequestID *RequestID `yaml:"request_id"`
 }
 
 // ProxyProtocol is downstream.proxy_protocol.
@@ -343,6 +345,12 @@ type Route struct {
 	// the route's origin's for the others; nil: the origin's. Parse fills
 	// the keys it leaves out (RouteRetry).
 	Retry *Retry `yaml:"retry"`
+	// Rewrite changes the path and Host the origin gets (additive; nil:
+	// none); RequestHeaders and ResponseHeaders edit the fields each way
+	// (additive). internal/config/edits.go.
+	Rewrite         *Rewrite     `yaml:"rewrite"`
+	RequestHeaders  *HeaderEdits `yaml:"request_headers"`
+	ResponseHeaders *HeaderEdits `yaml:"response_headers"`
 }
 
 // HeaderMatch is one of routes[].headers: a condition on the request's

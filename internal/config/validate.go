@@ -76,6 +76,7 @@ func (c *Config) diagnose(r *reporter) {
 	checkEnum(r, "downstream.underscore_headers", c.Downstream.UnderscoreHeaders, UnderscoreDrop, UnderscoreReject, UnderscoreAllow)
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 	c.checkEdge(r)
+	c.checkRequestID(r)
 
 	c.checkLimits(r)
 	names := c.checkOrigins(r)
@@ -273,6 +274,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			checkRateLimit(r, p+".rate_limit", rt.RateLimit)
 		}
 		checkAddresses(r, p+".addresses", rt.Addresses)
+		c.checkEdits(r, p, &rt)
 		k := strings.ToLower(rt.Host) + "\x00" + matchKey(&rt)
 		if first, dup := seen[k]; dup {
 			what := fmt.Sprintf("path_prefix %q", rt.PathPrefix)

@@ -20,6 +20,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/edgetls"
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/replay"
@@ -100,6 +101,7 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 		Classes: classes, Origins: origins, Replays: replays,
 		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
 		Tracer:     tracer,
+		RequestID:  edit.NewRequestID(cfg.Downstream.RequestID, nil),
 	}}
 	for _, o := range list {
 		st.add(o)
@@ -116,7 +118,7 @@ func (st *state) route() {
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
-			MaxBody: int64(r.MaxRequestBodyBytes)}
+			MaxBody: int64(r.MaxRequestBodyBytes), Edit: edit.Compile(&r)}
 		matchOf(&routes[i], &r)
 		if t := r.Timeouts; t != nil {
 			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}

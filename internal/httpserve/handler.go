@@ -130,6 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Peer = rt.Table.Forwarding.Peer(r.RemoteAddr, r.TLS != nil)
 	s := streams.Get().(*proxy.Stream)
+	s.Durable = true // net/http writes the header after the handler returned, and s is reused
 	c := &netClient{w: w, r: r, s: s, fwd: rt.Table.Forwarding, bodyWait: h.BodyReadTimeout}
 	h.p.Serve(r.Context(), s, &in, rt, c, false)
 	c.deadlines.Lock()

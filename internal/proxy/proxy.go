@@ -45,6 +45,7 @@ import (
 
 	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -72,6 +73,8 @@ type Table struct {
 	// Edges are the routes' admissions, by route.Route.Index; a nil entry
 	// (or none) admits everyone.
 	Edges []*Edge
+	// RequestID is downstream.request_id; nil: requests carry no id.
+	RequestID *edit.RequestID
 }
 
 // Route returns the origin for a request, and the request's kind (its
@@ -140,6 +143,9 @@ type Routing struct {
 	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
+	// Path is the request's normalized path, as the route matched it
+	// (its rewrites work on it).
+	Path string
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed, or its path could not be normalized
 	// (BadRequest), before any route.
@@ -156,7 +162,7 @@ func (h *Handler) Route(q route.Request) Routing {
 	if bad {
 		return Routing{Table: t, Refuse: forward.BadRequest}
 	}
-	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r}
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Path: q.Path}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -212,9 +218,15 @@ type Stream struct {
 	// Client's Request bounds a body of unknown length by it
 	// (exchange.ErrBodyTooLarge).
 	MaxBody int64
+	// Durable says the Client keeps the strings of the heads it is given
+	// past Serve (net/http's path): the edited values are then allocated
+	// (edit.State.Durable).
+	Durable bool
+
+	edit edit.State // the request's id and edits
 
 	ans       exchange.Head // the gateway's own answer (Answer)
-	ansFields [6]hpack.HeaderField
+	ansFields [8]hpack.HeaderField
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -238,6 +250,8 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	}
 	s.Sent = 0
 	s.Cookie = s.Cookie[:0]
+	s.edit.Durable = s.Durable
+	s.edit.Begin(rt.Table.RequestID, in.Head, in.Peer.Trusted)
 	s.beginTrace(rt.Table.Tracer, in)
 	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
 	switch {
@@ -263,7 +277,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust, rt.Table.Replays)
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, rt.Path, c, trust, rt.Table.Replays)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -288,13 +302,18 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // acquires a stream (the origin's driver) and makes an exchange on it,
 // until one is delivered or the request is answered. It returns the status
 // delivered (499 when the client left), or the reason to answer with.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool, replays *replay.Cap) (int, forward.Reason) {
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, path string, c Client, trust bool, replays *replay.Cap) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
 		s.Cookie, key, _ = o.NewCookie(s.Cookie)
 	}
 	req := c.Request(o, s)
+	if s.edit.On(rt.Edit) {
+		// The request id, the route's rewrites and header edits: the
+		// same for both serving paths (package edit).
+		s.edit.Request(req, rt.Edit, path, in.Peer.Client(in.Head), o.Name())
+	}
 	pol := k.Retry
 	if pol == nil {
 		pol = o.Policy()
@@ -358,6 +377,7 @@ func (s *Stream) beginTrace(t *tracing.Tracer, in *Inbound) {
 	}
 	t.Begin(s.Tr, in.Head, in.Peer.Trusted, tracing.Inbound{
 		Method: in.Method, Path: in.Path, Host: in.Host, Peer: in.Client, TLS: in.TLS, Proto: proto,
+		RequestID: s.edit.ID,
 	})
 }
 
@@ -368,6 +388,7 @@ func (h *Handler) logRequest(s *Stream, in *Inbound, start time.Time, status int
 		Start: start, Duration: time.Since(start), Client: in.Client,
 		Method: in.Method, Host: in.Host, Target: in.Target, Proto: in.Proto,
 		Status: status, Bytes: s.Sent, Reason: reason.String(), Loop: loop,
+		RequestID: s.edit.ID,
 	}
 	if v, ok := in.Head.Value("referer", 0); ok {
 		r.Referer = h1.View(v)

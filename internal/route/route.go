@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 )
@@ -67,6 +68,9 @@ type Route struct {
 	Timeouts Timeouts
 	// MaxBody is routes[].max_request_body_bytes; 0: unlimited.
 	MaxBody int64
+	// Edit is the route's rewrites and header edits (routes[].rewrite,
+	// request_headers, response_headers), nil for none.
+	Edit *edit.Route
 }
 
 // Timeouts are time limits a route may set for its requests
