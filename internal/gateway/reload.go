@@ -411,8 +411,9 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	da.UnderscoreHeaders, db.UnderscoreHeaders = "", ""
 	da.ProxyProtocol, db.ProxyProtocol = nil, nil
 	da.Addresses, db.Addresses = config.Addresses{}, config.Addresses{}
+	da.RequestID, db.RequestID = nil, nil // in the table: changed in place
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, proxy_protocol and addresses)")
+		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, proxy_protocol, addresses and request_id)")
 	}
 	if (a.RedirectHTTP == nil) != (b.RedirectHTTP == nil) || a.RedirectHTTP != nil && a.RedirectHTTP.Listen != b.RedirectHTTP.Listen {
 		keys = append(keys, "redirect_http.listen (turned on, off or moved; its status and https_port change in place)")
