@@ -25,8 +25,8 @@ const (
 	AttrAttempts  = attribute.Key("corput.attempts") // the server span's: the attempts the request made
 	AttrReason    = attribute.Key("corput.reason")   // the gateway's error reason (X-Corput-Error)
 	AttrQueueWait = attribute.Key("corput.queue_wait_ms")
-	AttrOutcome   = attribute.Key("corput.outcome") // how an attempt ended: delivered, again, answer, gone
-	AttrLimit     = attribute.Key("corput.limit")   // the time limit that ended an attempt's exchange (forward.Limit)
+	AttrOutcome   = attribute.Key("corput.outcome")    // how an attempt ended: delivered, again, answer, gone
+	AttrLimit     = attribute.Key("corput.limit")      // the time limit that ended an attempt's exchange (forward.Limit)
 	AttrRequestID = attribute.Key("corput.request_id") // the server span's: the request's id (downstream.request_id)
 )
 
