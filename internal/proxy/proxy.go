@@ -30,6 +30,10 @@
 //     rate_limited) is refused before the SLO guard, a loop or any
 //     upstream work, and counted by route; the listener's address rules
 //     come before the route's, and before 404 no_route.
+//   - A request's id (downstream.request_id) and its route's rewrites and
+//     header edits are applied here, by package edit, to the request the
+//     Client readied and (as the exchange's Editor) to the response head:
+//     once, for both serving paths.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -309,6 +313,7 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 		s.Cookie, key, _ = o.NewCookie(s.Cookie)
 	}
 	req := c.Request(o, s)
+	req.Edit = nil // a serving path may keep its Request between requests
 	if s.edit.On(rt.Edit) {
 		// The request id, the route's rewrites and header edits: the
 		// same for both serving paths (package edit).
