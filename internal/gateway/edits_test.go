@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/tracing/receiver"
 )
 
@@ -238,6 +239,27 @@ func TestRewritesAndHeaderEditsBothPaths(t *testing.T) {
 			_, client = send("/strip/a", "")
 			if _, fields := editHeadLines(client); !slices.Equal(editValues(fields, "X-Set"), []string{"old", "older"}) || len(editValues(fields, "Server")) != 1 {
 				t.Errorf("a route without edits: the client got %q", client)
+			}
+
+			// A reload changes the edits in place, and turns the request id
+			// on.
+			cfg := *g.Running()
+			cfg.Routes = append([]config.Route(nil), cfg.Routes...)
+			for i := range cfg.Routes {
+				if cfg.Routes[i].Name == "hdrs" {
+					h := *cfg.Routes[i].RequestHeaders
+					h.Set = []config.HeaderValue{{Name: "X-Env", Value: "staging"}}
+					cfg.Routes[i].RequestHeaders = &h
+				}
+			}
+			cfg.Downstream.RequestID = &config.RequestID{Header: "X-Request-ID"}
+			if err := g.Reload(&cfg); err != nil {
+				t.Fatal(err)
+			}
+			origin, _ = send("/h/2", "X-Env: dev\r\n")
+			if _, fields := editHeadLines(origin); !slices.Equal(editValues(fields, "X-Env"), []string{"staging"}) ||
+				len(editValues(fields, "X-Request-Id")) != 1 {
+				t.Errorf("after the reload, the origin got\n%s", origin)
 			}
 		})
 	}
