@@ -360,3 +360,66 @@ origins:
 		})
 	}
 }
+
+// TestEditedValuesOutliveTheRequest: on net/http's path, which writes a
+// response head after its handler returned (its pooled stream may then
+// serve another request), many clients at once each get their own id in
+// a response field expanded from %request_id%, never another request's.
+func TestEditedValuesOutliveTheRequest(t *testing.T) {
+	o := startEditOrigin(t, "HTTP/1.1 204 No Content\r\n\r\n")
+	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+downstream: {fast_path: false, request_id: {return_to_client: true}}
+routes: [{path_prefix: /, origin: o, response_headers: {add: [{name: X-Echo, value: "id=%%request_id%%"}]}}]
+origins:
+  - {name: o, protocol: h1, endpoints: [{address: %q}]}
+`, o.addr), Options{})
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, g)
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for range 16 {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", g.Addr())
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(c)
+			for range 100 {
+				if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+					errs <- err.Error()
+					return
+				}
+				var head strings.Builder
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					head.WriteString(line)
+					if line == "\r\n" {
+						break
+					}
+				}
+				_, fields := editHeadLines(head.String())
+				id, echo := editValues(fields, "X-Request-Id"), editValues(fields, "X-Echo")
+				if len(id) != 1 || !slices.Equal(echo, []string{"id=" + id[0]}) {
+					errs <- fmt.Sprintf("X-Request-ID %q, X-Echo %q", id, echo)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
