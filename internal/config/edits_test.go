@@ -60,6 +60,8 @@ func TestEditsRefused(t *testing.T) {
 			want{"routes[0].request_headers.set[0].name", "", `"x-a" is also under remove`, 2}},
 		{"a bad field name", editRoute(`request_headers: {add: [{name: "X A", value: b}]}`),
 			want{"routes[0].request_headers.add[0].name", "", "is not a header field name", 2}},
+		{"an edit of the request id's field", "downstream: {request_id: {}}\n" + editRoute(`response_headers: {remove: [x-request-id]}`),
+			want{"routes[0].response_headers.remove[0]", "", "is downstream.request_id's header", 3}},
 		{"a request id in a framing field", "downstream: {request_id: {header: Content-Length}}\n" + strings.TrimPrefix(minimal, "\n"),
 			want{"downstream.request_id.header", "", "cannot carry the id", 1}},
 	}
@@ -115,5 +117,16 @@ func TestParseTemplate(t *testing.T) {
 		if parts[i] != want[i] {
 			t.Fatalf("parts %+v, want %+v", parts, want)
 		}
+	}
+}
+
+// TestEditsOfAConfigBuiltInGo: a reload's config built in Go, without
+// lines, is checked the same.
+func TestEditsOfAConfigBuiltInGo(t *testing.T) {
+	cfg := mustParse(t, minimal)
+	cfg.Routes[0].Rewrite = &Rewrite{ReplacePrefix: "x", Host: "a b"}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "routes[0].rewrite.replace_prefix") || !strings.Contains(err.Error(), "routes[0].rewrite.host") {
+		t.Fatalf("Validate: %v; want replace_prefix and host refused", err)
 	}
 }
