@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/textproto"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/config"
+	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/tracing/receiver"
 )
 
@@ -421,5 +423,63 @@ origins:
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestEditsOverHTTP2: an h2c client and an h2c origin (the HTTP/2
+// exchange, net/http's HTTP/2 server): the origin gets the rewritten path,
+// :authority and fields; the client gets the edited response fields.
+func TestEditsOverHTTP2(t *testing.T) {
+	var mu sync.Mutex
+	var got *http.Request
+	b := startBackend(t, testorigin.H2C, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r
+		mu.Unlock()
+		w.Header().Set("Server", "origin/2")
+		w.Header().Add("X-Set", "old")
+		w.Header().Set("X-Keep", "1")
+	}))
+	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+downstream: {request_id: {return_to_client: true}}
+routes:
+  - name: h2
+    path_prefix: /api/
+    origin: o
+    rewrite: {replace_prefix: /v2, host: h2.internal}
+    request_headers: {remove: [X-Secret], add: [{name: X-Route, value: "%%route%%"}]}
+    response_headers: {remove: [Server], set: [{name: X-Set, value: new}], add: [{name: X-Id, value: "%%request_id%%"}]}
+origins:
+  - {name: o, protocol: h2c, endpoints: [{address: %q}]}
+`, b.addr), Options{})
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, g)
+	c := downstream(t, dsH2C, nil)
+	req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/api/users?x=1", nil)
+	req.Header.Set("X-Secret", "s")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Fatalf("%s %d", resp.Proto, resp.StatusCode)
+	}
+	mu.Lock()
+	r := got
+	mu.Unlock()
+	if r == nil || r.ProtoMajor != 2 || r.RequestURI != "/v2/users?x=1" || r.Host != "h2.internal" || r.Header.Get("X-Secret") != "" ||
+		r.Header.Get("X-Route") != "h2" || len(r.Header.Get("X-Request-Id")) != 36 {
+		t.Fatalf("the origin got %+v", r)
+	}
+	h := resp.Header
+	if h.Get("Server") != "" || !slices.Equal(h.Values("X-Set"), []string{"new"}) || h.Get("X-Keep") != "1" ||
+		h.Get("X-Id") != r.Header.Get("X-Request-Id") || h.Get("X-Request-Id") != r.Header.Get("X-Request-Id") {
+		t.Fatalf("the client got %v; the origin's id %s", h, r.Header.Get("X-Request-Id"))
 	}
 }
