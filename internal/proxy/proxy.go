@@ -140,6 +140,9 @@ type Routing struct {
 	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
+	// Path is the request's normalized path (route.Normalize), as the
+	// route matched it.
+	Path string
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed, or its path could not be normalized
 	// (BadRequest), before any route.
@@ -156,7 +159,7 @@ func (h *Handler) Route(q route.Request) Routing {
 	if bad {
 		return Routing{Table: t, Refuse: forward.BadRequest}
 	}
-	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r}
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Path: q.Path}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -215,6 +218,10 @@ type Stream struct {
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [6]hpack.HeaderField
+	// dirFields and loc are a route's own answer's fields and Location
+	// (direct), grown once and reused.
+	dirFields []hpack.HeaderField
+	loc       []byte
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -239,7 +246,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	s.Sent = 0
 	s.Cookie = s.Cookie[:0]
 	s.beginTrace(rt.Table.Tracer, in)
-	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
+	o, loop, reason, status, own := rt.Origin, -1, rt.Refuse, 0, false
 	switch {
 	case reason != forward.None:
 	case !rt.OK:
@@ -252,14 +259,16 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		}
 	default:
 		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
-			if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
+			if own = rt.Route.Redirect != nil || rt.Route.Answer != nil; own {
+				status = s.direct(c, rt.Route, in, rt.Path) // the route's own answer: no origin
+			} else if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
 				reason = forward.RequestBodyTooLarge // nothing is forwarded
 			} else {
 				reason = o.Admit(rt.Kind)
 			}
 		}
 	}
-	if reason == forward.None {
+	if reason == forward.None && !own {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody
