@@ -30,6 +30,10 @@
 //     rate_limited) is refused before the SLO guard, a loop or any
 //     upstream work, and counted by route; the listener's address rules
 //     come before the route's, and before 404 no_route.
+//   - A route that answers itself (route.Route.Redirect or Answer) is
+//     answered right after the edge admitted the request (direct.go): no
+//     SLO admission, no loop, no origin; counted, traced and logged with
+//     no origin and no reason.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
