@@ -285,3 +285,55 @@ origins:
 		t.Errorf("app: %v; maint: %v", byName["app"], byName["maint"])
 	}
 }
+
+// TestReloadTurnsARouteIntoItsOwnAnswer: a reload puts a route into
+// maintenance (a fixed answer) and back to its origin, in place, on a
+// client connection kept open across both, on both serving paths.
+func TestReloadTurnsARouteIntoItsOwnAnswer(t *testing.T) {
+	for _, p := range requestPaths {
+		t.Run(p.name, func(t *testing.T) {
+			origin := startCountingOrigin(t)
+			text := func(action string) string {
+				return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+%s
+routes:
+  - {name: app, path_prefix: /, origin: app}
+  - {name: pay, path_prefix: /pay, %s}
+origins:
+  - name: app
+    protocol: h1
+    endpoints: [{address: %q}]
+`, p.top, action, origin.addr)
+			}
+			g := startGateway(t, text("origin: app"), nil, Options{})
+			c, done := client()
+			defer done()
+			reload := func(action string) {
+				t.Helper()
+				cfg, err := config.Parse([]byte(text(action)), "test.yaml") // the same listen keys: the listeners stay
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.Reload(cfg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect := func(status int, body string, reqs int64) {
+				t.Helper()
+				resp, got := get(t, c, "http://"+g.Addr()+"/pay/x")
+				if resp.StatusCode != status || got != body || origin.reqs.Load() != reqs {
+					t.Fatalf("%d %q with the origin at %d requests, want %d %q at %d", resp.StatusCode, got, origin.reqs.Load(), status, body, reqs)
+				}
+			}
+			expect(200, "origin\n", 1)
+			reload(`answer: {status: 503, body: "maintenance\n"}`)
+			expect(503, "maintenance\n", 1)
+			expect(503, "maintenance\n", 1)
+			reload("origin: app")
+			expect(200, "origin\n", 2)
+		})
+	}
+}
