@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/config"
+	"github.com/corput/corput/internal/tracing/receiver"
 )
 
 // countingOrigin is a real origin that counts the requests it served and
@@ -334,6 +336,59 @@ origins:
 			expect(503, "maintenance\n", 1)
 			reload("origin: app")
 			expect(200, "origin\n", 2)
+		})
+	}
+}
+
+// TestRoutesOwnAnswersAreTraced: a traced redirect and a traced fixed
+// answer are one server span each, with their status, no attempt and no
+// origin, and no client span (no origin was asked), on both serving
+// paths.
+func TestRoutesOwnAnswersAreTraced(t *testing.T) {
+	rc, err := receiver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	for _, p := range requestPaths {
+		t.Run(p.name, func(t *testing.T) {
+			origin := startCountingOrigin(t)
+			g := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+%stracing: {endpoint: %q, sample_ratio: 1.0}
+routes:
+  - {name: app, path_prefix: /, origin: app}%s
+origins:
+  - name: app
+    protocol: h1
+    pool: {prewarm: 0}
+    endpoints: [{address: %q}]
+`, p.top, rc.GRPCAddr(), directRoutes, origin.addr), nil, Options{})
+			before := len(rc.Spans())
+			wireExchange(t, g.Addr(), "GET /old/a HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
+			wireExchange(t, g.Addr(), "GET /pay HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
+			flush(t, g)
+			spans := rc.Spans()[before:]
+			var statuses []string
+			for _, s := range spans {
+				if s.Kind != tracepb.Span_SPAN_KIND_SERVER {
+					t.Errorf("a %v span %q: no origin was asked", s.Kind, s.Name)
+					continue
+				}
+				if s.Attrs["corput.attempts"] != "0" || s.Attrs["corput.origin"] != "" || s.Attrs["corput.reason"] != "" {
+					t.Errorf("server span %v", s.Attrs)
+				}
+				statuses = append(statuses, s.Attrs["http.response.status_code"])
+			}
+			slices.Sort(statuses)
+			if strings.Join(statuses, " ") != "301 503" {
+				t.Errorf("server spans' statuses %v, want 301 and 503", statuses)
+			}
+			if n := origin.reqs.Load() + origin.conns.Load(); n != 0 {
+				t.Errorf("the origin was touched")
+			}
 		})
 	}
 }
