@@ -392,3 +392,41 @@ origins:
 		})
 	}
 }
+
+// TestRoutesOwnAnswersOverHTTP2: an h2c client (net/http's path) gets the
+// same redirect and fixed answer, HEAD without a body, the origin
+// untouched.
+func TestRoutesOwnAnswersOverHTTP2(t *testing.T) {
+	origin := startCountingOrigin(t)
+	g := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+routes:
+  - {name: app, path_prefix: /, origin: app}%s
+origins:
+  - name: app
+    protocol: h1
+    pool: {prewarm: 0}
+    endpoints: [{address: %q}]
+`, directRoutes, origin.addr), nil, Options{})
+	c := downstream(t, dsH2C, nil)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, body := get(t, c, "http://"+g.Addr()+"/old/a?x=1")
+	if resp.ProtoMajor != 2 || resp.StatusCode != 301 || resp.Header.Get("Location") != "http://"+g.Addr()+"/new/a?x=1" || body != "" {
+		t.Errorf("redirect: %s %d Location %q body %q", resp.Proto, resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	req, _ := http.NewRequest(http.MethodHead, "http://"+g.Addr()+"/pay", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.ContentLength != 21 || len(b) != 0 || resp.Header.Get("Retry-After") != "120" {
+		t.Errorf("HEAD: %d length %d body %q fields %v", resp.StatusCode, resp.ContentLength, b, resp.Header)
+	}
+	if n := origin.reqs.Load() + origin.conns.Load(); n != 0 {
+		t.Errorf("the origin was touched")
+	}
+}
