@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -116,5 +118,39 @@ func TestOwnRouteWarnsOfOriginKeys(t *testing.T) {
 	ws := cfg.Warnings()
 	if len(ws) != 1 || ws[0].Key != "routes[1].priority" || !strings.Contains(ws[0].Message, "has no effect") {
 		t.Fatalf("warnings = %v", ws)
+	}
+}
+
+// TestCheckPrintsRouteActionsAtTheirLines: `corput check` (Check) prints
+// each refused redirect and answer as file:line: key: message.
+func TestCheckPrintsRouteActionsAtTheirLines(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gw.yaml")
+	src := routesWith("{origin: api}",
+		"{path_prefix: /a, redirect: {status: 305, path: /b}}",
+		"{path_prefix: /c, answer: {status: 700}}",
+		"{path_prefix: /d, redirect: {prefix: /d/e}}",
+		"{path_prefix: /f}")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if _, ok := Check(file, &out); ok {
+		t.Fatal("Check accepted it")
+	}
+	want := []string{
+		file + ":4: routes[1].redirect.status: 305 is not a redirect status",
+		file + ":5: routes[2].answer.status: 700: give a status from 200 to 599",
+		file + ":6: routes[3].redirect: loops:",
+		file + ":7: routes[4].origin: missing;",
+		file + ": invalid: 4 error(s), 0 warning(s)",
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("Check printed:\n%s", out.String())
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want it to start with %q", i, lines[i], w)
+		}
 	}
 }
