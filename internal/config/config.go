@@ -193,6 +193,10 @@ type Downstream struct {
 	// Addresses are the listener's address rules: a client outside them
 	// gets 403 address_denied on every route.
 	Addresses Addresses `yaml:"addresses"`
+	// Forwarded adds the Forwarded field (RFC 7239) beside X-Forwarded-*
+	// (additive, default false): a trusted proxy's is appended to,
+	// anyone else's replaced.
+	Forwarded bool `yaml:"forwarded"`
 	// RequestID gives every request an id (additive; nil: none).
 	RequestID *RequestID `yaml:"request_id"`
 }
@@ -321,6 +325,13 @@ type Route struct {
 	Headers []HeaderMatch `yaml:"headers"`
 	Query   []QueryMatch  `yaml:"query"`
 	Origin  string        `yaml:"origin"` // name of an entry in origins
+	// Redirect, when set, answers the route's requests with a redirect
+	// instead of sending them to an origin (additive).
+	Redirect *RouteRedirect `yaml:"redirect"`
+	// Answer, when set, answers the route's requests with a fixed answer
+	// instead of sending them to an origin (additive). A route has
+	// exactly one of origin, redirect and answer.
+	Answer *RouteAnswer `yaml:"answer"`
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.

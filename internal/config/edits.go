@@ -151,9 +151,17 @@ func CompileRewrite(expr string) (*regexp.Regexp, error) { return regexp.Compile
 
 // checkEdits checks route rt's rewrite and header edits (at key path p).
 func (c *Config) checkEdits(r *reporter, p string, rt *Route) {
+	if rt.Own() {
+		for key, set := range map[string]bool{"rewrite": rt.Rewrite != nil, "request_headers": rt.RequestHeaders != nil, "response_headers": rt.ResponseHeaders != nil} {
+			if set {
+				r.errorf(p+"."+key, "edits what an origin gets or sends, and this route answers itself (redirect or answer); remove %s, or give the route an origin", key)
+			}
+		}
+		return
+	}
 	if w := rt.Rewrite; w != nil {
 		wp := p + ".rewrite"
-		if c.Written(wp + ".replace_prefix") {
+		if w.ReplacePrefix != "" || c.Written(wp+".replace_prefix") {
 			switch {
 			case !strings.HasPrefix(w.ReplacePrefix, "/"):
 				r.errorf(wp+".replace_prefix", "%q must start with /: it replaces the matched path_prefix (/ strips it)", w.ReplacePrefix)
@@ -182,7 +190,7 @@ func (c *Config) checkEdits(r *reporter, p string, rt *Route) {
 				}
 			}
 		}
-		if c.Written(wp + ".host") {
+		if w.Host != "" || c.Written(wp+".host") {
 			if w.Host == "" || !httpguts.ValidHostHeader(w.Host) || strings.ContainsAny(w.Host, "/?# ") {
 				r.errorf(wp+".host", "%q is not a Host; write the host (and port) the origin expects, e.g. api.internal or api.internal:8443, or remove host to send the client's", w.Host)
 			}
@@ -273,6 +281,10 @@ func (c *Config) checkHeaderEdits(r *reporter, p string, e *HeaderEdits) {
 		}
 		if why := NotEditable(n); why != "" {
 			r.errorf(key, "%q cannot be edited: it is %s", n, why)
+			return
+		}
+		if id := c.Downstream.RequestID; id != nil && h1.EqualFold(n, id.Header) {
+			r.errorf(key, "%q is downstream.request_id's header, which corput writes; remove the edit, or write the id under another name with %%request_id%%", n)
 			return
 		}
 		lower := strings.ToLower(n)

@@ -62,6 +62,8 @@ func TestEditsRefused(t *testing.T) {
 			want{"routes[0].request_headers.add[0].name", "", "is not a header field name", 2}},
 		{"an edit of the request id's field", "downstream: {request_id: {}}\n" + editRoute(`response_headers: {remove: [x-request-id]}`),
 			want{"routes[0].response_headers.remove[0]", "", "is downstream.request_id's header", 3}},
+		{"edits on a route that answers itself", "routes:\n  - {answer: {status: 503}, request_headers: {remove: [x-a]}}\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n",
+			want{"routes[0].request_headers", "", "this route answers itself", 2}},
 		{"a request id in a framing field", "downstream: {request_id: {header: Content-Length}}\n" + strings.TrimPrefix(minimal, "\n"),
 			want{"downstream.request_id.header", "", "cannot carry the id", 1}},
 	}

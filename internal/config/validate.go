@@ -242,14 +242,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
 		}
 		c.checkRouteMatch(r, p, &rt)
-		switch n, ok := origins[rt.Origin]; {
-		case rt.Origin == "":
-			r.errorf(p+".origin", "missing; name the origin this route sends to")
-		case !ok:
-			r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", rt.Origin, strings.Join(originNames(c.Origins), ", "))
-		default:
-			origins[rt.Origin] = n + 1
-		}
+		c.checkAction(r, i, origins)
 		if rt.Class != "" {
 			switch {
 			case c.Workload == nil:

@@ -395,6 +395,10 @@ func (s *State) AppendID(f []hpack.HeaderField) []hpack.HeaderField {
 	return append(f, hpack.HeaderField{Name: s.rid.header, Value: s.durable(s.ID)})
 }
 
+// Keep is v, a view of a buffer of the request's, as a string the client
+// may keep past the request when s.Durable (a copy), else v itself.
+func (s *State) Keep(v string) string { return s.durable(v) }
+
 // durable is v as a string that outlives the request when s.Durable.
 func (s *State) durable(v string) string {
 	if s.Durable {

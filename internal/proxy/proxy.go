@@ -30,6 +30,10 @@
 //     rate_limited) is refused before the SLO guard, a loop or any
 //     upstream work, and counted by route; the listener's address rules
 //     come before the route's, and before 404 no_route.
+//   - A route that answers itself (route.Route.Redirect or Answer) is
+//     answered right after the edge admitted the request (direct.go): no
+//     SLO admission, no loop, no origin; counted, traced and logged with
+//     no origin and no reason.
 //   - A request's id (downstream.request_id) and its route's rewrites and
 //     header edits are applied here, by package edit, to the request the
 //     Client readied and (as the exchange's Editor) to the response head:
@@ -147,8 +151,8 @@ type Routing struct {
 	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
-	// Path is the request's normalized path, as the route matched it
-	// (its rewrites work on it).
+	// Path is the request's normalized path (route.Normalize), as the
+	// route matched it: its rewrites work on it.
 	Path string
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed, or its path could not be normalized
@@ -231,6 +235,10 @@ type Stream struct {
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [8]hpack.HeaderField
+	// dirFields and loc are a route's own answer's fields and Location
+	// (direct), grown once and reused.
+	dirFields []hpack.HeaderField
+	loc       []byte
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -257,7 +265,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	s.edit.Durable = s.Durable
 	s.edit.Begin(rt.Table.RequestID, in.Head, in.Peer.Trusted)
 	s.beginTrace(rt.Table.Tracer, in)
-	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
+	o, loop, reason, status, own := rt.Origin, -1, rt.Refuse, 0, false
 	switch {
 	case reason != forward.None:
 	case !rt.OK:
@@ -270,14 +278,16 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		}
 	default:
 		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
-			if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
+			if own = rt.Route.Redirect != nil || rt.Route.Answer != nil; own {
+				status = s.direct(c, rt.Route, in, rt.Path) // the route's own answer: no origin
+			} else if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
 				reason = forward.RequestBodyTooLarge // nothing is forwarded
 			} else {
 				reason = o.Admit(rt.Kind)
 			}
 		}
 	}
-	if reason == forward.None {
+	if reason == forward.None && !own {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody

@@ -68,6 +68,10 @@ type Route struct {
 	Timeouts Timeouts
 	// MaxBody is routes[].max_request_body_bytes; 0: unlimited.
 	MaxBody int64
+	// Redirect or Answer, when set, is the route's own answer: it has no
+	// Origin.
+	Redirect *Redirect
+	Answer   *Answer
 	// Edit is the route's rewrites and header edits (routes[].rewrite,
 	// request_headers, response_headers), nil for none.
 	Edit *edit.Route
