@@ -291,7 +291,7 @@ loops: 1
 downstream: {fast_path: %v, trusted_proxies: [127.0.0.2/32], request_id: {return_to_client: true}}
 access_log: {path: %s, format: json}
 tracing: {endpoint: %q, protocol: grpc, sample_ratio: 1.0}
-routes: [{path_prefix: /, origin: o}]
+routes: [{path_prefix: /, origin: o}, {path_prefix: /maint, answer: {status: 503, body: down}}]
 origins:
   - {name: o, protocol: h1, endpoints: [{address: %q}]}
 `, fast, logFile, rc.GRPCAddr(), o.addr), Options{})
@@ -329,6 +329,12 @@ origins:
 				t.Errorf("a path above the root: %q", a)
 			} else if _, f := editHeadLines(a); len(editValues(f, "X-Request-Id")) != 1 || !editUUIDv4.MatchString(editValues(f, "X-Request-Id")[0]) {
 				t.Errorf("the gateway's own answer carries X-Request-ID %q, want one UUIDv4", editValues(f, "X-Request-Id"))
+			}
+			// So does a route's own answer.
+			if a := editExchange(t, "127.0.0.1", g.Addr(), "GET /maint HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(a, "HTTP/1.1 503 ") {
+				t.Errorf("a fixed answer: %q", a)
+			} else if _, f := editHeadLines(a); len(editValues(f, "X-Request-Id")) != 1 || !editUUIDv4.MatchString(editValues(f, "X-Request-Id")[0]) {
+				t.Errorf("a route's fixed answer carries X-Request-ID %q, want one UUIDv4", editValues(f, "X-Request-Id"))
 			}
 			flush(t, g)
 
