@@ -318,6 +318,19 @@ func BenchmarkSerial(b *testing.B) {
 		benchSerialRoute(b, true, ", rate_limit: {requests_per_second: 1000000000, burst: 1000000000, key: client_address}, addresses: {allow: [127.0.0.0/8], deny: [10.0.0.0/8]}",
 			"")
 	})
+	// fast_forwarded: downstream.forwarded adds Forwarded (RFC 7239)
+	// beside X-Forwarded-*. fast_answer: the route answers itself
+	// (routes[].answer), no origin touched.
+	b.Run("fast_forwarded", func(b *testing.B) { benchSerialFull(b, true, ", forwarded: true", "origin: app", "") })
+	b.Run("fast_answer", func(b *testing.B) {
+		benchSerialFull(b, true, "", "answer: {status: 200, body: ok, headers: [{name: Cache-Control, value: no-store}]}", "")
+	})
+	// fast_edits: a route that strips its prefix (/api/items is sent as
+	// /items) and edits 2 fields, one each way, one with a variable;
+	// fast_edits_request_id adds a generated request id, sent upstream and
+	// returned to the client.
+	b.Run("fast_edits", func(b *testing.B) { benchEdits(b, "") })
+	b.Run("fast_edits_request_id", func(b *testing.B) { benchEdits(b, ", request_id: {return_to_client: true}") })
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
