@@ -318,7 +318,15 @@ type Route struct {
 	// query parameters, all of which must hold (additive).
 	Headers []HeaderMatch `yaml:"headers"`
 	Query   []QueryMatch  `yaml:"query"`
-	Origin  string        `yaml:"origin"` // name of an entry in origins
+	Origin  string        `yaml:"origin"` // name of an entry in origins; "" with Split
+	// Split, instead of Origin, shares the route's requests between
+	// origins by weight (additive; split.go).
+	Split []SplitTarget `yaml:"split"`
+	// SplitHashOn makes the split sticky (additive): "header NAME",
+	// "cookie NAME" or "source_ip", as balancer.hash_on (ParseHashOn); a
+	// request with the key lands on one target while the weights are
+	// unchanged. "": every request is drawn at random.
+	SplitHashOn string `yaml:"split_hash_on"`
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.
@@ -382,8 +390,10 @@ func (c *Config) RouteRetry(i int) Retry {
 	if rt.Retry != nil {
 		return *rt.Retry
 	}
-	if o, ok := c.Origin(rt.Origin); ok {
-		return o.Retry
+	if names := rt.Origins(); len(names) > 0 {
+		if o, ok := c.Origin(names[0]); ok {
+			return o.Retry
+		}
 	}
 	return DefaultOrigin().Retry
 }

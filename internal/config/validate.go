@@ -241,14 +241,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
 		}
 		c.checkRouteMatch(r, p, &rt)
-		switch n, ok := origins[rt.Origin]; {
-		case rt.Origin == "":
-			r.errorf(p+".origin", "missing; name the origin this route sends to")
-		case !ok:
-			r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", rt.Origin, strings.Join(originNames(c.Origins), ", "))
-		default:
-			origins[rt.Origin] = n + 1
-		}
+		c.checkSplit(r, p, &rt, origins)
 		if rt.Class != "" {
 			switch {
 			case c.Workload == nil:
@@ -266,8 +259,10 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if rt.MaxRequestBodyBytes < 0 {
 			r.errorf(p+".max_request_body_bytes", "%d is negative; use 0 (unlimited) or a size in bytes, e.g. 1048576", rt.MaxRequestBodyBytes)
 		}
-		if o := c.originNamed(rt.Origin); o != nil && rt.Timeouts != nil {
-			rt.Timeouts.check(r, p+".timeouts", o)
+		for _, name := range rt.Origins() {
+			if o := c.originNamed(name); o != nil && rt.Timeouts != nil {
+				rt.Timeouts.check(r, p+".timeouts", o)
+			}
 		}
 		if rt.RateLimit != nil {
 			checkRateLimit(r, p+".rate_limit", rt.RateLimit)
