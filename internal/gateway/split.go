@@ -9,8 +9,8 @@ import (
 	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/forward"
-	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/route"
 )
 
 // routing is what building the routes needs beyond the configuration
