@@ -134,17 +134,21 @@ func startGatewayRoute(tb testing.TB, fast bool, loops int, routeKeys, extra str
 	for _, o := range origins {
 		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
 	}
+	target := "origin: app" + routeKeys
+	if strings.HasPrefix(routeKeys, "split:") {
+		target = routeKeys // the route's split instead of its one origin
+	}
 	text := fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: %d
 downstream: {fast_path: %v}
-routes: [{path_prefix: /, origin: app%s}]
+routes: [{path_prefix: /, %s}]
 origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-%s`, loops, fast, routeKeys, strings.Join(eps, ", "), extra)
+%s`, loops, fast, target, strings.Join(eps, ", "), extra)
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -286,6 +290,13 @@ func BenchmarkSerial(b *testing.B) {
 	b.Run("fast_rate_limit", func(b *testing.B) {
 		benchSerialRoute(b, true, ", rate_limit: {requests_per_second: 1000000000, burst: 1000000000, key: client_address}, addresses: {allow: [127.0.0.0/8], deny: [10.0.0.0/8]}",
 			"")
+	})
+	// fast_split: the route split 95/5 between app and a second origin
+	// on another endpoint, sticky by a header.
+	b.Run("fast_split", func(b *testing.B) {
+		other := startTinyOrigin(b)
+		benchSerialRoute(b, true, `split: [{origin: app, weight: 95}, {origin: app2, weight: 5}], split_hash_on: "header X-Canary"`,
+			fmt.Sprintf("  - name: app2\n    protocol: h1\n    endpoints: [{address: %q}]\n", other.ln.Addr()))
 	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
