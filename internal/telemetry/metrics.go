@@ -212,7 +212,7 @@ func New() *Metrics {
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.ProxyProtocolRefused,
+		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.RouteRequests, m.ProxyProtocolRefused,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
