@@ -79,3 +79,19 @@ func TestSplitParses(t *testing.T) {
 		t.Errorf("Origins = %s", got)
 	}
 }
+
+// TestSplitRedacted: /admin/config's dump (Redacted) shows a route's
+// split and its key, and not the per-target retry Parse derived.
+func TestSplitRedacted(t *testing.T) {
+	src := splitConfig("- path_prefix: /\n  split_hash_on: cookie canary\n  split:\n    - {origin: v1, weight: 95}\n    - {origin: v2, weight: 5}\n")
+	m := mustParse(t, src).Redacted()
+	rt := m["routes"].([]any)[0].(map[string]any)
+	sp, ok := rt["split"].([]any)
+	if !ok || len(sp) != 2 || rt["split_hash_on"] != "cookie canary" {
+		t.Fatalf("route dump %v", rt)
+	}
+	second := sp[1].(map[string]any)
+	if second["origin"] != "v2" || second["weight"] != 5 || len(second) != 2 {
+		t.Fatalf("split[1] dump %v; want {origin: v2, weight: 5}", second)
+	}
+}
