@@ -15,6 +15,7 @@ import (
 	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/rng"
+	"github.com/corput/corput/internal/route"
 	"github.com/corput/corput/internal/workload"
 )
 
@@ -381,5 +382,33 @@ func TestSplitRampAcrossReloads(t *testing.T) {
 	reload(50, 50, "renamed")
 	if _, w := ramp("pay2"); w != 0 {
 		t.Fatalf("a route not in force before ramps over %v; want no ramp", w)
+	}
+}
+
+// TestSplitPerTryTimeout: a split route's own retry block gives its
+// per-try timeout to every target when it writes one; when it leaves it to
+// the targets' origins and theirs differ, each target's origin's applies
+// (the route overrides nothing).
+func TestSplitPerTryTimeout(t *testing.T) {
+	for _, c := range []struct {
+		retry string
+		want  time.Duration
+	}{{"{attempts: 2}", 0}, {"{attempts: 2, per_try_timeout: 500ms}", 500 * time.Millisecond}} {
+		text := `
+routes:
+  - {path_prefix: /, split: [{origin: v1, weight: 1}, {origin: v2, weight: 1}], retry: ` + c.retry + `}
+origins:
+  - {name: v1, endpoints: [{address: "127.0.0.1:1"}], retry: {per_try_timeout: 1s}}
+  - {name: v2, endpoints: [{address: "127.0.0.1:2"}], retry: {per_try_timeout: 2s}}
+`
+		cfg, err := config.Parse([]byte(text), "test.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := newState(cfg, nil, nil, nil, routing{clk: clock.Real()})
+		rt := st.table.Router.Lookup(&route.Request{Method: "GET", Host: "x", Path: "/"})
+		if rt == nil || rt.Split == nil || rt.Timeouts.PerTry != c.want {
+			t.Errorf("retry %s: route %+v; want a split with per-try %v", c.retry, rt, c.want)
+		}
 	}
 }
