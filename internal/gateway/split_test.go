@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,7 @@ func fire(t *testing.T, addr string, n, workers int, path func(i int) string) in
 // origins of each version counted within ±0.5 percentage points of its
 // weight on the fast path (±0.75 on net/http's, for its smaller count),
 // and corput_route_requests_total{route="pay"} counted what they did.
+// With CORPUT_LONG=1, 100,000 requests on each path, ±0.5 on both.
 func TestSplitSharesAtTheOrigins(t *testing.T) {
 	for _, path := range []struct {
 		name string
@@ -120,6 +122,9 @@ func TestSplitSharesAtTheOrigins(t *testing.T) {
 		tol  float64 // percentage points: 3.2 and 3.4 standard deviations
 	}{{"fast path", true, 20_000, 0.5}, {"net/http", false, 10_000, 0.75}} {
 		fast, n := path.fast, path.n
+		if os.Getenv("CORPUT_LONG") != "" {
+			n, path.tol = 100_000, 0.5 // the count, on both paths
+		}
 		t.Run(path.name, func(t *testing.T) {
 			v1, v2 := startVersion(t, "v1", 2, quick), startVersion(t, "v2", 2, quick)
 			g := startGateway(t, splitText(fast, 95, 5, "", "", v1, v2), nil, Options{Seed: 42})
