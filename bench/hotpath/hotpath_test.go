@@ -130,25 +130,29 @@ func startGatewayWith(tb testing.TB, fast bool, loops int, extra string, origins
 // (", rate_limit: {...}").
 func startGatewayRoute(tb testing.TB, fast bool, loops int, routeKeys, extra string, origins ...*tinyOrigin) *gateway.Gateway {
 	tb.Helper()
+	return startGatewayFull(tb, fast, loops, "", "origin: app"+routeKeys, extra, origins...)
+}
+
+// startGatewayFull is startGatewayRoute with extra downstream keys
+// (", forwarded: true") and the route's keys after its path_prefix
+// whole ("origin: app, ..." or "answer: {...}").
+func startGatewayFull(tb testing.TB, fast bool, loops int, downstreamKeys, route, extra string, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
 	var eps []string
 	for _, o := range origins {
 		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
-	}
-	target := "origin: app" + routeKeys
-	if strings.HasPrefix(routeKeys, "split:") {
-		target = routeKeys // the route's split instead of its one origin
 	}
 	text := fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: %d
-downstream: {fast_path: %v}
+downstream: {fast_path: %v%s}
 routes: [{path_prefix: /, %s}]
 origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-%s`, loops, fast, target, strings.Join(eps, ", "), extra)
+%s`, loops, fast, downstreamKeys, route, strings.Join(eps, ", "), extra)
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -291,12 +295,19 @@ func BenchmarkSerial(b *testing.B) {
 		benchSerialRoute(b, true, ", rate_limit: {requests_per_second: 1000000000, burst: 1000000000, key: client_address}, addresses: {allow: [127.0.0.0/8], deny: [10.0.0.0/8]}",
 			"")
 	})
+	// fast_forwarded: downstream.forwarded adds Forwarded (RFC 7239)
+	// beside X-Forwarded-*. fast_answer: the route answers itself
+	// (routes[].answer), no origin touched.
 	// fast_split: the route split 95/5 between app and a second origin
 	// on another endpoint, sticky by a header.
 	b.Run("fast_split", func(b *testing.B) {
 		other := startTinyOrigin(b)
-		benchSerialRoute(b, true, `split: [{origin: app, weight: 95}, {origin: app2, weight: 5}], split_hash_on: "header X-Canary"`,
+		benchSerialFull(b, true, "", `split: [{origin: app, weight: 95}, {origin: app2, weight: 5}], split_hash_on: "header X-Canary"`,
 			fmt.Sprintf("  - name: app2\n    protocol: h1\n    endpoints: [{address: %q}]\n", other.ln.Addr()))
+	})
+	b.Run("fast_forwarded", func(b *testing.B) { benchSerialFull(b, true, ", forwarded: true", "origin: app", "") })
+	b.Run("fast_answer", func(b *testing.B) {
+		benchSerialFull(b, true, "", "answer: {status: 200, body: ok, headers: [{name: Cache-Control, value: no-store}]}", "")
 	})
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
@@ -315,7 +326,11 @@ func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {
 }
 
 func benchSerialRoute(b *testing.B, fast bool, routeKeys, extra string) *gateway.Gateway {
-	g := startGatewayRoute(b, fast, 2, routeKeys, extra, startTinyOrigin(b))
+	return benchSerialFull(b, fast, "", "origin: app"+routeKeys, extra)
+}
+
+func benchSerialFull(b *testing.B, fast bool, downstreamKeys, route, extra string) *gateway.Gateway {
+	g := startGatewayFull(b, fast, 2, downstreamKeys, route, extra, startTinyOrigin(b))
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)

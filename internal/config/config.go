@@ -193,6 +193,10 @@ type Downstream struct {
 	// Addresses are the listener's address rules: a client outside them
 	// gets 403 address_denied on every route.
 	Addresses Addresses `yaml:"addresses"`
+	// Forwarded adds the Forwarded field (RFC 7239) beside X-Forwarded-*
+	// (additive, default false): a trusted proxy's is appended to,
+	// anyone else's replaced.
+	Forwarded bool `yaml:"forwarded"`
 }
 
 // ProxyProtocol is downstream.proxy_protocol.
@@ -318,7 +322,7 @@ type Route struct {
 	// query parameters, all of which must hold (additive).
 	Headers []HeaderMatch `yaml:"headers"`
 	Query   []QueryMatch  `yaml:"query"`
-	Origin  string        `yaml:"origin"` // name of an entry in origins; "" with Split
+	Origin  string        `yaml:"origin"` // name of an entry in origins; "" with split, redirect or answer
 	// Split, instead of Origin, shares the route's requests between
 	// origins by weight (additive; split.go).
 	Split []SplitTarget `yaml:"split"`
@@ -327,6 +331,13 @@ type Route struct {
 	// request with the key lands on one target while the weights are
 	// unchanged. "": every request is drawn at random.
 	SplitHashOn string `yaml:"split_hash_on"`
+	// Redirect, when set, answers the route's requests with a redirect
+	// instead of sending them to an origin (additive).
+	Redirect *RouteRedirect `yaml:"redirect"`
+	// Answer, when set, answers the route's requests with a fixed answer
+	// instead of sending them to an origin (additive). A route has
+	// exactly one of origin, split, redirect and answer.
+	Answer *RouteAnswer `yaml:"answer"`
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.

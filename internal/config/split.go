@@ -47,41 +47,27 @@ func (c *Config) TargetRetry(i, t int) *Retry {
 	return rt.Retry
 }
 
-// checkSplit checks route i's origin or split: exactly one of the two,
-// every target a known origin named once, weights not negative and not
-// all zero, and a valid split_hash_on only with a split. It counts the
-// routes to each origin in origins.
+// checkSplitKey checks routes[].split_hash_on: a valid key source, and
+// only with a split.
+func (c *Config) checkSplitKey(r *reporter, p string, rt *Route) {
+	if rt.SplitHashOn == "" {
+		return
+	}
+	if len(rt.Split) == 0 {
+		r.errorf(p+".split_hash_on", "makes a split sticky, and the route has no split; remove split_hash_on or write split: [{origin: A, weight: 95}, {origin: B, weight: 5}]")
+	} else if _, err := ParseHashOn(rt.SplitHashOn); err != nil {
+		r.errorf(p+".split_hash_on", "%v", err)
+	}
+}
+
+// checkSplit checks the split of the route at p, its one action
+// (checkAction): every target a known origin named once, weights not
+// negative and not all zero. It counts the routes to each origin in
+// origins.
 func (c *Config) checkSplit(r *reporter, p string, rt *Route, origins map[string]int) {
-	count := func(key, name string) {
-		switch n, ok := origins[name]; {
-		case name == "":
-			r.errorf(key, "missing; name the origin")
-		case !ok:
-			r.errorf(key, "%q is not an origin; define it under origins or use one of: %s", name, strings.Join(originNames(c.Origins), ", "))
-		default:
-			origins[name] = n + 1
-		}
-	}
-	if rt.SplitHashOn != "" {
-		if len(rt.Split) == 0 {
-			r.errorf(p+".split_hash_on", "makes a split sticky, and the route has no split; remove split_hash_on or write split: [{origin: A, weight: 95}, {origin: B, weight: 5}]")
-		} else if _, err := ParseHashOn(rt.SplitHashOn); err != nil {
-			r.errorf(p+".split_hash_on", "%v", err)
-		}
-	}
-	switch {
-	case len(rt.Split) == 0 && rt.Origin == "":
-		if c.Written(p + ".split") {
-			r.errorf(p+".split", "is empty; list the targets, e.g. split: [{origin: v1, weight: 95}, {origin: v2, weight: 5}], or name one origin instead")
-			return
-		}
-		r.errorf(p+".origin", "missing; name the origin this route sends to, or split it between origins: split: [{origin: v1, weight: 95}, {origin: v2, weight: 5}]")
+	if len(rt.Split) == 0 {
+		r.errorf(p+".split", "is empty; list the targets, e.g. split: [{origin: v1, weight: 95}, {origin: v2, weight: 5}], or name one origin instead")
 		return
-	case len(rt.Split) == 0:
-		count(p+".origin", rt.Origin)
-		return
-	case rt.Origin != "":
-		r.errorf(p+".split", "and origin %q are both set; a route sends to one origin or splits between several: remove one", rt.Origin)
 	}
 	sum := 0
 	seen := map[string]int{}
@@ -91,7 +77,14 @@ func (c *Config) checkSplit(r *reporter, p string, rt *Route, origins map[string
 			r.errorf(q+".origin", "%q is also split[%d]; name each origin once and give it the sum of the weights", t.Origin, k)
 		} else {
 			seen[t.Origin] = j
-			count(q+".origin", t.Origin)
+			switch n, ok := origins[t.Origin]; {
+			case t.Origin == "":
+				r.errorf(q+".origin", "missing; name the origin")
+			case !ok:
+				r.errorf(q+".origin", "%q is not an origin; define it under origins or use one of: %s", t.Origin, strings.Join(originNames(c.Origins), ", "))
+			default:
+				origins[t.Origin] = n + 1
+			}
 		}
 		switch {
 		case t.Weight < 0:

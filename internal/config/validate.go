@@ -241,7 +241,8 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
 		}
 		c.checkRouteMatch(r, p, &rt)
-		c.checkSplit(r, p, &rt, origins)
+		c.checkAction(r, i, origins)
+		c.checkSplitKey(r, p, &rt)
 		if rt.Class != "" {
 			switch {
 			case c.Workload == nil:

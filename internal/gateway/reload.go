@@ -100,7 +100,7 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 	origins := map[string]*cluster.Origin{}
 	st := &state{cfg: cfg, origins: origins, rs: rs, table: &proxy.Table{
 		Classes: classes, Origins: origins, Replays: replays,
-		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders, Forwarded: cfg.Downstream.Forwarded},
 		Tracer:     tracer,
 	}}
 	for _, o := range list {
@@ -123,6 +123,7 @@ func (st *state) route() {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
 			MaxBody: int64(r.MaxRequestBodyBytes)}
 		matchOf(&routes[i], &r)
+		directOf(&routes[i], &r)
 		if t := r.Timeouts; t != nil {
 			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}
 		}
@@ -413,10 +414,11 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
 	da.UnderscoreHeaders, db.UnderscoreHeaders = "", ""
+	da.Forwarded, db.Forwarded = false, false
 	da.ProxyProtocol, db.ProxyProtocol = nil, nil
 	da.Addresses, db.Addresses = config.Addresses{}, config.Addresses{}
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, proxy_protocol and addresses)")
+		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, forwarded, proxy_protocol and addresses)")
 	}
 	if (a.RedirectHTTP == nil) != (b.RedirectHTTP == nil) || a.RedirectHTTP != nil && a.RedirectHTTP.Listen != b.RedirectHTTP.Listen {
 		keys = append(keys, "redirect_http.listen (turned on, off or moved; its status and https_port change in place)")

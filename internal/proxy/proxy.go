@@ -30,6 +30,10 @@
 //     rate_limited) is refused before the SLO guard, a loop or any
 //     upstream work, and counted by route; the listener's address rules
 //     come before the route's, and before 404 no_route.
+//   - A route that answers itself (route.Route.Redirect or Answer) is
+//     answered right after the edge admitted the request (direct.go): no
+//     SLO admission, no loop, no origin; counted, traced and logged with
+//     no origin and no reason.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -148,6 +152,9 @@ type Routing struct {
 	// Target is the split target picked when the route has a split
 	// (its origin is Origin), else nil.
 	Target *route.Target
+	// Path is the request's normalized path (route.Normalize), as the
+	// route matched it.
+	Path string
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed, or its path could not be normalized
 	// (BadRequest), before any route.
@@ -164,7 +171,7 @@ func (h *Handler) Route(q route.Request) Routing {
 	if bad {
 		return Routing{Table: t, Refuse: forward.BadRequest}
 	}
-	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Target: tg}
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Target: tg, Path: q.Path}
 }
 
 // Fast reports whether the fast path serves the request routed so: its
@@ -251,6 +258,10 @@ type Stream struct {
 
 	ans       exchange.Head // the gateway's own answer (Answer)
 	ansFields [6]hpack.HeaderField
+	// dirFields and loc are a route's own answer's fields and Location
+	// (direct), grown once and reused.
+	dirFields []hpack.HeaderField
+	loc       []byte
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -275,7 +286,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	s.Sent = 0
 	s.Cookie = s.Cookie[:0]
 	s.beginTrace(rt.Table.Tracer, in)
-	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
+	o, loop, reason, status, own := rt.Origin, -1, rt.Refuse, 0, false
 	switch {
 	case reason != forward.None:
 	case !rt.OK:
@@ -289,14 +300,16 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	default:
 		rt.count()
 		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
-			if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
+			if own = rt.Route.Redirect != nil || rt.Route.Answer != nil; own {
+				status = s.direct(c, rt.Route, in, rt.Path) // the route's own answer: no origin
+			} else if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
 				reason = forward.RequestBodyTooLarge // nothing is forwarded
 			} else {
 				reason = o.Admit(rt.Kind)
 			}
 		}
 	}
-	if reason == forward.None {
+	if reason == forward.None && !own {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody

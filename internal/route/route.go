@@ -73,6 +73,10 @@ type Route struct {
 	Timeouts Timeouts
 	// MaxBody is routes[].max_request_body_bytes; 0: unlimited.
 	MaxBody int64
+	// Redirect or Answer, when set, is the route's own answer: it has no
+	// Origin.
+	Redirect *Redirect
+	Answer   *Answer
 }
 
 // Timeouts are time limits a route may set for its requests
