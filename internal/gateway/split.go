@@ -40,7 +40,26 @@ func (st *state) bindRoute(rt *route.Route, i int) {
 	if len(r.Split) > 0 {
 		rt.Split = st.splitOf(i)
 		st.splits[r.RouteName()] = rt.Split
+		rt.Timeouts.PerTry = st.splitPerTry(i)
 	}
+}
+
+// splitPerTry is the per-try timeout of split route i's own retry block:
+// the one every target's completed block has; 0 (each origin's own) when
+// they differ, which they do only when the route left the key to its
+// targets' origins.
+func (st *state) splitPerTry(i int) time.Duration {
+	r := &st.cfg.Routes[i]
+	if r.Retry == nil {
+		return 0
+	}
+	d := st.cfg.TargetRetry(i, 0).PerTryTimeout
+	for t := range r.Split {
+		if st.cfg.TargetRetry(i, t).PerTryTimeout != d {
+			return 0
+		}
+	}
+	return d
 }
 
 // splitOf builds route i's split: a target per routes[].split entry, with
