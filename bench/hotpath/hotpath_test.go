@@ -321,6 +321,13 @@ func BenchmarkSerial(b *testing.B) {
 	// fast_forwarded: downstream.forwarded adds Forwarded (RFC 7239)
 	// beside X-Forwarded-*. fast_answer: the route answers itself
 	// (routes[].answer), no origin touched.
+	// fast_split: the route split 95/5 between app and a second origin
+	// on another endpoint, sticky by a header.
+	b.Run("fast_split", func(b *testing.B) {
+		other := startTinyOrigin(b)
+		benchSerialFull(b, true, "", `split: [{origin: app, weight: 95}, {origin: app2, weight: 5}], split_hash_on: "header X-Canary"`,
+			fmt.Sprintf("  - name: app2\n    protocol: h1\n    endpoints: [{address: %q}]\n", other.ln.Addr()))
+	})
 	b.Run("fast_forwarded", func(b *testing.B) { benchSerialFull(b, true, ", forwarded: true", "origin: app", "") })
 	b.Run("fast_answer", func(b *testing.B) {
 		benchSerialFull(b, true, "", "answer: {status: 200, body: ok, headers: [{name: Cache-Control, value: no-store}]}", "")

@@ -88,6 +88,7 @@ func (rt *Route) actions() []string {
 		}
 	}
 	add(rt.Origin != "", "origin")
+	add(rt.Split != nil, "split")
 	add(rt.Redirect != nil, "redirect")
 	add(rt.Answer != nil, "answer")
 	return a
@@ -104,11 +105,11 @@ func (c *Config) checkAction(r *reporter, i int, origins map[string]int) {
 	p := joinIndex("routes", i)
 	switch a := rt.actions(); len(a) {
 	case 0:
-		r.errorf(p+".origin", "missing; name the origin this route sends to (or give it a redirect or an answer)")
+		r.errorf(p+".origin", "missing; name the origin this route sends to (or split it between origins: split: [{origin: v1, weight: 95}, {origin: v2, weight: 5}]; or give it a redirect or an answer)")
 		return
 	case 1:
 	default:
-		r.errorf(p+"."+a[1], "the route has both %s and %s; give exactly one of origin, redirect and answer", a[0], a[1])
+		r.errorf(p+"."+a[1], "the route has both %s and %s; give exactly one of origin, split, redirect and answer", a[0], a[1])
 		return
 	}
 	switch {
@@ -116,6 +117,9 @@ func (c *Config) checkAction(r *reporter, i int, origins map[string]int) {
 		c.checkRedirect(r, i)
 	case rt.Answer != nil:
 		checkAnswer(r, p+".answer", rt.Answer)
+	case rt.Split != nil:
+		c.checkSplit(r, p, rt, origins)
+		return
 	default:
 		switch n, ok := origins[rt.Origin]; {
 		case !ok:

@@ -27,9 +27,9 @@ func TestRouteActionsRefused(t *testing.T) {
 		want []want
 	}{
 		{"no action", routesWith("{path_prefix: /a}"),
-			[]want{{"routes[0].origin", "", "missing; name the origin this route sends to (or give it a redirect or an answer)", 3}}},
+			[]want{{"routes[0].origin", "", "missing; name the origin this route sends to (or split it between origins: split: [{origin: v1, weight: 95}, {origin: v2, weight: 5}]; or give it a redirect or an answer)", 3}}},
 		{"origin and redirect", routesWith("{path_prefix: /a, origin: api, redirect: {host: x.example}}"),
-			[]want{{"routes[0].redirect", "", "the route has both origin and redirect; give exactly one of origin, redirect and answer", 3}}},
+			[]want{{"routes[0].redirect", "", "the route has both origin and redirect; give exactly one of origin, split, redirect and answer", 3}}},
 		{"redirect and answer", routesWith("{origin: api}", "{path_prefix: /a,\n     redirect: {host: x.example},\n     answer: {status: 503}}"),
 			[]want{{"routes[1].answer", "", "both redirect and answer", 6}}},
 		{"redirect status", routesWith("{origin: api}", "{path_prefix: /a, redirect: {host: x.example, status: 304}}"),

@@ -324,13 +324,21 @@ type Route struct {
 	// query parameters, all of which must hold (additive).
 	Headers []HeaderMatch `yaml:"headers"`
 	Query   []QueryMatch  `yaml:"query"`
-	Origin  string        `yaml:"origin"` // name of an entry in origins
+	Origin  string        `yaml:"origin"` // name of an entry in origins; "" with split, redirect or answer
+	// Split, instead of Origin, shares the route's requests between
+	// origins by weight (additive; split.go).
+	Split []SplitTarget `yaml:"split"`
+	// SplitHashOn makes the split sticky (additive): "header NAME",
+	// "cookie NAME" or "source_ip", as balancer.hash_on (ParseHashOn); a
+	// request with the key lands on one target while the weights are
+	// unchanged. "": every request is drawn at random.
+	SplitHashOn string `yaml:"split_hash_on"`
 	// Redirect, when set, answers the route's requests with a redirect
 	// instead of sending them to an origin (additive).
 	Redirect *RouteRedirect `yaml:"redirect"`
 	// Answer, when set, answers the route's requests with a fixed answer
 	// instead of sending them to an origin (additive). A route has
-	// exactly one of origin, redirect and answer.
+	// exactly one of origin, split, redirect and answer.
 	Answer *RouteAnswer `yaml:"answer"`
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
@@ -401,8 +409,10 @@ func (c *Config) RouteRetry(i int) Retry {
 	if rt.Retry != nil {
 		return *rt.Retry
 	}
-	if o, ok := c.Origin(rt.Origin); ok {
-		return o.Retry
+	if names := rt.Origins(); len(names) > 0 {
+		if o, ok := c.Origin(names[0]); ok {
+			return o.Retry
+		}
 	}
 	return DefaultOrigin().Retry
 }

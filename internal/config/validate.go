@@ -243,6 +243,7 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		}
 		c.checkRouteMatch(r, p, &rt)
 		c.checkAction(r, i, origins)
+		c.checkSplitKey(r, p, &rt)
 		if rt.Class != "" {
 			switch {
 			case c.Workload == nil:
@@ -260,8 +261,10 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if rt.MaxRequestBodyBytes < 0 {
 			r.errorf(p+".max_request_body_bytes", "%d is negative; use 0 (unlimited) or a size in bytes, e.g. 1048576", rt.MaxRequestBodyBytes)
 		}
-		if o := c.originNamed(rt.Origin); o != nil && rt.Timeouts != nil {
-			rt.Timeouts.check(r, p+".timeouts", o)
+		for _, name := range rt.Origins() {
+			if o := c.originNamed(name); o != nil && rt.Timeouts != nil {
+				rt.Timeouts.check(r, p+".timeouts", o)
+			}
 		}
 		if rt.RateLimit != nil {
 			checkRateLimit(r, p+".rate_limit", rt.RateLimit)

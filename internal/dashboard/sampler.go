@@ -16,6 +16,10 @@ type Point struct {
 	T time.Time `json:"t"`
 	Figures
 	Origins map[string]Figures `json:"origins"`
+	// Splits are the routes sent to more than one origin (routes[].split):
+	// requests per second routed to each target, by route then origin
+	// (corput_route_requests_total).
+	Splits map[string]map[string]float64 `json:"splits,omitempty"`
 }
 
 // Figures are one origin's (or the gateway's) levels and rates.
@@ -55,7 +59,8 @@ type History struct {
 type sample struct {
 	at     time.Time
 	totals map[string]Totals
-	levels map[string]Figures // Open, Ejected and Panic only
+	levels map[string]Figures    // Open, Ejected and Panic only
+	routed map[[2]string]float64 // corput_route_requests_total by route, origin
 }
 
 // sampler reads the metrics registry every interval and keeps the last
@@ -151,11 +156,15 @@ func (s *sampler) history() History {
 func (s *sampler) read() sample {
 	s.metrics.Refresh()
 	mfs, _ := s.metrics.Registry.Gather()
-	out := sample{at: s.clk.Now(), totals: map[string]Totals{}, levels: map[string]Figures{}}
+	out := sample{at: s.clk.Now(), totals: map[string]Totals{}, levels: map[string]Figures{}, routed: map[[2]string]float64{}}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			origin := label(m, "origin")
 			if origin == "" {
+				continue
+			}
+			if mf.GetName() == "corput_route_requests_total" {
+				out.routed[[2]string{label(m, "route"), origin}] += m.GetCounter().GetValue()
 				continue
 			}
 			t, l := out.totals[origin], out.levels[origin]
@@ -226,7 +235,29 @@ func point(prev, cur sample) Point {
 		p.Origins[origin] = f
 		p.Figures = p.Figures.plus(f)
 	}
+	p.Splits = splits(prev, cur, rate)
 	return p
+}
+
+// splits are the per-target request rates of the routes with more than
+// one origin.
+func splits(prev, cur sample, rate func(a, b float64) float64) map[string]map[string]float64 {
+	by := map[string]map[string]float64{}
+	for k, v := range cur.routed {
+		if by[k[0]] == nil {
+			by[k[0]] = map[string]float64{}
+		}
+		by[k[0]][k[1]] = rate(prev.routed[k], v)
+	}
+	for r, targets := range by {
+		if len(targets) < 2 {
+			delete(by, r)
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	return by
 }
 
 // plus sums two origins' figures; the sum is in panic if either is.

@@ -31,14 +31,14 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	q := route.Request{Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Head: h}
+	q := route.Request{Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Head: h, Peer: c.fwd}
 	if len(h.Target) > len(h.Path) {
 		q.Query = h1.View(h.Target[len(h.Path)+1:]) // after '?'
 	}
 	rt := c.s.cfg.Handler.Route(q)
 	switch {
 	case rt.OK && rt.Origin != nil:
-		if !rt.Origin.Fast() {
+		if !rt.Fast() {
 			return false, true
 		}
 	case body > 0:

@@ -68,6 +68,8 @@ type state struct {
 	origins map[string]*cluster.Origin // the table's
 	list    []*cluster.Origin          // in config order
 	table   *proxy.Table
+	rs      routing                 // how route builds the routes
+	splits  map[string]*route.Split // the routes' splits, by route name
 }
 
 // tracer is the tracing in force, nil when it is off.
@@ -91,13 +93,13 @@ func fleetOf(cfg *config.Config) config.Fleet {
 	return fl
 }
 
-func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer, replays *replay.Cap) *state {
+func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer, replays *replay.Cap, rs routing) *state {
 	var classes *workload.Classifier
 	if cfg.Workload != nil {
 		classes = workload.NewClassifier(*cfg.Workload)
 	}
 	origins := map[string]*cluster.Origin{}
-	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
+	st := &state{cfg: cfg, origins: origins, rs: rs, table: &proxy.Table{
 		Classes: classes, Origins: origins, Replays: replays,
 		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders, Forwarded: cfg.Downstream.Forwarded},
 		Tracer:     tracer,
@@ -112,9 +114,12 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 
 // route builds the table's router from the configuration's routes, once
 // the state holds their origins: a route with its own retry rules
-// (routes[].retry) gets its own policy on its origin.
+// (routes[].retry) gets its own policy on its origin (on each target's, for
+// a split), and its counters are bound (bindRoute).
 func (st *state) route() {
 	cfg, classes := st.cfg, st.table.Classes
+	st.splits = map[string]*route.Split{}
+	defer func() { st.rs.prev = nil }() // the state before is not kept
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
@@ -135,6 +140,7 @@ func (st *state) route() {
 		if o := st.origins[r.Origin]; o != nil && r.Retry != nil {
 			routes[i].Retry = o.RoutePolicy(*r.Retry)
 		}
+		st.bindRoute(&routes[i], i)
 	}
 	st.table.Router = route.NewRouter(routes)
 }
@@ -362,7 +368,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		o.SetWorkload(cfg.Workload)
 	}
 	g.replays.SetMax(int64(cfg.Limits.ReplayBuffersBytes))
-	next := newState(cfg, list, tracer, g.replays)
+	next := newState(cfg, list, tracer, g.replays, g.routing(cur))
 	g.setEdges(next, cur)
 	g.ppCur.Store(g.proxyPolicy(cfg))
 	g.setState(next)

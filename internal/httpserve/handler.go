@@ -118,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The path as sent (EscapedPath: the client's escapes, not
 		// URL.Path's decoding), normalized by Route as on the fast path.
 		rt = h.p.Route(route.Request{Method: r.Method, Host: r.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Head: forward.HeaderFields(r.Header)})
+			Head: forward.HeaderFields(r.Header), Peer: h.p.Table().Forwarding.Peer(r.RemoteAddr, r.TLS != nil)})
 	}
 	in := proxy.Inbound{
 		Method: r.Method, Host: r.Host, Path: r.URL.Path, Target: r.RequestURI, Proto: r.Proto,

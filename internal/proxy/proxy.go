@@ -90,22 +90,22 @@ type Table struct {
 // false when no route matches, bad when the request's path cannot be
 // normalized (route.Normalize: answered 400 before any route or rule).
 func (t *Table) Route(q route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, ok, bad bool) {
-	o, k, e, rt, bad := t.lookup(&q)
+	o, k, e, rt, _, bad := t.lookup(&q)
 	return o, k, e, rt != nil, bad
 }
 
 // lookup is Route with the route matched (nil for none). It normalizes
 // q.Path first: routes, address rules and the workload's classes see the
 // normalized path.
-func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route, bad bool) {
+func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route, tg *route.Target, bad bool) {
 	path, ok := route.Normalize(q.Path)
 	if !ok {
-		return nil, k, nil, nil, true
+		return nil, k, nil, nil, nil, true
 	}
 	q.Path = path
 	rt = t.Router.Lookup(q)
 	if rt == nil {
-		return nil, k, nil, nil, false
+		return nil, k, nil, nil, nil, false
 	}
 	if rt.Index < len(t.Edges) {
 		e = t.Edges[rt.Index]
@@ -117,7 +117,12 @@ func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, e, rt, false
+	name := rt.Origin
+	if rt.Split != nil {
+		tg = rt.Split.Pick(q.Head, q.Peer) // the request's attempts all go to its origin
+		name, k.Retry = tg.Origin, tg.Retry
+	}
+	return t.Origins[name], k, e, rt, tg, false
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -151,6 +156,9 @@ type Routing struct {
 	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
+	// Target is the split target picked when the route has a split
+	// (its origin is Origin), else nil.
+	Target *route.Target
 	// Path is the request's normalized path (route.Normalize), as the
 	// route matched it: its rewrites work on it.
 	Path string
@@ -166,11 +174,39 @@ type Routing struct {
 // allocation). A path that cannot be normalized is refused (BadRequest).
 func (h *Handler) Route(q route.Request) Routing {
 	t := h.table.Load()
-	o, k, e, r, bad := t.lookup(&q)
+	o, k, e, r, tg, bad := t.lookup(&q)
 	if bad {
 		return Routing{Table: t, Refuse: forward.BadRequest}
 	}
-	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Path: q.Path}
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Target: tg, Path: q.Path}
+}
+
+// Fast reports whether the fast path serves the request routed so: its
+// origin is served by the fast path, and for a split every target's is
+// (else the request is handed to net/http whole, which picks its target
+// once).
+func (rt *Routing) Fast() bool {
+	if rt.Route == nil || rt.Route.Split == nil {
+		return rt.Origin.Fast()
+	}
+	for _, tg := range rt.Route.Split.Targets() {
+		if o := rt.Table.Origins[tg.Origin]; o == nil || !o.Fast() {
+			return false
+		}
+	}
+	return true
+}
+
+// count counts a routed request once, by its route and target
+// (corput_route_requests_total).
+func (rt *Routing) count() {
+	c := rt.Route.Requests
+	if rt.Target != nil {
+		c = rt.Target.Requests
+	}
+	if c != nil {
+		c.Inc()
+	}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -277,6 +313,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 			}
 		}
 	default:
+		rt.count()
 		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
 			if own = rt.Route.Redirect != nil || rt.Route.Answer != nil; own {
 				status = s.direct(c, rt.Route, in, rt.Path) // the route's own answer: no origin

@@ -49,7 +49,13 @@ type Route struct {
 	// Headers and Query must all match.
 	Headers []HeaderMatch
 	Query   []QueryMatch
-	Origin  string
+	Origin  string // "" with Split
+	// Split, when set, picks the origin of each request instead of
+	// Origin (routes[].split).
+	Split *Split
+	// Requests counts the requests routed by a route without a split
+	// (corput_route_requests_total{route,origin}); nil: none.
+	Requests Counter
 	// Cost and Class are the route's workload class's (routes[].class)
 	// cost and index; Cost 0: the route names no class, and the
 	// workload's match rules decide.

@@ -79,6 +79,7 @@ type Metrics struct {
 	LoopRequests         *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads        *prometheus.CounterVec   // result: ok, rejected (additive)
 	RequestsRefused      *prometheus.CounterVec   // route, reason: rate_limited, address_denied (additive)
+	RouteRequests        *prometheus.CounterVec   // route, origin: requests routed, by split target (additive)
 	ProxyProtocolRefused *prometheus.CounterVec   // reason (additive)
 
 	SLOGuardActive          *prometheus.GaugeVec // origin, class (additive)
@@ -188,6 +189,8 @@ func New() *Metrics {
 	}
 	m.RequestsRefused = counter("corput_requests_refused_total",
 		"Requests refused at the ingress edge, before any upstream work, by route (empty: the listener's downstream.addresses) and reason: rate_limited (429, routes[].rate_limit) or address_denied (403, the address rules).", "route", "reason")
+	m.RouteRequests = counter("corput_route_requests_total",
+		"Requests routed, by route (routes[].name) and origin: the split target a request was sent to (routes[].split), or the route's one origin. A request is counted once, when it is routed.", "route", "origin")
 	m.ProxyProtocolRefused = counter("corput_proxy_protocol_refused_total",
 		"Downstream connections closed by the PROXY protocol policy, by reason: source (from outside downstream.proxy_protocol.from, other: refuse), missing, malformed, too_long, timeout.", "reason")
 	for _, r := range proxyproto.Reasons {
@@ -209,7 +212,7 @@ func New() *Metrics {
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.ProxyProtocolRefused,
+		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.RouteRequests, m.ProxyProtocolRefused,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
