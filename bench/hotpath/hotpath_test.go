@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,8 +36,13 @@ type tinyOrigin struct {
 	requests atomic.Int64
 	wg       sync.WaitGroup
 
+	// record keeps each request's head in heads (a test's check; it
+	// allocates).
+	record atomic.Bool
+
 	mu    sync.Mutex // guards following
 	conns map[net.Conn]struct{}
+	heads []string
 }
 
 var tinyResponse = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
@@ -76,14 +82,23 @@ func (o *tinyOrigin) serveConn(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 4096)
 	for {
+		var head []byte
 		for {
 			line, err := br.ReadSlice('\n')
 			if err != nil {
 				return
 			}
+			if o.record.Load() {
+				head = append(head, line...)
+			}
 			if len(line) <= 2 { // the empty line ending the head
 				break
 			}
+		}
+		if head != nil {
+			o.mu.Lock()
+			o.heads = append(o.heads, string(head))
+			o.mu.Unlock()
 		}
 		o.requests.Add(1)
 		if _, err := c.Write(tinyResponse); err != nil {
@@ -130,6 +145,21 @@ func startGatewayWith(tb testing.TB, fast bool, loops int, extra string, origins
 // (", rate_limit: {...}").
 func startGatewayRoute(tb testing.TB, fast bool, loops int, routeKeys, extra string, origins ...*tinyOrigin) *gateway.Gateway {
 	tb.Helper()
+	return startGatewayFull(tb, fast, loops, "", "origin: app"+routeKeys, extra, origins...)
+}
+
+// startGatewayFull is startGatewayRoute with extra downstream keys
+// (", forwarded: true") and the route's keys after its path_prefix
+// whole ("origin: app, ..." or "answer: {...}").
+func startGatewayFull(tb testing.TB, fast bool, loops int, downstreamKeys, route, extra string, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
+	return startGatewayRoutes(tb, fast, loops, downstreamKeys, "[{path_prefix: /, "+route+"}]", extra, origins...)
+}
+
+// startGatewayRoutes is startGatewayFull with the routes given whole
+// ("[{path_prefix: /api/, origin: app, ...}]").
+func startGatewayRoutes(tb testing.TB, fast bool, loops int, downstreamKeys, routes, extra string, origins ...*tinyOrigin) *gateway.Gateway {
+	tb.Helper()
 	var eps []string
 	for _, o := range origins {
 		eps = append(eps, fmt.Sprintf("{address: %q}", o.ln.Addr()))
@@ -138,13 +168,13 @@ func startGatewayRoute(tb testing.TB, fast bool, loops int, routeKeys, extra str
 listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: %d
-downstream: {fast_path: %v}
-routes: [{path_prefix: /, origin: app%s}]
+downstream: {fast_path: %v%s}
+routes: %s
 origins:
   - name: app
     protocol: h1
     endpoints: [%s]
-%s`, loops, fast, routeKeys, strings.Join(eps, ", "), extra)
+%s`, loops, fast, downstreamKeys, routes, strings.Join(eps, ", "), extra)
 	cfg, err := config.Parse([]byte(text), "hotpath.yaml")
 	if err != nil {
 		tb.Fatal(err)
@@ -170,8 +200,9 @@ origins:
 // rawClient is one keep-alive downstream connection that sends GET / and
 // reads a Content-Length response, allocating nothing per request.
 type rawClient struct {
-	c  net.Conn
-	br *bufio.Reader
+	c   net.Conn
+	br  *bufio.Reader
+	req []byte // the request sent: rawRequest unless set
 }
 
 var rawRequest = []byte("GET / HTTP/1.1\r\nHost: bench\r\nUser-Agent: hotpath\r\nAccept: */*\r\n\r\n")
@@ -181,14 +212,14 @@ func dial(addr string) (*rawClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawClient{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 4096), req: rawRequest}, nil
 }
 
 var errStatus = errors.New("status is not 200")
 
 // get does one request and returns the body length.
 func (r *rawClient) get() (int, error) {
-	if _, err := r.c.Write(rawRequest); err != nil {
+	if _, err := r.c.Write(r.req); err != nil {
 		return 0, err
 	}
 	status, err := r.br.ReadSlice('\n')
@@ -293,6 +324,26 @@ func BenchmarkSerial(b *testing.B) {
 	// copy their head into a pooled job and start a goroutine).
 	b.Run("fast_mirror_unsampled", func(b *testing.B) { benchMirror(b, "0.000001") })
 	b.Run("fast_mirror_10pct", func(b *testing.B) { benchMirror(b, "10") })
+	// fast_forwarded: downstream.forwarded adds Forwarded (RFC 7239)
+	// beside X-Forwarded-*. fast_answer: the route answers itself
+	// (routes[].answer), no origin touched.
+	// fast_split: the route split 95/5 between app and a second origin
+	// on another endpoint, sticky by a header.
+	b.Run("fast_split", func(b *testing.B) {
+		other := startTinyOrigin(b)
+		benchSerialFull(b, true, "", `split: [{origin: app, weight: 95}, {origin: app2, weight: 5}], split_hash_on: "header X-Canary"`,
+			fmt.Sprintf("  - name: app2\n    protocol: h1\n    endpoints: [{address: %q}]\n", other.ln.Addr()))
+	})
+	b.Run("fast_forwarded", func(b *testing.B) { benchSerialFull(b, true, ", forwarded: true", "origin: app", "") })
+	b.Run("fast_answer", func(b *testing.B) {
+		benchSerialFull(b, true, "", "answer: {status: 200, body: ok, headers: [{name: Cache-Control, value: no-store}]}", "")
+	})
+	// fast_edits: a route that strips its prefix (/api/items is sent as
+	// /items) and edits 2 fields, one each way, one with a variable;
+	// fast_edits_request_id adds a generated request id, sent upstream and
+	// returned to the client.
+	b.Run("fast_edits", func(b *testing.B) { benchEdits(b, "") })
+	b.Run("fast_edits_request_id", func(b *testing.B) { benchEdits(b, ", request_id: {return_to_client: true}") })
 	b.Run("fast_access_log", func(b *testing.B) {
 		file := filepath.Join(b.TempDir(), "access.log")
 		g := benchSerial(b, true, fmt.Sprintf("access_log: {path: %s, format: json, sample: 1.0}\n", file))
@@ -313,12 +364,74 @@ func benchMirror(b *testing.B, percent string) {
 		fmt.Sprintf("  - name: shadow\n    protocol: h1\n    endpoints: [{address: %q}]\n", shadow.ln.Addr()))
 }
 
+// TestEditBenchmarkEdits: fast_edits' route does what it claims — the
+// origin receives /items with X-Route, the client gets X-Served-By and,
+// with request_id, its X-Request-ID — so its 0 allocs/op covers the edits.
+func TestEditBenchmarkEdits(t *testing.T) {
+	for _, ds := range []string{"", ", request_id: {return_to_client: true}"} {
+		o := startTinyOrigin(t)
+		o.record.Store(true)
+		g := startGatewayRoutes(t, true, 1, ds, editRoutes, "", o)
+		c, err := net.Dial("tcp", g.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(editRequest)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		o.mu.Lock()
+		head := o.heads[len(o.heads)-1]
+		o.mu.Unlock()
+		if !strings.HasPrefix(head, "GET /items HTTP/1.1\r\n") || !strings.Contains(head, "\r\nX-Route: any/api/\r\n") {
+			t.Errorf("downstream%s: the origin got\n%s", ds, head)
+		}
+		if resp.Header.Get("X-Served-By") != "corput" || (ds != "") != (len(resp.Header.Get("X-Request-Id")) == 36) ||
+			(ds != "") != strings.Contains(head, "\r\nX-Request-ID: "+resp.Header.Get("X-Request-Id")+"\r\n") {
+			t.Errorf("downstream%s: the client got %v; the origin\n%s", ds, resp.Header, head)
+		}
+	}
+}
+
+// editRoutes is fast_edits' route.
+const editRoutes = `[{path_prefix: /api/, origin: app, rewrite: {replace_prefix: /},
+  request_headers: {set: [{name: X-Route, value: "%route%"}]}, response_headers: {add: [{name: X-Served-By, value: corput}]}}]`
+
+var editRequest = []byte("GET /api/items HTTP/1.1\r\nHost: bench\r\nUser-Agent: hotpath\r\nAccept: */*\r\n\r\n")
+
+func benchEdits(b *testing.B, downstreamKeys string) {
+	g := startGatewayRoutes(b, true, 2, downstreamKeys, editRoutes, "", startTinyOrigin(b))
+	c, err := dial(g.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.c.Close()
+	c.req = editRequest
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.get(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+	b.StopTimer()
+}
+
 func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {
 	return benchSerialRoute(b, fast, "", extra)
 }
 
 func benchSerialRoute(b *testing.B, fast bool, routeKeys, extra string) *gateway.Gateway {
-	g := startGatewayRoute(b, fast, 2, routeKeys, extra, startTinyOrigin(b))
+	return benchSerialFull(b, fast, "", "origin: app"+routeKeys, extra)
+}
+
+func benchSerialFull(b *testing.B, fast bool, downstreamKeys, route, extra string) *gateway.Gateway {
+	g := startGatewayFull(b, fast, 2, downstreamKeys, route, extra, startTinyOrigin(b))
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)

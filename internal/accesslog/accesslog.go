@@ -101,6 +101,8 @@ type Record struct {
 	// stream_idle, body_read), "" when none did.
 	Limit string
 	Loop  int // the loop the request was placed on, -1 when none
+	// RequestID is the request's id (downstream.request_id), "" for none.
+	RequestID string
 }
 
 // Options configure a Log.

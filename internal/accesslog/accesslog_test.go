@@ -44,6 +44,7 @@ func record(i int) Record {
 		Attempts:  2,
 		Reason:    "",
 		Loop:      1,
+		RequestID: "0b9e5c6a-1f2d-4e3c-8a7b-6c5d4e3f2a1b",
 	}
 }
 
@@ -54,7 +55,7 @@ func wantLine(r Record) Line {
 		Time: r.Start.Truncate(time.Microsecond), Client: r.Client, Method: r.Method, Host: r.Host,
 		Path: path, Query: query, Proto: r.Proto, Status: r.Status, Bytes: r.Bytes, Duration: r.Duration,
 		Referer: r.Referer, UserAgent: r.UserAgent, Origin: r.Origin, Endpoint: r.Endpoint,
-		Attempts: r.Attempts, Error: r.Reason, Loop: r.Loop,
+		Attempts: r.Attempts, Error: r.Reason, Loop: r.Loop, RequestID: r.RequestID,
 	}
 }
 
@@ -139,6 +140,7 @@ func TestCombinedLines(t *testing.T) {
 	odd.Client = "[2001:db8::1]:443"
 	odd.UserAgent = "say \"hi\"\n\xe9\\"
 	odd.Referer, odd.Endpoint, odd.Attempts, odd.Reason, odd.Status, odd.Bytes, odd.Loop, odd.Origin = "", "", 0, "no_route", 404, 0, -1, ""
+	odd.RequestID = ""
 	l.Add(&plain)
 	l.Add(&odd)
 	l.Close()
@@ -148,9 +150,9 @@ func TestCombinedLines(t *testing.T) {
 	}
 	want := []string{
 		`192.0.2.7 - - [03/Mar/2026:22:06:07 -0700] "GET /v1/items/0?q=a%20b&x=1 HTTP/1.1" 200 1234 "https://example.com/start" "curl/8.5.0" ` +
-			`host="api.example.com" origin=api endpoint=10.0.0.3:8080 attempts=2 error=- loop=1 duration=0.001500 limit=-`,
+			`host="api.example.com" origin=api endpoint=10.0.0.3:8080 attempts=2 error=- loop=1 duration=0.001500 limit=- request_id=0b9e5c6a-1f2d-4e3c-8a7b-6c5d4e3f2a1b`,
 		`2001:db8::1 - - [04/Mar/2026:05:06:08 +0000] "GET /v1/items/1?q=a%20b&x=1 HTTP/1.1" 404 - "-" "say \"hi\"\n\xe9\\" ` +
-			`host="api.example.com" origin=- endpoint=- attempts=0 error=no_route loop=- duration=0.001500 limit=-`,
+			`host="api.example.com" origin=- endpoint=- attempts=0 error=no_route loop=- duration=0.001500 limit=- request_id=-`,
 	}
 	for i, line := range lines {
 		if line != want[i] {

@@ -17,16 +17,18 @@ const (
 	fTarget
 	fReferer
 	fUserAgent
+	fRequestID
 	numFields
 )
 
 // Limits are the most bytes an entry keeps of each field Add copies:
-// Client, Method, Proto, Host, Target, Referer and UserAgent. A longer
-// value is cut (at a UTF-8 boundary) and written with "..." after it.
-var Limits = [numFields]int{64, 32, 16, 256, 1024, 384, 384}
+// Client, Method, Proto, Host, Target, Referer, UserAgent and RequestID. A
+// longer value is cut (at a UTF-8 boundary) and written with "..." after
+// it.
+var Limits = [numFields]int{64, 32, 16, 256, 1024, 384, 384, 128}
 
 // entryText is the room for the copied fields: the sum of Limits.
-const entryText = 64 + 32 + 16 + 256 + 1024 + 384 + 384
+const entryText = 64 + 32 + 16 + 256 + 1024 + 384 + 384 + 128
 
 // fieldAt is where each copied field starts in an entry's text.
 var fieldAt = func() (at [numFields]int) {
@@ -72,6 +74,7 @@ func (e *entry) set(r *Record) {
 	e.put(fTarget, r.Target)
 	e.put(fReferer, r.Referer)
 	e.put(fUserAgent, r.UserAgent)
+	e.put(fRequestID, r.RequestID)
 }
 
 func (e *entry) put(f int, v string) {
@@ -146,6 +149,8 @@ func (e *entry) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(e.loop), 10)
 	b = append(b, `,"limit":`...)
 	b = appendJSONString(b, e.limit, false)
+	b = append(b, `,"request_id":`...)
+	b = e.jsonField(b, fRequestID)
 	return append(b, "}\n"...)
 }
 
@@ -202,7 +207,8 @@ func appendJSONString(b []byte, s string, cut bool) []byte {
 //
 // (%h the client's address without its port, %t in the process's time
 // zone), then corput's fields: host="…" origin= endpoint= attempts=
-// error= loop= duration= (seconds); "-" stands for an empty value.
+// error= loop= duration= (seconds) limit= request_id=; "-" stands for an
+// empty value.
 func (e *entry) appendCombined(b []byte) []byte {
 	if h := clientHost(e.field(fClient)); h == "" {
 		b = append(b, '-')
@@ -249,6 +255,8 @@ func (e *entry) appendCombined(b []byte) []byte {
 	b = strconv.AppendFloat(b, e.dur.Seconds(), 'f', 6, 64)
 	b = append(b, " limit="...)
 	b = appendDash(b, e.limit)
+	b = append(b, " request_id="...)
+	b = e.apacheField(b, fRequestID)
 	return append(b, '\n')
 }
 

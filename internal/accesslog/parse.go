@@ -32,6 +32,7 @@ type Line struct {
 	Error     string
 	Loop      int
 	Limit     string // "" when no time limit ended the exchange
+	RequestID string // "" without downstream.request_id
 }
 
 // Parse reads one line of either format back (a JSON line starts with
@@ -65,6 +66,7 @@ type jsonFields struct {
 	Error     *string    `json:"error"`
 	Loop      *int       `json:"loop"`
 	Limit     *string    `json:"limit"`
+	RequestID *string    `json:"request_id"`
 }
 
 func parseJSON(line string) (Line, error) {
@@ -79,14 +81,15 @@ func parseJSON(line string) (Line, error) {
 	}
 	if f.Time == nil || f.Client == nil || f.Method == nil || f.Host == nil || f.Path == nil || f.Query == nil ||
 		f.Proto == nil || f.Status == nil || f.Bytes == nil || f.Duration == nil || f.Referer == nil ||
-		f.UserAgent == nil || f.Origin == nil || f.Endpoint == nil || f.Attempts == nil || f.Error == nil || f.Loop == nil || f.Limit == nil {
-		return Line{}, fmt.Errorf("accesslog: a JSON line without all of its 18 fields: %s", line)
+		f.UserAgent == nil || f.Origin == nil || f.Endpoint == nil || f.Attempts == nil || f.Error == nil || f.Loop == nil || f.Limit == nil ||
+		f.RequestID == nil {
+		return Line{}, fmt.Errorf("accesslog: a JSON line without all of its 19 fields: %s", line)
 	}
 	return Line{
 		Time: *f.Time, Client: *f.Client, Method: *f.Method, Host: *f.Host, Path: *f.Path, Query: *f.Query,
 		Proto: *f.Proto, Status: *f.Status, Bytes: *f.Bytes, Duration: seconds(*f.Duration),
 		Referer: *f.Referer, UserAgent: *f.UserAgent, Origin: *f.Origin, Endpoint: *f.Endpoint,
-		Attempts: *f.Attempts, Error: *f.Error, Loop: *f.Loop, Limit: *f.Limit,
+		Attempts: *f.Attempts, Error: *f.Error, Loop: *f.Loop, Limit: *f.Limit, RequestID: *f.RequestID,
 	}, nil
 }
 
@@ -99,7 +102,7 @@ func seconds(s float64) time.Duration {
 var combined = func() *regexp.Regexp {
 	const item = `"((?:[^"\\]|\\.)*)"`
 	return regexp.MustCompile(`^(\S+) - - \[([^\]]+)\] "(\S+) (\S+) (\S+)" (\d{3}) (\d+|-) ` + item + ` ` + item +
-		` host=` + item + ` origin=(\S+) endpoint=(\S+) attempts=(\d+) error=(\S+) loop=(\d+|-) duration=(\d+\.\d{6}) limit=(\S+)$`)
+		` host=` + item + ` origin=(\S+) endpoint=(\S+) attempts=(\d+) error=(\S+) loop=(\d+|-) duration=(\d+\.\d{6}) limit=(\S+) request_id=(\S+)$`)
 }()
 
 func parseCombined(line string) (Line, error) {
@@ -118,7 +121,7 @@ func parseCombined(line string) (Line, error) {
 		dst *string
 		src string
 	}{{&l.Client, m[1]}, {&l.Method, m[3]}, {&target, m[4]}, {&l.Proto, m[5]}, {&l.Referer, m[8]},
-		{&l.UserAgent, m[9]}, {&l.Host, m[10]}, {&l.Origin, m[11]}, {&l.Endpoint, m[12]}, {&l.Error, m[14]}, {&l.Limit, m[17]}} {
+		{&l.UserAgent, m[9]}, {&l.Host, m[10]}, {&l.Origin, m[11]}, {&l.Endpoint, m[12]}, {&l.Error, m[14]}, {&l.Limit, m[17]}, {&l.RequestID, m[18]}} {
 		if *f.dst, err = unescapeApache(dash(f.src)); err != nil {
 			return Line{}, err
 		}

@@ -351,3 +351,7 @@ func (p *Picker) pickKeyed(s *snapshot, cost float64, k Key, avoid []*Endpoint) 
 	ep, t := p.place(s, e, workUnits(cost), now, true)
 	return ep, t, true
 }
+
+// Hash is the key's 64-bit hash (0 for the zero Key): what places it,
+// for a caller that places keys its own way (a route's split).
+func (k Key) Hash() uint64 { return k.h }

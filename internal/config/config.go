@@ -193,6 +193,12 @@ type Downstream struct {
 	// Addresses are the listener's address rules: a client outside them
 	// gets 403 address_denied on every route.
 	Addresses Addresses `yaml:"addresses"`
+	// Forwarded adds the Forwarded field (RFC 7239) beside X-Forwarded-*
+	// (additive, default false): a trusted proxy's is appended to,
+	// anyone else's replaced.
+	Forwarded bool `yaml:"forwarded"`
+	// RequestID gives every request an id (additive; nil: none).
+	RequestID *RequestID `yaml:"request_id"`
 }
 
 // ProxyProtocol is downstream.proxy_protocol.
@@ -318,7 +324,22 @@ type Route struct {
 	// query parameters, all of which must hold (additive).
 	Headers []HeaderMatch `yaml:"headers"`
 	Query   []QueryMatch  `yaml:"query"`
-	Origin  string        `yaml:"origin"` // name of an entry in origins
+	Origin  string        `yaml:"origin"` // name of an entry in origins; "" with split, redirect or answer
+	// Split, instead of Origin, shares the route's requests between
+	// origins by weight (additive; split.go).
+	Split []SplitTarget `yaml:"split"`
+	// SplitHashOn makes the split sticky (additive): "header NAME",
+	// "cookie NAME" or "source_ip", as balancer.hash_on (ParseHashOn); a
+	// request with the key lands on one target while the weights are
+	// unchanged. "": every request is drawn at random.
+	SplitHashOn string `yaml:"split_hash_on"`
+	// Redirect, when set, answers the route's requests with a redirect
+	// instead of sending them to an origin (additive).
+	Redirect *RouteRedirect `yaml:"redirect"`
+	// Answer, when set, answers the route's requests with a fixed answer
+	// instead of sending them to an origin (additive). A route has
+	// exactly one of origin, split, redirect and answer.
+	Answer *RouteAnswer `yaml:"answer"`
 	// Class names the workload class (workload.classes[].name) of every
 	// request of the route: its cost is what the balancer weighs
 	// (additive); "": the workload's match rules decide.
@@ -346,6 +367,12 @@ type Route struct {
 	// Mirror, when set, copies a sampled share of the route's requests to
 	// a shadow origin (additive).
 	Mirror *Mirror `yaml:"mirror"`
+	// Rewrite changes the path and Host the origin gets (additive; nil:
+	// none); RequestHeaders and ResponseHeaders edit the fields each way
+	// (additive). internal/config/edits.go.
+	Rewrite         *Rewrite     `yaml:"rewrite"`
+	RequestHeaders  *HeaderEdits `yaml:"request_headers"`
+	ResponseHeaders *HeaderEdits `yaml:"response_headers"`
 }
 
 // HeaderMatch is one of routes[].headers: a condition on the request's
@@ -385,8 +412,10 @@ func (c *Config) RouteRetry(i int) Retry {
 	if rt.Retry != nil {
 		return *rt.Retry
 	}
-	if o, ok := c.Origin(rt.Origin); ok {
-		return o.Retry
+	if names := rt.Origins(); len(names) > 0 {
+		if o, ok := c.Origin(names[0]); ok {
+			return o.Retry
+		}
 	}
 	return DefaultOrigin().Retry
 }

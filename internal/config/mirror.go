@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -45,7 +46,7 @@ func (c *Config) checkMirror(r *reporter, i int, origins map[string]int) {
 		r.errorf(p+".origin", "missing; name the shadow origin the route's sampled requests are copied to")
 	case !ok:
 		r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", m.Origin, strings.Join(originNames(c.Origins), ", "))
-	case m.Origin == rt.Origin:
+	case slices.Contains(rt.Origins(), m.Origin):
 		r.errorf(p+".origin", "%q is the route's own origin: it would get the sampled requests twice; name a separate shadow origin", m.Origin)
 	default:
 		origins[m.Origin] = n + 1

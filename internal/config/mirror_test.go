@@ -55,3 +55,13 @@ func TestMirrorDefaults(t *testing.T) {
 		t.Fatalf("warnings: %v", ws)
 	}
 }
+
+// TestMirrorToASplitTargetIsRefused: a split route's targets are its own
+// origins too.
+func TestMirrorToASplitTargetIsRefused(t *testing.T) {
+	src := "routes:\n  - split: [{origin: api, weight: 9}, {origin: shadow, weight: 1}]\n    mirror: {origin: shadow}\norigins:\n  - name: api\n    endpoints: [{address: 127.0.0.1:9001}]\n  - name: shadow\n    endpoints: [{address: 127.0.0.1:9002}]\n"
+	ds := parseDiags(t, src).Errors()
+	if len(ds) != 1 || ds[0].Key != "routes[0].mirror.origin" || ds[0].Line != 3 || !strings.Contains(ds[0].Message, "own origin") {
+		t.Fatalf("diagnostics %v", ds)
+	}
+}

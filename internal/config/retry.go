@@ -17,26 +17,34 @@ func (c *Config) inheritRetry() {
 		if rt.Retry == nil {
 			continue
 		}
+		name := rt.Origin
+		if len(rt.Split) > 0 {
+			name = rt.Split[0].Origin
+		}
 		base := DefaultOrigin().Retry
-		if o, ok := c.Origin(rt.Origin); ok {
+		if o, ok := c.Origin(name); ok {
 			base = o.Retry
 		}
 		p := joinIndex("routes", i) + ".retry."
-		own, m := *rt.Retry, base
-		take := func(key string, set func()) {
-			if c.Written(p + key) {
-				set()
+		own := *rt.Retry
+		merge := func(m Retry) Retry {
+			take := func(key string, set func()) {
+				if c.Written(p + key) {
+					set()
+				}
 			}
+			take("attempts", func() { m.Attempts = own.Attempts })
+			take("budget_percent", func() { m.BudgetPercent = own.BudgetPercent })
+			take("on", func() { m.On = own.On })
+			take("backoff.base", func() { m.Backoff.Base = own.Backoff.Base })
+			take("backoff.max", func() { m.Backoff.Max = own.Backoff.Max })
+			take("idempotency_header", func() { m.IdempotencyHeader = own.IdempotencyHeader })
+			take("replay_buffer", func() { m.ReplayBuffer = own.ReplayBuffer })
+			take("per_try_timeout", func() { m.PerTryTimeout = own.PerTryTimeout })
+			return m
 		}
-		take("attempts", func() { m.Attempts = own.Attempts })
-		take("budget_percent", func() { m.BudgetPercent = own.BudgetPercent })
-		take("on", func() { m.On = own.On })
-		take("backoff.base", func() { m.Backoff.Base = own.Backoff.Base })
-		take("backoff.max", func() { m.Backoff.Max = own.Backoff.Max })
-		take("idempotency_header", func() { m.IdempotencyHeader = own.IdempotencyHeader })
-		take("replay_buffer", func() { m.ReplayBuffer = own.ReplayBuffer })
-		take("per_try_timeout", func() { m.PerTryTimeout = own.PerTryTimeout })
-		*rt.Retry = m
+		c.splitRetry(i, merge)
+		*rt.Retry = merge(base)
 	}
 }
 
@@ -106,8 +114,10 @@ func (c *Config) checkRouteRetry(r *reporter, i int) {
 	}
 	p := joinIndex("routes", i) + ".retry"
 	checkRetry(r, p, *rt.Retry, c.Limits)
-	if o := c.originNamed(rt.Origin); o != nil {
-		checkPerTry(r, p+".per_try_timeout", rt.Retry.PerTryTimeout, rt.Timeouts.Over(o.Timeouts).Request, "the route's timeouts.request")
+	for t, name := range rt.Origins() {
+		if o := c.originNamed(name); o != nil {
+			checkPerTry(r, p+".per_try_timeout", c.TargetRetry(i, t).PerTryTimeout, rt.Timeouts.Over(o.Timeouts).Request, "the route's timeouts.request")
+		}
 	}
 	if rt.Class == "" || c.Workload == nil || !rt.Retry.ReplaysSent() || rt.Retry.IdempotencyHeader != "" {
 		return

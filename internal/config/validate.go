@@ -76,6 +76,7 @@ func (c *Config) diagnose(r *reporter) {
 	checkEnum(r, "downstream.underscore_headers", c.Downstream.UnderscoreHeaders, UnderscoreDrop, UnderscoreReject, UnderscoreAllow)
 	checkPositive(r, "shutdown.drain_timeout", c.Shutdown.DrainTimeout, "20s")
 	c.checkEdge(r)
+	c.checkRequestID(r)
 
 	c.checkLimits(r)
 	names := c.checkOrigins(r)
@@ -241,14 +242,8 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 			r.errorf(p+".path_prefix", "%q must start with /, e.g. /api", rt.PathPrefix)
 		}
 		c.checkRouteMatch(r, p, &rt)
-		switch n, ok := origins[rt.Origin]; {
-		case rt.Origin == "":
-			r.errorf(p+".origin", "missing; name the origin this route sends to")
-		case !ok:
-			r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", rt.Origin, strings.Join(originNames(c.Origins), ", "))
-		default:
-			origins[rt.Origin] = n + 1
-		}
+		c.checkAction(r, i, origins)
+		c.checkSplitKey(r, p, &rt)
 		if rt.Class != "" {
 			switch {
 			case c.Workload == nil:
@@ -267,13 +262,16 @@ func (c *Config) checkRoutes(r *reporter, origins map[string]int) {
 		if rt.MaxRequestBodyBytes < 0 {
 			r.errorf(p+".max_request_body_bytes", "%d is negative; use 0 (unlimited) or a size in bytes, e.g. 1048576", rt.MaxRequestBodyBytes)
 		}
-		if o := c.originNamed(rt.Origin); o != nil && rt.Timeouts != nil {
-			rt.Timeouts.check(r, p+".timeouts", o)
+		for _, name := range rt.Origins() {
+			if o := c.originNamed(name); o != nil && rt.Timeouts != nil {
+				rt.Timeouts.check(r, p+".timeouts", o)
+			}
 		}
 		if rt.RateLimit != nil {
 			checkRateLimit(r, p+".rate_limit", rt.RateLimit)
 		}
 		checkAddresses(r, p+".addresses", rt.Addresses)
+		c.checkEdits(r, p, &rt)
 		k := strings.ToLower(rt.Host) + "\x00" + matchKey(&rt)
 		if first, dup := seen[k]; dup {
 			what := fmt.Sprintf("path_prefix %q", rt.PathPrefix)

@@ -18,6 +18,10 @@ type Point struct {
 	Origins map[string]Figures `json:"origins"`
 	// Mirrors are the routes' mirroring rates (routes[].mirror), by route.
 	Mirrors map[string]MirrorRates `json:"mirrors,omitempty"`
+	// Splits are the routes sent to more than one origin (routes[].split):
+	// requests per second routed to each target, by route then origin
+	// (corput_route_requests_total).
+	Splits map[string]map[string]float64 `json:"splits,omitempty"`
 }
 
 // MirrorRates are one route's mirrors per second over an interval.
@@ -82,7 +86,8 @@ type History struct {
 type sample struct {
 	at      time.Time
 	totals  map[string]Totals
-	levels  map[string]Figures // Open, Ejected and Panic only
+	levels  map[string]Figures    // Open, Ejected and Panic only
+	routed  map[[2]string]float64 // corput_route_requests_total by route, origin
 	mirrors map[string]MirrorTotals
 }
 
@@ -180,7 +185,7 @@ func (s *sampler) history() History {
 func (s *sampler) read() sample {
 	s.metrics.Refresh()
 	mfs, _ := s.metrics.Registry.Gather()
-	out := sample{at: s.clk.Now(), totals: map[string]Totals{}, levels: map[string]Figures{}}
+	out := sample{at: s.clk.Now(), totals: map[string]Totals{}, levels: map[string]Figures{}, routed: map[[2]string]float64{}}
 	for _, mf := range mfs {
 		if readMirrors(&out, mf) {
 			continue
@@ -188,6 +193,10 @@ func (s *sampler) read() sample {
 		for _, m := range mf.GetMetric() {
 			origin := label(m, "origin")
 			if origin == "" {
+				continue
+			}
+			if mf.GetName() == "corput_route_requests_total" {
+				out.routed[[2]string{label(m, "route"), origin}] += m.GetCounter().GetValue()
 				continue
 			}
 			t, l := out.totals[origin], out.levels[origin]
@@ -292,7 +301,29 @@ func point(prev, cur sample) Point {
 		a := prev.mirrors[route]
 		p.Mirrors[route] = MirrorRates{MirroredPerSec: rate(a.Mirrored, b.Mirrored), DroppedPerSec: rate(a.dropped(), b.dropped())}
 	}
+	p.Splits = splits(prev, cur, rate)
 	return p
+}
+
+// splits are the per-target request rates of the routes with more than
+// one origin.
+func splits(prev, cur sample, rate func(a, b float64) float64) map[string]map[string]float64 {
+	by := map[string]map[string]float64{}
+	for k, v := range cur.routed {
+		if by[k[0]] == nil {
+			by[k[0]] = map[string]float64{}
+		}
+		by[k[0]][k[1]] = rate(prev.routed[k], v)
+	}
+	for r, targets := range by {
+		if len(targets) < 2 {
+			delete(by, r)
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	return by
 }
 
 // plus sums two origins' figures; the sum is in panic if either is.

@@ -18,6 +18,9 @@
 // Invariants:
 //   - Exactly one function writes an HTTP/1.1 request head (writeHead) and
 //     one opens an HTTP/2 stream for a request (openStream).
+//   - Every response head relayed from an origin reaches the client
+//     through writeHeadTo: the request's Editor (a route's response header
+//     edits), when set, changes it first.
 //   - Every exchange ends its I/O on the connection before it reports the
 //     attempt's step (Attempt.Failed or Attempt.Settle), so a connection
 //     goes back to its pool in a known state; an HTTP/1.1 connection is
@@ -126,6 +129,15 @@ type State struct {
 	trf    h2.Fields           // an HTTP/2 request's trailer block
 	timer  *time.Timer         // an HTTP/2 exchange's deadline, made on first use
 	num    [24]byte
+	edit   Editor // the request's (Request.Edit), for the head relayed
+}
+
+// writeHeadTo hands h to the client, edited first by the request's Editor.
+func (x *State) writeHeadTo(c Client, h *Head) error {
+	if x.edit != nil {
+		x.edit.EditHead(h)
+	}
+	return c.WriteHead(h)
 }
 
 // Do makes one attempt's exchange on the stream a holds: H1 on an

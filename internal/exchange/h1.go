@@ -31,6 +31,7 @@ const writeWait = 50 * time.Millisecond
 // framing).
 func (x *State) H1(a *forward.Attempt, raw upstream.Raw, req *Request, c Client) (int, forward.Step) {
 	body := req.hasBody()
+	x.edit = req.Edit
 	atomic.StoreInt64(&req.sent, 0)
 	// Without a body the head's wait starts at once; with one the body's
 	// writes are bounded by the whole request's and the attempt's limits,
@@ -326,7 +327,7 @@ func (x *State) relay(br *bufio.Reader, n int, method string, c Client, bw *body
 	default:
 		h.Framing = Length
 	}
-	if c.WriteHead(h) != nil {
+	if x.writeHeadTo(c, h) != nil {
 		return false
 	}
 	if _, err := br.Discard(n); err != nil {
@@ -462,7 +463,7 @@ func (x *State) relaySlow(resp *http.Response, method string, c Client, bw *body
 	default:
 		h.Framing = Length
 	}
-	if c.WriteHead(h) != nil {
+	if x.writeHeadTo(c, h) != nil {
 		return false
 	}
 	if h.Framing == None {

@@ -20,6 +20,7 @@ import (
 // body's sender), no http.Request and no header map on the way (package
 // h2).
 func (x *State) H2(a *forward.Attempt, mux upstream.Mux, req *Request, c Client) (int, forward.Step) {
+	x.edit = req.Edit
 	atomic.StoreInt64(&req.sent, 0)
 	body := req.hasBody()
 	by, _ := req.headBy(req.Start)
@@ -177,7 +178,7 @@ func (x *State) relayH2(s *h2.Stream, status int, req *Request, by time.Time, c 
 	default:
 		h.Framing = Length
 	}
-	if c.WriteHead(h) != nil {
+	if x.writeHeadTo(c, h) != nil {
 		return
 	}
 	if h.Framing == None {

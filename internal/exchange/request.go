@@ -70,6 +70,15 @@ type Request struct {
 	sent int64 // read and written with sync/atomic
 	// MaxHead bounds the response head (pool.max_response_header_bytes).
 	MaxHead int
+	// Edit, when set, edits the response head before the client's
+	// WriteHead: a route's response header edits (package edit).
+	Edit Editor
+}
+
+// Editor changes a response head on its way to the client. A pointer
+// implements it, so that setting it allocates nothing.
+type Editor interface {
+	EditHead(h *Head)
 }
 
 // hasBody reports whether the request has a body to send.

@@ -31,17 +31,18 @@ func (c *fastConn) serveOne(n int) (keep, handoff bool) {
 	if body > BodyLimit || string(h.Method) == http.MethodConnect {
 		return false, true
 	}
-	q := route.Request{Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Head: h}
+	q := route.Request{Method: h1.View(h.Method), Host: h1.View(h.Host), Path: h1.View(h.Path), Head: h, Peer: c.fwd}
 	if len(h.Target) > len(h.Path) {
 		q.Query = h1.View(h.Target[len(h.Path)+1:]) // after '?'
 	}
 	rt := c.s.cfg.Handler.Route(q)
-	if rt.OK {
-		if !rt.Origin.Fast() {
+	switch {
+	case rt.OK && rt.Origin != nil:
+		if !rt.Fast() {
 			return false, true
 		}
-	} else if body > 0 {
-		return false, true // net/http answers it and skips the body
+	case body > 0:
+		return false, true // no route, or the route's own answer: net/http answers it and skips the body
 	}
 	if h.Underscores > 0 {
 		switch rt.Table.Forwarding.Underscores {
@@ -106,7 +107,7 @@ func (c *fastConn) Request(o *cluster.Origin, s *proxy.Stream) *exchange.Request
 	}
 	r.Fields = r.Fields[:0]
 	for i := range h.Fields {
-		if f := &h.Fields[i]; !f.Hop {
+		if f := &h.Fields[i]; !f.Hop && !(c.fwd.Forwarded && len(f.Name) == 9 && h1.EqFold(f.Name, "forwarded")) { // Write writes Forwarded
 			r.Fields = append(r.Fields, hpack.HeaderField{Name: h1.View(f.Name), Value: h1.View(f.Value)})
 		}
 	}

@@ -14,8 +14,10 @@
 // empty line before the request line, a field name disguising a protected
 // one, an oversized head, ...), a field name with '_' under
 // downstream.underscore_headers: reject, a body above BodyLimit, CONNECT,
-// or a route to an origin the fast path does not serve (HTTP/2 or TLS
-// with ALPN). Under drop (the default) the fields whose names have '_'
+// a route to an origin the fast path does not serve (HTTP/2 or TLS
+// with ALPN), or a request with a body and no route or a route that
+// answers itself (routes[].redirect, routes[].answer; without a body the
+// fast path serves those). Under drop (the default) the fields whose names have '_'
 // are not forwarded. The
 // hand-off is for the rest of the connection. So every rule the hostile-input and conformance suites check is
 // applied either by the strict parser (which refuses to call anything

@@ -77,6 +77,9 @@ type Forwarding struct {
 	// Underscores is downstream.underscore_headers: what a request field
 	// whose name has a '_' meets ("" is the default, drop).
 	Underscores config.UnderscoreHeaders
+	// Forwarded is downstream.forwarded: Write adds the Forwarded field
+	// (RFC 7239) beside X-Forwarded-*.
+	Forwarded bool
 }
 
 // Names applies the field-name rules to h, a request's header or trailer
@@ -113,6 +116,8 @@ type Peer struct {
 	// PROXY header's), IPv4-mapped addresses unmapped; invalid when
 	// remoteAddr had none.
 	Addr netip.Addr
+	// Forwarded: Write adds the Forwarded field (Forwarding.Forwarded).
+	Forwarded bool
 }
 
 // Peer describes a connection from remoteAddr, over TLS or not.
@@ -121,7 +126,7 @@ func (f Forwarding) Peer(remoteAddr string, tls bool) Peer {
 	if err != nil {
 		ip = remoteAddr
 	}
-	p := Peer{IP: ip, Proto: "http"}
+	p := Peer{IP: ip, Proto: "http", Forwarded: f.Forwarded}
 	if tls {
 		p.Proto = "https"
 	}
@@ -164,7 +169,8 @@ type Prior interface {
 }
 
 // Write emits the X-Forwarded-For, -Proto and -Host fields of a request
-// from p for host, calling set once per field line (value is valid only
+// from p for host, and Forwarded when p.Forwarded (forwarded.go), calling
+// set once per field line (value is valid only
 // during the call). A trusted peer's X-Forwarded-For is appended to (its
 // blank values skipped), and its -Proto and -Host are kept when the first
 // of them has a value; anyone else's are replaced. scratch holds
@@ -186,6 +192,9 @@ func (p Peer) Write(host []byte, prior Prior, scratch []byte, set func(name stri
 	set("X-Forwarded-For", b)
 	p.keepOr(prior, "x-forwarded-proto", "X-Forwarded-Proto", bytesOf(p.Proto), set)
 	p.keepOr(prior, "x-forwarded-host", "X-Forwarded-Host", host, set)
+	if p.Forwarded {
+		b = p.writeForwarded(host, prior, b, set)
+	}
 	return b
 }
 
@@ -225,7 +234,7 @@ func (f Forwarding) Apply(h http.Header, remoteAddr, host string, tls bool) {
 		name     string
 		from, to int
 	}
-	var lineArr [6]line
+	var lineArr [8]line
 	var bufArr [256]byte
 	lines, buf := lineArr[:0], bufArr[:0]
 	f.Peer(remoteAddr, tls).Write(bytesOf(host), headerPrior(h), nil, func(name string, value []byte) {
@@ -277,6 +286,8 @@ func canonical(name string) string {
 		return "Tracestate"
 	case "cookie":
 		return "Cookie"
+	case "forwarded":
+		return "Forwarded"
 	}
 	return http.CanonicalHeaderKey(name)
 }

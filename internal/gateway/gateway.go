@@ -191,7 +191,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.alog.Close()
 		return nil, err
 	}
-	st := newState(cfg, nil, tracer, g.replays)
+	st := newState(cfg, nil, tracer, g.replays, g.routing(nil))
 	g.setEdges(st, nil)
 	g.ppCur.Store(g.proxyPolicy(cfg))
 	for i := range cfg.Origins {

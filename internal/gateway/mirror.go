@@ -28,7 +28,9 @@ func (g *Gateway) setMirrors(st *state, prev *state) {
 		}
 	}
 	for _, rt := range cfg.Routes {
-		delete(st.shadowOnly, rt.Origin)
+		for _, o := range rt.Origins() {
+			delete(st.shadowOnly, o)
+		}
 	}
 	st.table.Mirrors = make([]*proxy.Mirror, len(cfg.Routes))
 	for i, rt := range cfg.Routes {

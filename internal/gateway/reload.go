@@ -20,6 +20,7 @@ import (
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/config"
 	"github.com/corput/corput/internal/edgetls"
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/proxy"
 	"github.com/corput/corput/internal/replay"
@@ -70,6 +71,8 @@ type state struct {
 	// shadowOnly are the origins only mirrors go to (routes[].mirror.origin
 	// of some route, no route's origin): they do not hold readiness back.
 	shadowOnly map[string]bool
+	rs         routing                 // how route builds the routes
+	splits     map[string]*route.Split // the routes' splits, by route name
 }
 
 // tracer is the tracing in force, nil when it is off.
@@ -93,16 +96,17 @@ func fleetOf(cfg *config.Config) config.Fleet {
 	return fl
 }
 
-func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer, replays *replay.Cap) *state {
+func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer, replays *replay.Cap, rs routing) *state {
 	var classes *workload.Classifier
 	if cfg.Workload != nil {
 		classes = workload.NewClassifier(*cfg.Workload)
 	}
 	origins := map[string]*cluster.Origin{}
-	st := &state{cfg: cfg, origins: origins, table: &proxy.Table{
+	st := &state{cfg: cfg, origins: origins, rs: rs, table: &proxy.Table{
 		Classes: classes, Origins: origins, Replays: replays,
-		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders},
+		Forwarding: forward.Forwarding{Trusted: cfg.Downstream.TrustedProxies, Underscores: cfg.Downstream.UnderscoreHeaders, Forwarded: cfg.Downstream.Forwarded},
 		Tracer:     tracer,
+		RequestID:  edit.NewRequestID(cfg.Downstream.RequestID, nil),
 	}}
 	for _, o := range list {
 		st.add(o)
@@ -113,14 +117,18 @@ func newState(cfg *config.Config, list []*cluster.Origin, tracer *tracing.Tracer
 
 // route builds the table's router from the configuration's routes, once
 // the state holds their origins: a route with its own retry rules
-// (routes[].retry) gets its own policy on its origin.
+// (routes[].retry) gets its own policy on its origin (on each target's, for
+// a split), and its counters are bound (bindRoute).
 func (st *state) route() {
 	cfg, classes := st.cfg, st.table.Classes
+	st.splits = map[string]*route.Split{}
+	defer func() { st.rs.prev = nil }() // the state before is not kept
 	routes := make([]route.Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		routes[i] = route.Route{Host: r.Host, PathPrefix: r.PathPrefix, Origin: r.Origin, Low: r.Priority == config.PriorityLow, Index: i,
-			MaxBody: int64(r.MaxRequestBodyBytes)}
+			MaxBody: int64(r.MaxRequestBodyBytes), Edit: edit.Compile(&r)}
 		matchOf(&routes[i], &r)
+		directOf(&routes[i], &r)
 		if t := r.Timeouts; t != nil {
 			routes[i].Timeouts = route.Timeouts{ResponseHeader: t.ResponseHeader, StreamIdle: t.StreamIdle, Request: t.Request, GRPCMax: t.GRPCMax}
 		}
@@ -135,6 +143,7 @@ func (st *state) route() {
 		if o := st.origins[r.Origin]; o != nil && r.Retry != nil {
 			routes[i].Retry = o.RoutePolicy(*r.Retry)
 		}
+		st.bindRoute(&routes[i], i)
 	}
 	st.table.Router = route.NewRouter(routes)
 }
@@ -362,7 +371,7 @@ func (g *Gateway) reloadLocked(cfg *config.Config) error {
 		o.SetWorkload(cfg.Workload)
 	}
 	g.replays.SetMax(int64(cfg.Limits.ReplayBuffersBytes))
-	next := newState(cfg, list, tracer, g.replays)
+	next := newState(cfg, list, tracer, g.replays, g.routing(cur))
 	g.setEdges(next, cur)
 	g.setMirrors(next, cur)
 	g.ppCur.Store(g.proxyPolicy(cfg))
@@ -411,10 +420,12 @@ func restartNeeded(a, b *config.Config, g *Gateway) error {
 	da, db := a.Downstream, b.Downstream
 	da.TrustedProxies, db.TrustedProxies = nil, nil
 	da.UnderscoreHeaders, db.UnderscoreHeaders = "", ""
+	da.Forwarded, db.Forwarded = false, false
 	da.ProxyProtocol, db.ProxyProtocol = nil, nil
 	da.Addresses, db.Addresses = config.Addresses{}, config.Addresses{}
+	da.RequestID, db.RequestID = nil, nil // in the table: changed in place
 	if !reflect.DeepEqual(da, db) {
-		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, proxy_protocol and addresses)")
+		keys = append(keys, "downstream (all but trusted_proxies, underscore_headers, forwarded, proxy_protocol, addresses and request_id)")
 	}
 	if (a.RedirectHTTP == nil) != (b.RedirectHTTP == nil) || a.RedirectHTTP != nil && a.RedirectHTTP.Listen != b.RedirectHTTP.Listen {
 		keys = append(keys, "redirect_http.listen (turned on, off or moved; its status and https_port change in place)")

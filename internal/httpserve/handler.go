@@ -118,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The path as sent (EscapedPath: the client's escapes, not
 		// URL.Path's decoding), normalized by Route as on the fast path.
 		rt = h.p.Route(route.Request{Method: r.Method, Host: r.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Head: forward.HeaderFields(r.Header)})
+			Head: forward.HeaderFields(r.Header), Peer: h.p.Table().Forwarding.Peer(r.RemoteAddr, r.TLS != nil)})
 	}
 	in := proxy.Inbound{
 		Method: r.Method, Host: r.Host, Path: r.URL.Path, Target: r.RequestURI, Proto: r.Proto,
@@ -130,6 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Peer = rt.Table.Forwarding.Peer(r.RemoteAddr, r.TLS != nil)
 	s := streams.Get().(*proxy.Stream)
+	s.Durable = true // net/http writes the header after the handler returned, and s is reused
 	c := &netClient{w: w, r: r, s: s, fwd: rt.Table.Forwarding, bodyWait: h.BodyReadTimeout}
 	h.p.Serve(r.Context(), s, &in, rt, c, false)
 	c.deadlines.Lock()

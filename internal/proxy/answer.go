@@ -20,6 +20,7 @@ func (s *Stream) Answer(c exchange.Client, reason forward.Reason, method string)
 	reason.Fields(func(name, value string) {
 		h.Fields = append(h.Fields, hpack.HeaderField{Name: name, Value: value})
 	})
+	h.Fields = s.edit.AppendID(h.Fields) // downstream.request_id.return_to_client
 	body := reason.Body()
 	h.Length = int64(len(body))
 	if method == http.MethodHead {
@@ -49,6 +50,7 @@ func (s *Stream) AnswerGRPC(c exchange.Client, reason forward.Reason) int {
 	reason.GRPCFields(func(name, value string) {
 		h.Fields = append(h.Fields, hpack.HeaderField{Name: name, Value: value})
 	})
+	h.Fields = s.edit.AppendID(h.Fields)
 	if c.WriteHead(h) == nil {
 		c.End(nil, 0)
 		c.Flush()

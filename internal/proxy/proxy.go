@@ -33,6 +33,14 @@
 //   - A request of a route with a mirror (routes[].mirror, mirror.go) is
 //     sampled by one random draw; a sampled one is also sent to the shadow
 //     origin once it is done, without the primary ever waiting for it.
+//   - A route that answers itself (route.Route.Redirect or Answer) is
+//     answered right after the edge admitted the request (direct.go): no
+//     SLO admission, no loop, no origin; counted, traced and logged with
+//     no origin and no reason.
+//   - A request's id (downstream.request_id) and its route's rewrites and
+//     header edits are applied here, by package edit, to the request the
+//     Client readied and (as the exchange's Editor) to the response head:
+//     once, for both serving paths.
 //   - With a Stream kept per client connection, Serve allocates nothing
 //     (bench/hotpath): the table is read with one atomic load, and the
 //     access log copies a sampled request's fields into its ring.
@@ -48,6 +56,7 @@ import (
 
 	"github.com/corput/corput/internal/accesslog"
 	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
@@ -78,6 +87,8 @@ type Table struct {
 	// Mirrors are the routes' mirrorings (routes[].mirror), by
 	// route.Route.Index; a nil entry (or none): the route mirrors nothing.
 	Mirrors []*Mirror
+	// RequestID is downstream.request_id; nil: requests carry no id.
+	RequestID *edit.RequestID
 }
 
 // Route returns the origin for a request, and the request's kind (its
@@ -85,22 +96,22 @@ type Table struct {
 // false when no route matches, bad when the request's path cannot be
 // normalized (route.Normalize: answered 400 before any route or rule).
 func (t *Table) Route(q route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, ok, bad bool) {
-	o, k, e, rt, bad := t.lookup(&q)
+	o, k, e, rt, _, bad := t.lookup(&q)
 	return o, k, e, rt != nil, bad
 }
 
 // lookup is Route with the route matched (nil for none). It normalizes
 // q.Path first: routes, address rules and the workload's classes see the
 // normalized path.
-func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route, bad bool) {
+func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *Edge, rt *route.Route, tg *route.Target, bad bool) {
 	path, ok := route.Normalize(q.Path)
 	if !ok {
-		return nil, k, nil, nil, true
+		return nil, k, nil, nil, nil, true
 	}
 	q.Path = path
 	rt = t.Router.Lookup(q)
 	if rt == nil {
-		return nil, k, nil, nil, false
+		return nil, k, nil, nil, nil, false
 	}
 	if rt.Index < len(t.Edges) {
 		e = t.Edges[rt.Index]
@@ -112,7 +123,12 @@ func (t *Table) lookup(q *route.Request) (o *cluster.Origin, k cluster.Kind, e *
 			k.Class, k.Cost = c, t.Classes.ClassCost(c)
 		}
 	}
-	return t.Origins[rt.Origin], k, e, rt, false
+	name := rt.Origin
+	if rt.Split != nil {
+		tg = rt.Split.Pick(q.Head, q.Peer) // the request's attempts all go to its origin
+		name, k.Retry = tg.Origin, tg.Retry
+	}
+	return t.Origins[name], k, e, rt, tg, false
 }
 
 // Handler serves the requests of both serving paths with the table in
@@ -146,6 +162,12 @@ type Routing struct {
 	Edge   *Edge        // the route's admission; nil: none
 	OK     bool         // a route matched
 	Route  *route.Route // the route matched, nil for none
+	// Target is the split target picked when the route has a split
+	// (its origin is Origin), else nil.
+	Target *route.Target
+	// Path is the request's normalized path (route.Normalize), as the
+	// route matched it: its rewrites work on it.
+	Path string
 	// Refuse, when not None, is answered at once: the serving path found
 	// the request malformed, or its path could not be normalized
 	// (BadRequest), before any route.
@@ -158,11 +180,39 @@ type Routing struct {
 // allocation). A path that cannot be normalized is refused (BadRequest).
 func (h *Handler) Route(q route.Request) Routing {
 	t := h.table.Load()
-	o, k, e, r, bad := t.lookup(&q)
+	o, k, e, r, tg, bad := t.lookup(&q)
 	if bad {
 		return Routing{Table: t, Refuse: forward.BadRequest}
 	}
-	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r}
+	return Routing{Table: t, Origin: o, Kind: k, Edge: e, OK: r != nil, Route: r, Target: tg, Path: q.Path}
+}
+
+// Fast reports whether the fast path serves the request routed so: its
+// origin is served by the fast path, and for a split every target's is
+// (else the request is handed to net/http whole, which picks its target
+// once).
+func (rt *Routing) Fast() bool {
+	if rt.Route == nil || rt.Route.Split == nil {
+		return rt.Origin.Fast()
+	}
+	for _, tg := range rt.Route.Split.Targets() {
+		if o := rt.Table.Origins[tg.Origin]; o == nil || !o.Fast() {
+			return false
+		}
+	}
+	return true
+}
+
+// count counts a routed request once, by its route and target
+// (corput_route_requests_total).
+func (rt *Routing) count() {
+	c := rt.Route.Requests
+	if rt.Target != nil {
+		c = rt.Target.Requests
+	}
+	if c != nil {
+		c.Inc()
+	}
 }
 
 // Inbound is a client request's facts, as its serving path read them. The
@@ -218,9 +268,19 @@ type Stream struct {
 	// Client's Request bounds a body of unknown length by it
 	// (exchange.ErrBodyTooLarge).
 	MaxBody int64
+	// Durable says the Client keeps the strings of the heads it is given
+	// past Serve (net/http's path): the edited values are then allocated
+	// (edit.State.Durable).
+	Durable bool
+
+	edit edit.State // the request's id and edits
 
 	ans       exchange.Head // the gateway's own answer (Answer)
-	ansFields [6]hpack.HeaderField
+	ansFields [8]hpack.HeaderField
+	// dirFields and loc are a route's own answer's fields and Location
+	// (direct), grown once and reused.
+	dirFields []hpack.HeaderField
+	loc       []byte
 
 	// body is the request body's kept copy, for a retry (made on the
 	// first request with a body, then reused); bodyOn: this request has
@@ -249,8 +309,10 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 	}
 	s.Sent = 0
 	s.Cookie = s.Cookie[:0]
+	s.edit.Durable = s.Durable
+	s.edit.Begin(rt.Table.RequestID, in.Head, in.Peer.Trusted)
 	s.beginTrace(rt.Table.Tracer, in)
-	o, loop, reason, status := rt.Origin, -1, rt.Refuse, 0
+	o, loop, reason, status, own := rt.Origin, -1, rt.Refuse, 0, false
 	switch {
 	case reason != forward.None:
 	case !rt.OK:
@@ -262,15 +324,18 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 			}
 		}
 	default:
+		rt.count()
 		if reason = rt.Table.admit(rt.Edge, in); reason == forward.None {
-			if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
+			if own = rt.Route.Redirect != nil || rt.Route.Answer != nil; own {
+				status = s.direct(c, rt.Route, in, rt.Path) // the route's own answer: no origin
+			} else if rt.Route.MaxBody > 0 && in.Length > rt.Route.MaxBody {
 				reason = forward.RequestBodyTooLarge // nothing is forwarded
 			} else {
 				reason = o.Admit(rt.Kind)
 			}
 		}
 	}
-	if reason == forward.None {
+	if reason == forward.None && !own {
 		ol := o.Place() // a loop per request (docs/decisions.md, "A loop per request")
 		loop = ol.Index()
 		s.MaxBody = rt.Route.MaxBody
@@ -278,7 +343,7 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 		if m != nil && !m.sample() {
 			m = nil
 		}
-		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, c, trust, rt.Table.Replays, m)
+		status, reason = s.forward(ctx, in, o, ol, rt.Kind, rt.Route, rt.Path, c, trust, rt.Table.Replays, m)
 	}
 	if reason != forward.None {
 		s.Cookie = s.Cookie[:0]
@@ -305,13 +370,19 @@ func (h *Handler) Serve(ctx context.Context, s *Stream, in *Inbound, rt Routing,
 // delivered (499 when the client left), or the reason to answer with. A
 // request sampled for mirroring (m not nil) hands its mirror off as it
 // ends.
-func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, c Client, trust bool, replays *replay.Cap, m *Mirror) (int, forward.Reason) {
+func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol *cluster.Loop, k cluster.Kind, rt *route.Route, path string, c Client, trust bool, replays *replay.Cap, m *Mirror) (int, forward.Reason) {
 	started := o.Started(k)
 	key := o.Key(in.Head, in.Peer) // before X-Forwarded-For is rewritten: source_ip reads the peer's
 	if !key.Valid() {
 		s.Cookie, key, _ = o.NewCookie(s.Cookie)
 	}
 	req := c.Request(o, s)
+	req.Edit = nil // a serving path may keep its Request between requests
+	if s.edit.On(rt.Edit) {
+		// The request id, the route's rewrites and header edits: the
+		// same for both serving paths (package edit).
+		s.edit.Request(req, rt.Edit, path, in.Peer.Client(in.Head), o.Name())
+	}
 	pol := k.Retry
 	if pol == nil {
 		pol = o.Policy()
@@ -382,6 +453,7 @@ func (s *Stream) beginTrace(t *tracing.Tracer, in *Inbound) {
 	}
 	t.Begin(s.Tr, in.Head, in.Peer.Trusted, tracing.Inbound{
 		Method: in.Method, Path: in.Path, Host: in.Host, Peer: in.Client, TLS: in.TLS, Proto: proto,
+		RequestID: s.edit.ID,
 	})
 }
 
@@ -392,6 +464,7 @@ func (h *Handler) logRequest(s *Stream, in *Inbound, start time.Time, status int
 		Start: start, Duration: time.Since(start), Client: in.Client,
 		Method: in.Method, Host: in.Host, Target: in.Target, Proto: in.Proto,
 		Status: status, Bytes: s.Sent, Reason: reason.String(), Loop: loop,
+		RequestID: s.edit.ID,
 	}
 	if v, ok := in.Head.Value("referer", 0); ok {
 		r.Referer = h1.View(v)

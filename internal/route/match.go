@@ -2,6 +2,8 @@ package route
 
 import (
 	"regexp"
+
+	"github.com/corput/corput/internal/forward"
 	"strings"
 
 	"github.com/corput/corput/internal/h1"
@@ -15,6 +17,9 @@ type Request struct {
 	Path         string // normalized (Normalize)
 	Query        string // the raw query, after '?'; "" for none
 	Head         Fields // nil: no fields
+	// Peer is the client connection's facts: a split sticky by source_ip
+	// reads the client's address from it (Split.Pick).
+	Peer forward.Peer
 }
 
 // Fields is a request's header fields: both serving paths' heads satisfy

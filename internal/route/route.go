@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/h1"
 )
@@ -48,7 +49,13 @@ type Route struct {
 	// Headers and Query must all match.
 	Headers []HeaderMatch
 	Query   []QueryMatch
-	Origin  string
+	Origin  string // "" with Split
+	// Split, when set, picks the origin of each request instead of
+	// Origin (routes[].split).
+	Split *Split
+	// Requests counts the requests routed by a route without a split
+	// (corput_route_requests_total{route,origin}); nil: none.
+	Requests Counter
 	// Cost and Class are the route's workload class's (routes[].class)
 	// cost and index; Cost 0: the route names no class, and the
 	// workload's match rules decide.
@@ -67,6 +74,13 @@ type Route struct {
 	Timeouts Timeouts
 	// MaxBody is routes[].max_request_body_bytes; 0: unlimited.
 	MaxBody int64
+	// Redirect or Answer, when set, is the route's own answer: it has no
+	// Origin.
+	Redirect *Redirect
+	Answer   *Answer
+	// Edit is the route's rewrites and header edits (routes[].rewrite,
+	// request_headers, response_headers), nil for none.
+	Edit *edit.Route
 }
 
 // Timeouts are time limits a route may set for its requests

@@ -91,6 +91,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	m.IdleTimeouts.WithLabelValues("o")
 	m.Retries.WithLabelValues("o", RetryReplay)
 	m.RequestsRefused.WithLabelValues("r", "rate_limited")
+	m.RouteRequests.WithLabelValues("r", "o")
 	m.InitHealth("o")
 	m.SLOGuardActive.WithLabelValues("o", "light")
 

@@ -79,6 +79,7 @@ type Metrics struct {
 	LoopRequests         *prometheus.CounterVec   // origin, loop (additive)
 	ConfigReloads        *prometheus.CounterVec   // result: ok, rejected (additive)
 	RequestsRefused      *prometheus.CounterVec   // route, reason: rate_limited, address_denied (additive)
+	RouteRequests        *prometheus.CounterVec   // route, origin: requests routed, by split target (additive)
 	ProxyProtocolRefused *prometheus.CounterVec   // reason (additive)
 	RouteMirrored        *prometheus.CounterVec   // route, origin (additive)
 	RouteMirrorDropped   *prometheus.CounterVec   // route, origin, reason: max_in_flight, body, failed (additive)
@@ -194,6 +195,8 @@ func New() *Metrics {
 		"Requests of the route mirrored to its shadow origin (routes[].mirror) whose answer came back (read and dropped).", "route", "origin")
 	m.RouteMirrorDropped = counter("corput_route_mirror_dropped_total",
 		"Sampled requests of the route whose mirror was dropped, by reason: max_in_flight (routes[].mirror.max_in_flight mirrors in flight: never queued), body (its body was not kept whole within routes[].mirror.max_body_bytes or the replay buffers), failed (the shadow gave no answer: no endpoint, refused, timed out, shutdown).", "route", "origin", "reason")
+	m.RouteRequests = counter("corput_route_requests_total",
+		"Requests routed, by route (routes[].name) and origin: the split target a request was sent to (routes[].split), or the route's one origin. A request is counted once, when it is routed.", "route", "origin")
 	m.ProxyProtocolRefused = counter("corput_proxy_protocol_refused_total",
 		"Downstream connections closed by the PROXY protocol policy, by reason: source (from outside downstream.proxy_protocol.from, other: refuse), missing, malformed, too_long, timeout.", "reason")
 	for _, r := range proxyproto.Reasons {
@@ -215,7 +218,7 @@ func New() *Metrics {
 		m.AcquireWait, m.RequestsActive, m.RequestDuration, m.OutlierEjections,
 		m.OutlierEjected, m.HealthProbes, m.HealthSkipped, m.HealthChanges, m.PanicMode, m.ZoneRequests, m.RequestsShed, m.SubsetSize, m.SubsetPlacement,
 		m.MembershipChanges, m.DownstreamRequests, m.StaleRetries, m.IdleTimeouts, m.Retries, m.ReplayNotKept, m.ReplayBuffered, m.AcceptErrors, m.LoopRequests, m.ConfigReloads, m.ConfigLastReloadSuccess,
-		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.ProxyProtocolRefused, m.RouteMirrored, m.RouteMirrorDropped,
+		m.FleetInstance, m.FleetSize, m.RequestsRefused, m.RouteRequests, m.ProxyProtocolRefused, m.RouteMirrored, m.RouteMirrorDropped,
 		m.AccessLogDropped, m.TracingSpansDropped, m.SLOGuardActive, m.ScaleOutSignal, m.ScaleOutDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

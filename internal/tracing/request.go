@@ -25,8 +25,9 @@ const (
 	AttrAttempts  = attribute.Key("corput.attempts") // the server span's: the attempts the request made
 	AttrReason    = attribute.Key("corput.reason")   // the gateway's error reason (X-Corput-Error)
 	AttrQueueWait = attribute.Key("corput.queue_wait_ms")
-	AttrOutcome   = attribute.Key("corput.outcome") // how an attempt ended: delivered, again, answer, gone
-	AttrLimit     = attribute.Key("corput.limit")   // the time limit that ended an attempt's exchange (forward.Limit)
+	AttrOutcome   = attribute.Key("corput.outcome")    // how an attempt ended: delivered, again, answer, gone
+	AttrLimit     = attribute.Key("corput.limit")      // the time limit that ended an attempt's exchange (forward.Limit)
+	AttrRequestID = attribute.Key("corput.request_id") // the server span's: the request's id (downstream.request_id)
 )
 
 // Request is one downstream request's spans: its server span and the
@@ -61,6 +62,9 @@ type Inbound struct {
 	Peer               string // the client's address, host:port
 	TLS                bool
 	Proto              string // "1.1" or "2"
+	// RequestID is the request's id (downstream.request_id), "" for none:
+	// the server span's corput.request_id.
+	RequestID string
 }
 
 // Begin starts r's server span for a request with head h (its fields by
@@ -109,6 +113,9 @@ func (t *Tracer) Begin(r *Request, h forward.Prior, trusted bool, in Inbound) {
 	}
 	if pp > 0 {
 		attrs = append(attrs, semconv.NetworkPeerPort(pp))
+	}
+	if in.RequestID != "" {
+		attrs = append(attrs, AttrRequestID.String(strings.Clone(in.RequestID)))
 	}
 	r.server.SetAttributes(attrs...)
 }

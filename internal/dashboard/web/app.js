@@ -383,6 +383,43 @@ function renderTable(sec, o, view, use) {
   if (rows.length > MAX_ROWS) wrap.append(el("div", { class: "more" }, `… and ${rows.length - MAX_ROWS} more endpoints (this gateway's first)`));
 }
 
+// ---- splits ------------------------------------------------------------------
+
+// SPLIT_POINTS is how many of the last points a split's shares average:
+// ten seconds at the default interval.
+const SPLIT_POINTS = 10;
+
+// renderSplits draws each split route's shares: the rate of
+// corput_route_requests_total by origin over the last points, as one
+// stacked bar per route.
+function renderSplits(history) {
+  const sec = document.getElementById("splits");
+  const pts = (history.points || []).slice(-SPLIT_POINTS);
+  const sums = {};
+  for (const p of pts) {
+    for (const [route, targets] of Object.entries(p.splits || {})) {
+      sums[route] = sums[route] || {};
+      for (const [origin, rps] of Object.entries(targets)) sums[route][origin] = (sums[route][origin] || 0) + rps;
+    }
+  }
+  const routes = Object.keys(sums).sort();
+  sec.hidden = routes.length === 0;
+  sec.replaceChildren(el("h2", {}, "Splits — each route's share by origin, last ", String(pts.length), " s"));
+  for (const route of routes) {
+    const targets = Object.entries(sums[route]).sort((a, b) => a[0].localeCompare(b[0]));
+    const total = targets.reduce((s, [, v]) => s + v, 0);
+    const bar = el("div", { class: "split-bar" });
+    targets.forEach(([origin, v], i) => {
+      const w = total > 0 ? 100 * v / total : 0;
+      bar.append(el("span", { style: `width:${w}%;background:${ORIGIN_COLORS[i % ORIGIN_COLORS.length]}`, title: `${origin}: ${pct(v, total)}` }));
+    });
+    const legend = targets.map(([origin, v]) => `${origin} ${pct(v, total)}`).join(" · ");
+    sec.append(el("div", { class: "split", "data-route": route },
+      el("div", { class: "split-head" }, el("strong", {}, route), " ", el("span", { class: "muted" }, `${fmt(total / Math.max(pts.length, 1))} req/s`)),
+      bar, el("div", { class: "split-legend" }, legend)));
+  }
+}
+
 // ---- refresh loop ----------------------------------------------------------
 
 async function refresh() {
@@ -398,6 +435,7 @@ async function refresh() {
     drawChart(document.getElementById("chart-open"), seriesOf(history, "open", "#38bdf8"), history.window_s);
     drawChart(document.getElementById("chart-rps"), seriesOf(history, "requests_per_s", "#a78bfa"), history.window_s);
     renderMirrors(history);
+    renderSplits(history);
     for (const o of origins) renderOrigin(o, history, state.subsets[o.name]);
     const v = Object.values(state.subsets).find(Boolean);
     if (v) setText("gateway", `gateway ${v.gateway} of ${v.fleet.gateways} · ${v.fleet.loops} loops`);
