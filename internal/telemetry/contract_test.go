@@ -92,6 +92,8 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	m.Retries.WithLabelValues("o", RetryReplay)
 	m.RequestsRefused.WithLabelValues("r", "rate_limited")
 	m.RouteRequests.WithLabelValues("r", "o")
+	m.RouteMirrored.WithLabelValues("r", "o")
+	m.RouteMirrorDropped.WithLabelValues("r", "o", "max_in_flight")
 	m.InitHealth("o")
 	m.SLOGuardActive.WithLabelValues("o", "light")
 
