@@ -68,8 +68,9 @@ type state struct {
 	origins map[string]*cluster.Origin // the table's
 	list    []*cluster.Origin          // in config order
 	table   *proxy.Table
-	// shadowOnly are the origins only mirrors go to (routes[].mirror.origin
-	// of some route, no route's origin): they do not hold readiness back.
+	// shadowOnly are the origins only mirrors go to (some route's
+	// mirror.origin, no route's origin or split target): they do not hold
+	// readiness back.
 	shadowOnly map[string]bool
 	rs         routing                 // how route builds the routes
 	splits     map[string]*route.Split // the routes' splits, by route name
