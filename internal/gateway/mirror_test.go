@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/waitfor"
 )
@@ -290,5 +291,44 @@ func TestADeadShadowKeepsTheGatewayReady(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the pools' first dials
 	if dead.Ready() {
 		t.Fatal("ready with its route's own origin dead: readiness skips more than shadows")
+	}
+}
+
+// TestReloadKeepsTheMirrorCapAndShutdownEndsEveryMirror: mirrors held by
+// a silent shadow stay counted against max_in_flight across a reload that
+// keeps the route (the next sampled request is dropped, not mirrored); a
+// reload that removes the mirror starts none; Close ends all of them,
+// counted failed, and goleak (TestMain) finds no goroutine left.
+func TestReloadKeepsTheMirrorCapAndShutdownEndsEveryMirror(t *testing.T) {
+	primary := startBackend(t, testorigin.H1, primaryHandler())
+	silent := silentListener(t)
+	capped := mirrorConfig("", primary.addr, silent, ", max_in_flight: 3", "    timeouts: {response_header: 1h}\n")
+	g := startGateway(t, capped, nil, Options{Seed: 1})
+	c := downstream(t, dsH1, nil)
+	for i := range 3 {
+		send(t, c, g.Addr(), "GET", fmt.Sprint(i), nil)
+	}
+	waitfor.Until(t, "3 mirrors in flight", func() bool { return g.shadows.InFlight() == 3 })
+	reload := func(text string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(text), "test.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(strings.Replace(capped, "path_prefix: /,", "path_prefix: /, priority: normal,", 1)) // the route kept, changed
+	send(t, c, g.Addr(), "GET", "after-reload", nil)
+	waitfor.Until(t, "the mirror over the cap dropped", func() bool { return mirrorCount(g, "max_in_flight") == 1 })
+	reload(strings.Replace(capped, ", mirror: {origin: shadow, max_in_flight: 3}", "", 1))
+	send(t, c, g.Addr(), "GET", "unmirrored", nil)
+	if in := g.shadows.InFlight(); in != 3 {
+		t.Fatalf("%d mirrors in flight after the mirror was removed; want the 3 of before", in)
+	}
+	g.Close()
+	if in, f := g.shadows.InFlight(), mirrorCount(g, "failed"); in != 0 || f != 3 {
+		t.Fatalf("after Close: %d in flight, %v failed; want 0 and 3", in, f)
 	}
 }
