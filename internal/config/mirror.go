@@ -42,6 +42,8 @@ func (c *Config) checkMirror(r *reporter, i int, origins map[string]int) {
 	}
 	p := joinIndex("routes", i) + ".mirror"
 	switch n, ok := origins[m.Origin]; {
+	case rt.Own():
+		r.errorf(p, "copies requests an origin gets, and this route answers itself (redirect or answer): no request would be mirrored; remove the mirror, or give the route an origin")
 	case m.Origin == "":
 		r.errorf(p+".origin", "missing; name the shadow origin the route's sampled requests are copied to")
 	case !ok:

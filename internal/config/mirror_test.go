@@ -65,3 +65,16 @@ func TestMirrorToASplitTargetIsRefused(t *testing.T) {
 		t.Fatalf("diagnostics %v", ds)
 	}
 }
+
+// TestMirrorOnARouteThatAnswersItselfIsRefused: a route with a redirect or
+// a fixed answer sends nothing to an origin, so a mirror there would copy
+// nothing; check says so at the mirror's line instead of accepting it.
+func TestMirrorOnARouteThatAnswersItselfIsRefused(t *testing.T) {
+	for _, own := range []string{"redirect: {host: example.com}", "answer: {status: 503}"} {
+		src := "routes:\n  - " + own + "\n    mirror:\n      origin: shadow\norigins:\n  - name: shadow\n    endpoints: [{address: 127.0.0.1:9002}]\n"
+		ds := parseDiags(t, src).Errors()
+		if len(ds) != 1 || ds[0].Key != "routes[0].mirror" || ds[0].Line != 3 || !strings.Contains(ds[0].Message, "answers itself") {
+			t.Fatalf("%s: got %v, want one error at routes[0].mirror (test.yaml:3) saying the route answers itself", own, ds)
+		}
+	}
+}
