@@ -97,6 +97,24 @@ const directRoutes = `
   - {name: denied, path_prefix: /internal, redirect: {path: /elsewhere}, addresses: {deny: [127.0.0.0/8]}}
   - {name: limited, path_prefix: /limited, answer: {status: 200, body: ok}, rate_limit: {requests_per_second: 1, burst: 1}}`
 
+// directConfig is a gateway file whose routes are directRoutes after a
+// catch-all route to the h1 origin at originAddr; top is added to its top
+// level as it is (each of its lines ending in a newline).
+func directConfig(top, originAddr string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+%sroutes:
+  - {name: app, path_prefix: /, origin: app}%s
+origins:
+  - name: app
+    protocol: h1
+    pool: {prewarm: 0}
+    endpoints: [{address: %q}]
+`, top, directRoutes, originAddr)
+}
+
 // TestRoutesOwnAnswersTouchNoOrigin: redirects and fixed answers are
 // answered by the gateway with the exact bytes configured, on both
 // serving paths, a HEAD without its body; address rules and rate limits
@@ -135,20 +153,7 @@ func TestRoutesOwnAnswersTouchNoOrigin(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			origin := startCountingOrigin(t)
 			file := filepath.Join(t.TempDir(), "access.log")
-			g := newGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-%s
-access_log: {path: %s, format: json}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, p.top, file, directRoutes, origin.addr), Options{})
+			g := newGateway(t, directConfig(fmt.Sprintf("%s\naccess_log: {path: %s, format: json}\n", p.top, file), origin.addr), Options{})
 			if err := g.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -211,20 +216,9 @@ origins:
 // export headers) stays redacted.
 func TestAdminConfigShowsEveryRouteKey(t *testing.T) {
 	origin := startCountingOrigin(t)
-	g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-downstream: {forwarded: true}
+	g := startGateway(t, directConfig(`downstream: {forwarded: true}
 tracing: {endpoint: "127.0.0.1:1", headers: {Authorization: Bearer s3cret-t0ken}}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, directRoutes, origin.addr), nil, Options{})
+`, origin.addr), nil, Options{})
 	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/admin/config")
 	if err != nil {
 		t.Fatal(err)
@@ -353,19 +347,7 @@ func TestRoutesOwnAnswersAreTraced(t *testing.T) {
 	for _, p := range requestPaths {
 		t.Run(p.name, func(t *testing.T) {
 			origin := startCountingOrigin(t)
-			g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-%stracing: {endpoint: %q, sample_ratio: 1.0}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, p.top, rc.GRPCAddr(), directRoutes, origin.addr), nil, Options{})
+			g := startGateway(t, directConfig(fmt.Sprintf("%stracing: {endpoint: %q, sample_ratio: 1.0}\n", p.top, rc.GRPCAddr()), origin.addr), nil, Options{})
 			before := len(rc.Spans())
 			wireExchange(t, g.Addr(), "GET /old/a HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
 			wireExchange(t, g.Addr(), "GET /pay HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
@@ -398,18 +380,7 @@ origins:
 // untouched.
 func TestRoutesOwnAnswersOverHTTP2(t *testing.T) {
 	origin := startCountingOrigin(t)
-	g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, directRoutes, origin.addr), nil, Options{})
+	g := startGateway(t, directConfig("", origin.addr), nil, Options{})
 	c := downstream(t, dsH2C, nil)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, body := get(t, c, "http://"+g.Addr()+"/old/a?x=1")
