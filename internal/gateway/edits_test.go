@@ -34,45 +34,30 @@ type editOrigin struct {
 
 func startEditOrigin(t *testing.T, answer string) *editOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &editOrigin{addr: ln.Addr().String(), answer: answer}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
+	o := &editOrigin{answer: answer}
+	o.addr = acceptEach(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				head.WriteString(line)
+				if line == "\r\n" {
+					break
+				}
+			}
+			o.mu.Lock()
+			o.heads = append(o.heads, head.String())
+			o.mu.Unlock()
+			if _, err := io.WriteString(c, o.answer); err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					c.SetReadDeadline(time.Now().Add(10 * time.Second))
-					var head strings.Builder
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
-					}
-					o.mu.Lock()
-					o.heads = append(o.heads, head.String())
-					o.mu.Unlock()
-					if _, err := io.WriteString(c, o.answer); err != nil {
-						return
-					}
-				}
-			})
 		}
-	})
+	}).Addr().String()
 	return o
 }
 
