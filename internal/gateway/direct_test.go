@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -52,20 +51,11 @@ func startCountingOrigin(t testing.TB) *countingOrigin {
 // byte the gateway sent until it closed the connection.
 func wireExchange(t testing.TB, addr, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(c)
+	b, err := readAllFrom(t, "127.0.0.1", addr, raw)
 	if err != nil {
 		t.Fatalf("%q: %v after %q", raw, err, b)
 	}
-	return string(b)
+	return b
 }
 
 // sortedHead is an answer with its field lines sorted (net/http's path

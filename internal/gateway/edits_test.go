@@ -74,16 +74,25 @@ func (o *editOrigin) last() string {
 // byte the gateway answered until it closed the connection.
 func editExchange(t *testing.T, local, addr, raw string) string {
 	t.Helper()
+	b, err := readAllFrom(t, local, addr, raw)
+	if err != nil && len(b) == 0 {
+		t.Fatalf("reading the answer to %q: %v", raw, err)
+	}
+	return b
+}
+
+// readAllFrom sends raw on a new connection from local to addr and
+// returns every byte read until the connection ended, and the error that
+// ended it if not the peer's close.
+func readAllFrom(t testing.TB, local, addr, raw string) (string, error) {
+	t.Helper()
 	c := dialFrom(t, local, addr)
 	defer c.Close()
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(c)
-	if err != nil && len(b) == 0 {
-		t.Fatalf("reading the answer to %q: %v", raw, err)
-	}
-	return string(b)
+	return string(b), err
 }
 
 // editHeadLines splits a raw head into its first line and its field lines,
