@@ -298,14 +298,7 @@ origins:
 			c, done := client()
 			defer done()
 			reload := func(action string) {
-				t.Helper()
-				cfg, err := config.Parse([]byte(text(action)), "test.yaml") // the same listen keys: the listeners stay
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := g.Reload(cfg); err != nil {
-					t.Fatal(err)
-				}
+				reloadText(t, g, text(action)) // the same listen keys: the listeners stay
 			}
 			expect := func(status int, body string, reqs int64) {
 				t.Helper()

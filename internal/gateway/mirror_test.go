@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/waitfor"
 )
@@ -302,14 +301,7 @@ func TestReloadKeepsTheMirrorCapAndShutdownEndsEveryMirror(t *testing.T) {
 	}
 	waitfor.Until(t, "3 mirrors in flight", func() bool { return g.shadows.InFlight() == 3 })
 	reload := func(text string) {
-		t.Helper()
-		cfg, err := config.Parse([]byte(text), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Reload(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reloadText(t, g, text)
 	}
 	reload(strings.Replace(capped, "path_prefix: /,", "path_prefix: /, priority: normal,", 1)) // the route kept, changed
 	send(t, c, g.Addr(), "GET", "after-reload", nil)
