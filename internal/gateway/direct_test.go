@@ -143,11 +143,7 @@ func TestRoutesOwnAnswersTouchNoOrigin(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			origin := startCountingOrigin(t)
 			file := filepath.Join(t.TempDir(), "access.log")
-			g := newGateway(t, directConfig(fmt.Sprintf("%s\naccess_log: {path: %s, format: json}\n", p.top, file), origin.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g := startGateway(t, directConfig(fmt.Sprintf("%s\naccess_log: {path: %s, format: json}\n", p.top, file), origin.addr), nil, Options{})
 			for _, c := range cases {
 				if got := sortedHead(wireExchange(t, g.Addr(), c.req)); got != c.want {
 					t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)

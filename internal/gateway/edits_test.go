@@ -154,12 +154,8 @@ func TestRewritesAndHeaderEditsBothPaths(t *testing.T) {
 	o := startEditOrigin(t, editAnswer)
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
-			g := newGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 1\ndownstream: {fast_path: %v}\n%s"+
-				"origins:\n  - {name: o, protocol: h1, endpoints: [{address: %q}]}\n", fast, editRoutes, o.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 1\ndownstream: {fast_path: %v}\n%s"+
+				"origins:\n  - {name: o, protocol: h1, endpoints: [{address: %q}]}\n", fast, editRoutes, o.addr), nil, Options{})
 			send := func(target, fields string) (origin, client string) {
 				t.Helper()
 				client = editExchange(t, "127.0.0.1", g.Addr(), "GET "+target+" HTTP/1.1\r\nHost: gw.test\r\nx-lower: 1\r\n"+fields+"Connection: close\r\n\r\n")
@@ -279,7 +275,7 @@ func TestRequestIDEndToEnd(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "access.log")
-			g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+			g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {fast_path: %v, trusted_proxies: [127.0.0.2/32], request_id: {return_to_client: true}}
@@ -288,11 +284,7 @@ tracing: {endpoint: %q, protocol: grpc, sample_ratio: 1.0}
 routes: [{path_prefix: /, origin: o}, {path_prefix: /maint, answer: {status: 503, body: down}}]
 origins:
   - {name: o, protocol: h1, endpoints: [{address: %q}]}
-`, fast, logFile, rc.GRPCAddr(), o.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+`, fast, logFile, rc.GRPCAddr(), o.addr), nil, Options{})
 			type got struct{ origin, client []string }
 			send := func(local, path, fields string) got {
 				t.Helper()
@@ -369,18 +361,14 @@ origins:
 // a response field expanded from %request_id%, never another request's.
 func TestEditedValuesOutliveTheRequest(t *testing.T) {
 	o := startEditOrigin(t, "HTTP/1.1 204 No Content\r\n\r\n")
-	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {fast_path: false, request_id: {return_to_client: true}}
 routes: [{path_prefix: /, origin: o, response_headers: {add: [{name: X-Echo, value: "id=%%request_id%%"}]}}]
 origins:
   - {name: o, protocol: h1, endpoints: [{address: %q}]}
-`, o.addr), Options{})
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, g)
+`, o.addr), nil, Options{})
 	var wg sync.WaitGroup
 	errs := make(chan string, 16)
 	for range 16 {
@@ -440,7 +428,7 @@ func TestEditsOverHTTP2(t *testing.T) {
 		w.Header().Add("X-Set", "old")
 		w.Header().Set("X-Keep", "1")
 	}))
-	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {request_id: {return_to_client: true}}
@@ -453,11 +441,7 @@ routes:
     response_headers: {remove: [Server], set: [{name: X-Set, value: new}], add: [{name: X-Id, value: "%%request_id%%"}]}
 origins:
   - {name: o, protocol: h2c, endpoints: [{address: %q}]}
-`, b.addr), Options{})
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, g)
+`, b.addr), nil, Options{})
 	c := downstream(t, dsH2C, nil)
 	req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/api/users?x=1", nil)
 	req.Header.Set("X-Secret", "s")
