@@ -39,19 +39,12 @@ func startEditOrigin(t *testing.T, answer string) *editOrigin {
 		br := bufio.NewReader(c)
 		for {
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			var head strings.Builder
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				head.WriteString(line)
-				if line == "\r\n" {
-					break
-				}
+			head, err := readHead(br)
+			if err != nil {
+				return
 			}
 			o.mu.Lock()
-			o.heads = append(o.heads, head.String())
+			o.heads = append(o.heads, head)
 			o.mu.Unlock()
 			if _, err := io.WriteString(c, o.answer); err != nil {
 				return
@@ -59,6 +52,21 @@ func startEditOrigin(t *testing.T, answer string) *editOrigin {
 		}
 	}).Addr().String()
 	return o
+}
+
+// readHead reads one raw head from br, up to and with its empty line.
+func readHead(br *bufio.Reader) (string, error) {
+	var head strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return head.String(), err
+		}
+		head.WriteString(line)
+		if line == "\r\n" {
+			return head.String(), nil
+		}
+	}
 }
 
 func (o *editOrigin) last() string {
@@ -386,19 +394,12 @@ origins:
 					errs <- err.Error()
 					return
 				}
-				var head strings.Builder
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						errs <- err.Error()
-						return
-					}
-					head.WriteString(line)
-					if line == "\r\n" {
-						break
-					}
+				head, err := readHead(br)
+				if err != nil {
+					errs <- err.Error()
+					return
 				}
-				_, fields := editHeadLines(head.String())
+				_, fields := editHeadLines(head)
 				id, echo := editValues(fields, "X-Request-Id"), editValues(fields, "X-Echo")
 				if len(id) != 1 || !slices.Equal(echo, []string{"id=" + id[0]}) {
 					errs <- fmt.Sprintf("X-Request-ID %q, X-Echo %q", id, echo)
