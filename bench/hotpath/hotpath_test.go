@@ -404,22 +404,7 @@ var editRequest = []byte("GET /api/items HTTP/1.1\r\nHost: bench\r\nUser-Agent: 
 
 func benchEdits(b *testing.B, downstreamKeys string) {
 	g := startGatewayRoutes(b, true, 2, downstreamKeys, editRoutes, "", startTinyOrigin(b))
-	c, err := dial(g.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.c.Close()
-	c.req = editRequest
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cpuTime()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.get(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCPU(b, cpu)
-	b.StopTimer()
+	serialLoop(b, g, editRequest)
 }
 
 func benchSerial(b *testing.B, fast bool, extra string) *gateway.Gateway {
@@ -432,11 +417,22 @@ func benchSerialRoute(b *testing.B, fast bool, routeKeys, extra string) *gateway
 
 func benchSerialFull(b *testing.B, fast bool, downstreamKeys, route, extra string) *gateway.Gateway {
 	g := startGatewayFull(b, fast, 2, downstreamKeys, route, extra, startTinyOrigin(b))
+	serialLoop(b, g, nil)
+	return g
+}
+
+// serialLoop is the serial benchmark's loop: b.N requests one after the
+// other on one client connection to g, req each (rawRequest when nil),
+// with allocations and cpu-µs/op reported.
+func serialLoop(b *testing.B, g *gateway.Gateway, req []byte) {
 	c, err := dial(g.Addr())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.c.Close()
+	if req != nil {
+		c.req = req
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuTime()
@@ -447,7 +443,6 @@ func benchSerialFull(b *testing.B, fast bool, downstreamKeys, route, extra strin
 	}
 	reportCPU(b, cpu)
 	b.StopTimer()
-	return g
 }
 
 // cpuTime is the CPU time (user and system) the process used so far.

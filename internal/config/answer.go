@@ -121,11 +121,8 @@ func (c *Config) checkAction(r *reporter, i int, origins map[string]int) {
 		c.checkSplit(r, p, rt, origins)
 		return
 	default:
-		switch n, ok := origins[rt.Origin]; {
-		case !ok:
-			r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", rt.Origin, strings.Join(originNames(c.Origins), ", "))
-		default:
-			origins[rt.Origin] = n + 1
+		if c.knownOrigin(r, p+".origin", rt.Origin, origins) {
+			origins[rt.Origin]++
 		}
 		return
 	}

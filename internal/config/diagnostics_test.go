@@ -41,6 +41,20 @@ type want struct {
 	line int    // 0: not checked
 }
 
+// wantOneError checks that src is refused with exactly one error, w, in
+// test.yaml.
+func wantOneError(t *testing.T, src string, w want) {
+	t.Helper()
+	ds := parseDiags(t, src).Errors()
+	if len(ds) != 1 {
+		t.Fatalf("got %d errors, want 1:\n%v\n--- source ---\n%s", len(ds), ds, src)
+	}
+	d := ds[0]
+	if d.Key != w.key || !strings.Contains(d.Message, w.text) || (w.line != 0 && d.Line != w.line) || d.File != "test.yaml" {
+		t.Errorf("got %s (line %d)\nwant %s at test.yaml:%d, message containing %q", d, d.Line, w.key, w.line, w.text)
+	}
+}
+
 func TestDiagnostics(t *testing.T) {
 	cases := []struct {
 		name string

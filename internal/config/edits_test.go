@@ -69,14 +69,7 @@ func TestEditsRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ds := parseDiags(t, c.src).Errors()
-			if len(ds) != 1 {
-				t.Fatalf("got %d errors, want 1:\n%v\n--- source ---\n%s", len(ds), ds, c.src)
-			}
-			d, w := ds[0], c.want
-			if d.Key != w.key || !strings.Contains(d.Message, w.text) || d.Line != w.line || d.File != "test.yaml" {
-				t.Errorf("got %s (line %d)\nwant test.yaml:%d: %s: ...%s...", d, d.Line, w.line, w.key, w.text)
-			}
+			wantOneError(t, c.src, c.want)
 		})
 	}
 }

@@ -1,9 +1,6 @@
 package config
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // Mirror is routes[].mirror: a sampled share of the route's requests is
 // also sent to a shadow origin, its answer read and dropped
@@ -41,17 +38,16 @@ func (c *Config) checkMirror(r *reporter, i int, origins map[string]int) {
 		return
 	}
 	p := joinIndex("routes", i) + ".mirror"
-	switch n, ok := origins[m.Origin]; {
+	switch {
 	case rt.Own():
 		r.errorf(p, "copies requests an origin gets, and this route answers itself (redirect or answer): no request would be mirrored; remove the mirror, or give the route an origin")
 	case m.Origin == "":
 		r.errorf(p+".origin", "missing; name the shadow origin the route's sampled requests are copied to")
-	case !ok:
-		r.errorf(p+".origin", "%q is not an origin; define it under origins or use one of: %s", m.Origin, strings.Join(originNames(c.Origins), ", "))
+	case !c.knownOrigin(r, p+".origin", m.Origin, origins): // reported
 	case slices.Contains(rt.Origins(), m.Origin):
 		r.errorf(p+".origin", "%q is the route's own origin: it would get the sampled requests twice; name a separate shadow origin", m.Origin)
 	default:
-		origins[m.Origin] = n + 1
+		origins[m.Origin]++
 	}
 	if !(m.Percent > 0 && m.Percent <= 100) {
 		r.errorf(p+".percent", "%v is outside (0, 100]: the share of the route's requests mirrored; 100 (every request) is the default, 10 mirrors one in ten (remove the mirror block to mirror none)", m.Percent)

@@ -29,15 +29,7 @@ func TestMirrorDiagnostics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			src := mirrorSrc(c.mirror)
-			ds := parseDiags(t, src).Errors()
-			if len(ds) != 1 {
-				t.Fatalf("got %d errors, want 1:\n%v\n--- source ---\n%s", len(ds), ds, src)
-			}
-			d, w := ds[0], c.want
-			if d.Key != w.key || !strings.Contains(d.Message, w.text) || (w.line != 0 && d.Line != w.line) || d.File != "test.yaml" {
-				t.Fatalf("got %s (line %d)\nwant %s at test.yaml:%d, message containing %q", d, d.Line, w.key, w.line, w.text)
-			}
+			wantOneError(t, mirrorSrc(c.mirror), c.want)
 		})
 	}
 }

@@ -1,7 +1,5 @@
 package config
 
-import "strings"
-
 // SplitTarget is one of routes[].split: an origin and its weight, the
 // share of the route's requests it gets relative to the other targets'.
 type SplitTarget struct {
@@ -77,13 +75,11 @@ func (c *Config) checkSplit(r *reporter, p string, rt *Route, origins map[string
 			r.errorf(q+".origin", "%q is also split[%d]; name each origin once and give it the sum of the weights", t.Origin, k)
 		} else {
 			seen[t.Origin] = j
-			switch n, ok := origins[t.Origin]; {
+			switch {
 			case t.Origin == "":
 				r.errorf(q+".origin", "missing; name the origin")
-			case !ok:
-				r.errorf(q+".origin", "%q is not an origin; define it under origins or use one of: %s", t.Origin, strings.Join(originNames(c.Origins), ", "))
-			default:
-				origins[t.Origin] = n + 1
+			case c.knownOrigin(r, q+".origin", t.Origin, origins):
+				origins[t.Origin]++
 			}
 		}
 		switch {

@@ -41,15 +41,7 @@ func TestSplitRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			src := splitConfig(c.route)
-			ds := parseDiags(t, src).Errors()
-			if len(ds) != 1 {
-				t.Fatalf("got %d errors, want 1:\n%v\n--- source ---\n%s", len(ds), ds, src)
-			}
-			d, w := ds[0], c.want
-			if d.Key != w.key || !strings.Contains(d.Message, w.text) || d.Line != w.line || d.File != "test.yaml" {
-				t.Errorf("got %s (line %d)\nwant test.yaml:%d: %s: ...%q", d, d.Line, w.line, w.key, w.text)
-			}
+			wantOneError(t, splitConfig(c.route), c.want)
 		})
 	}
 }

@@ -397,6 +397,17 @@ func checkRouteHost(r *reporter, path, host string) {
 	}
 }
 
+// knownOrigin reports whether name is one of the origins (the keys of
+// origins, which count the routes naming each); when not, it reports key
+// as naming no origin.
+func (c *Config) knownOrigin(r *reporter, key, name string, origins map[string]int) bool {
+	if _, ok := origins[name]; !ok {
+		r.errorf(key, "%q is not an origin; define it under origins or use one of: %s", name, strings.Join(originNames(c.Origins), ", "))
+		return false
+	}
+	return true
+}
+
 func originNames(origins []Origin) []string {
 	out := make([]string, 0, len(origins))
 	for _, o := range origins {

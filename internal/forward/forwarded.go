@@ -12,14 +12,8 @@ package forward
 // caller's other fields hold) and calls set with it.
 func (p Peer) writeForwarded(host []byte, prior Prior, b []byte, set func(name string, value []byte)) []byte {
 	from := len(b)
-	for i := 0; p.Trusted; i++ {
-		v, ok := prior.Value("forwarded", i)
-		if !ok {
-			break
-		}
-		if v = trimSpace(v); len(v) > 0 {
-			b = append(append(b, v...), ", "...)
-		}
+	if p.Trusted {
+		b = appendPrior(b, prior, "forwarded")
 	}
 	b = append(b, "for="...)
 	switch {

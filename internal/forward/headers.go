@@ -179,14 +179,8 @@ type Prior interface {
 // large enough.
 func (p Peer) Write(host []byte, prior Prior, scratch []byte, set func(name string, value []byte)) []byte {
 	b := scratch[:0]
-	for i := 0; p.Trusted; i++ {
-		v, ok := prior.Value("x-forwarded-for", i)
-		if !ok {
-			break
-		}
-		if v = trimSpace(v); len(v) > 0 {
-			b = append(append(b, v...), ", "...)
-		}
+	if p.Trusted {
+		b = appendPrior(b, prior, "x-forwarded-for")
 	}
 	b = append(b, p.IP...)
 	set("X-Forwarded-For", b)
@@ -290,4 +284,20 @@ func canonical(name string) string {
 		return "Forwarded"
 	}
 	return http.CanonicalHeaderKey(name)
+}
+
+// appendPrior appends to b the non-empty values of the request's field
+// name (lower case) as it arrived, each trimmed and followed by ", ": a
+// trusted peer's chain that the gateway's hop then extends.
+func appendPrior(b []byte, prior Prior, name string) []byte {
+	for i := 0; ; i++ {
+		v, ok := prior.Value(name, i)
+		if !ok {
+			break
+		}
+		if v = trimSpace(v); len(v) > 0 {
+			b = append(append(b, v...), ", "...)
+		}
+	}
+	return b
 }

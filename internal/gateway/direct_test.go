@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -52,20 +51,11 @@ func startCountingOrigin(t testing.TB) *countingOrigin {
 // byte the gateway sent until it closed the connection.
 func wireExchange(t testing.TB, addr, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(c)
+	b, err := readAllFrom(t, "127.0.0.1", addr, raw)
 	if err != nil {
 		t.Fatalf("%q: %v after %q", raw, err, b)
 	}
-	return string(b)
+	return b
 }
 
 // sortedHead is an answer with its field lines sorted (net/http's path
@@ -96,6 +86,24 @@ const directRoutes = `
   - {name: gone, path_exact: /gone, answer: {status: 410}}
   - {name: denied, path_prefix: /internal, redirect: {path: /elsewhere}, addresses: {deny: [127.0.0.0/8]}}
   - {name: limited, path_prefix: /limited, answer: {status: 200, body: ok}, rate_limit: {requests_per_second: 1, burst: 1}}`
+
+// directConfig is a gateway file whose routes are directRoutes after a
+// catch-all route to the h1 origin at originAddr; top is added to its top
+// level as it is (each of its lines ending in a newline).
+func directConfig(top, originAddr string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+loops: 1
+%sroutes:
+  - {name: app, path_prefix: /, origin: app}%s
+origins:
+  - name: app
+    protocol: h1
+    pool: {prewarm: 0}
+    endpoints: [{address: %q}]
+`, top, directRoutes, originAddr)
+}
 
 // TestRoutesOwnAnswersTouchNoOrigin: redirects and fixed answers are
 // answered by the gateway with the exact bytes configured, on both
@@ -135,24 +143,7 @@ func TestRoutesOwnAnswersTouchNoOrigin(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			origin := startCountingOrigin(t)
 			file := filepath.Join(t.TempDir(), "access.log")
-			g := newGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-%s
-access_log: {path: %s, format: json}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, p.top, file, directRoutes, origin.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g := startGateway(t, directConfig(fmt.Sprintf("%s\naccess_log: {path: %s, format: json}\n", p.top, file), origin.addr), nil, Options{})
 			for _, c := range cases {
 				if got := sortedHead(wireExchange(t, g.Addr(), c.req)); got != c.want {
 					t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
@@ -211,20 +202,9 @@ origins:
 // export headers) stays redacted.
 func TestAdminConfigShowsEveryRouteKey(t *testing.T) {
 	origin := startCountingOrigin(t)
-	g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-downstream: {forwarded: true}
+	g := startGateway(t, directConfig(`downstream: {forwarded: true}
 tracing: {endpoint: "127.0.0.1:1", headers: {Authorization: Bearer s3cret-t0ken}}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, directRoutes, origin.addr), nil, Options{})
+`, origin.addr), nil, Options{})
 	resp, err := adminHTTP.Get("http://" + g.AdminAddr() + "/admin/config")
 	if err != nil {
 		t.Fatal(err)
@@ -314,14 +294,7 @@ origins:
 			c, done := client()
 			defer done()
 			reload := func(action string) {
-				t.Helper()
-				cfg, err := config.Parse([]byte(text(action)), "test.yaml") // the same listen keys: the listeners stay
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := g.Reload(cfg); err != nil {
-					t.Fatal(err)
-				}
+				reloadText(t, g, text(action)) // the same listen keys: the listeners stay
 			}
 			expect := func(status int, body string, reqs int64) {
 				t.Helper()
@@ -353,19 +326,7 @@ func TestRoutesOwnAnswersAreTraced(t *testing.T) {
 	for _, p := range requestPaths {
 		t.Run(p.name, func(t *testing.T) {
 			origin := startCountingOrigin(t)
-			g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-%stracing: {endpoint: %q, sample_ratio: 1.0}
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, p.top, rc.GRPCAddr(), directRoutes, origin.addr), nil, Options{})
+			g := startGateway(t, directConfig(fmt.Sprintf("%stracing: {endpoint: %q, sample_ratio: 1.0}\n", p.top, rc.GRPCAddr()), origin.addr), nil, Options{})
 			before := len(rc.Spans())
 			wireExchange(t, g.Addr(), "GET /old/a HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
 			wireExchange(t, g.Addr(), "GET /pay HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n")
@@ -398,18 +359,7 @@ origins:
 // untouched.
 func TestRoutesOwnAnswersOverHTTP2(t *testing.T) {
 	origin := startCountingOrigin(t)
-	g := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-loops: 1
-routes:
-  - {name: app, path_prefix: /, origin: app}%s
-origins:
-  - name: app
-    protocol: h1
-    pool: {prewarm: 0}
-    endpoints: [{address: %q}]
-`, directRoutes, origin.addr), nil, Options{})
+	g := startGateway(t, directConfig("", origin.addr), nil, Options{})
 	c := downstream(t, dsH2C, nil)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, body := get(t, c, "http://"+g.Addr()+"/old/a?x=1")

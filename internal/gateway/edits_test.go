@@ -34,46 +34,39 @@ type editOrigin struct {
 
 func startEditOrigin(t *testing.T, answer string) *editOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &editOrigin{addr: ln.Addr().String(), answer: answer}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
+	o := &editOrigin{answer: answer}
+	o.addr = acceptEach(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			head, err := readHead(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					c.SetReadDeadline(time.Now().Add(10 * time.Second))
-					var head strings.Builder
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
-					}
-					o.mu.Lock()
-					o.heads = append(o.heads, head.String())
-					o.mu.Unlock()
-					if _, err := io.WriteString(c, o.answer); err != nil {
-						return
-					}
-				}
-			})
+			o.mu.Lock()
+			o.heads = append(o.heads, head)
+			o.mu.Unlock()
+			if _, err := io.WriteString(c, o.answer); err != nil {
+				return
+			}
 		}
-	})
+	}).Addr().String()
 	return o
+}
+
+// readHead reads one raw head from br, up to and with its empty line.
+func readHead(br *bufio.Reader) (string, error) {
+	var head strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return head.String(), err
+		}
+		head.WriteString(line)
+		if line == "\r\n" {
+			return head.String(), nil
+		}
+	}
 }
 
 func (o *editOrigin) last() string {
@@ -89,16 +82,25 @@ func (o *editOrigin) last() string {
 // byte the gateway answered until it closed the connection.
 func editExchange(t *testing.T, local, addr, raw string) string {
 	t.Helper()
+	b, err := readAllFrom(t, local, addr, raw)
+	if err != nil && len(b) == 0 {
+		t.Fatalf("reading the answer to %q: %v", raw, err)
+	}
+	return b
+}
+
+// readAllFrom sends raw on a new connection from local to addr and
+// returns every byte read until the connection ended, and the error that
+// ended it if not the peer's close.
+func readAllFrom(t testing.TB, local, addr, raw string) (string, error) {
+	t.Helper()
 	c := dialFrom(t, local, addr)
 	defer c.Close()
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(c)
-	if err != nil && len(b) == 0 {
-		t.Fatalf("reading the answer to %q: %v", raw, err)
-	}
-	return string(b)
+	return string(b), err
 }
 
 // editHeadLines splits a raw head into its first line and its field lines,
@@ -160,12 +162,8 @@ func TestRewritesAndHeaderEditsBothPaths(t *testing.T) {
 	o := startEditOrigin(t, editAnswer)
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
-			g := newGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 1\ndownstream: {fast_path: %v}\n%s"+
-				"origins:\n  - {name: o, protocol: h1, endpoints: [{address: %q}]}\n", fast, editRoutes, o.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+			g := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nloops: 1\ndownstream: {fast_path: %v}\n%s"+
+				"origins:\n  - {name: o, protocol: h1, endpoints: [{address: %q}]}\n", fast, editRoutes, o.addr), nil, Options{})
 			send := func(target, fields string) (origin, client string) {
 				t.Helper()
 				client = editExchange(t, "127.0.0.1", g.Addr(), "GET "+target+" HTTP/1.1\r\nHost: gw.test\r\nx-lower: 1\r\n"+fields+"Connection: close\r\n\r\n")
@@ -285,7 +283,7 @@ func TestRequestIDEndToEnd(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "access.log")
-			g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+			g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {fast_path: %v, trusted_proxies: [127.0.0.2/32], request_id: {return_to_client: true}}
@@ -294,11 +292,7 @@ tracing: {endpoint: %q, protocol: grpc, sample_ratio: 1.0}
 routes: [{path_prefix: /, origin: o}, {path_prefix: /maint, answer: {status: 503, body: down}}]
 origins:
   - {name: o, protocol: h1, endpoints: [{address: %q}]}
-`, fast, logFile, rc.GRPCAddr(), o.addr), Options{})
-			if err := g.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, g)
+`, fast, logFile, rc.GRPCAddr(), o.addr), nil, Options{})
 			type got struct{ origin, client []string }
 			send := func(local, path, fields string) got {
 				t.Helper()
@@ -375,18 +369,14 @@ origins:
 // a response field expanded from %request_id%, never another request's.
 func TestEditedValuesOutliveTheRequest(t *testing.T) {
 	o := startEditOrigin(t, "HTTP/1.1 204 No Content\r\n\r\n")
-	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {fast_path: false, request_id: {return_to_client: true}}
 routes: [{path_prefix: /, origin: o, response_headers: {add: [{name: X-Echo, value: "id=%%request_id%%"}]}}]
 origins:
   - {name: o, protocol: h1, endpoints: [{address: %q}]}
-`, o.addr), Options{})
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, g)
+`, o.addr), nil, Options{})
 	var wg sync.WaitGroup
 	errs := make(chan string, 16)
 	for range 16 {
@@ -404,19 +394,12 @@ origins:
 					errs <- err.Error()
 					return
 				}
-				var head strings.Builder
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						errs <- err.Error()
-						return
-					}
-					head.WriteString(line)
-					if line == "\r\n" {
-						break
-					}
+				head, err := readHead(br)
+				if err != nil {
+					errs <- err.Error()
+					return
 				}
-				_, fields := editHeadLines(head.String())
+				_, fields := editHeadLines(head)
 				id, echo := editValues(fields, "X-Request-Id"), editValues(fields, "X-Echo")
 				if len(id) != 1 || !slices.Equal(echo, []string{"id=" + id[0]}) {
 					errs <- fmt.Sprintf("X-Request-ID %q, X-Echo %q", id, echo)
@@ -446,7 +429,7 @@ func TestEditsOverHTTP2(t *testing.T) {
 		w.Header().Add("X-Set", "old")
 		w.Header().Set("X-Keep", "1")
 	}))
-	g := newGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	g := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 loops: 1
 downstream: {request_id: {return_to_client: true}}
@@ -459,11 +442,7 @@ routes:
     response_headers: {remove: [Server], set: [{name: X-Set, value: new}], add: [{name: X-Id, value: "%%request_id%%"}]}
 origins:
   - {name: o, protocol: h2c, endpoints: [{address: %q}]}
-`, b.addr), Options{})
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, g)
+`, b.addr), nil, Options{})
 	c := downstream(t, dsH2C, nil)
 	req, _ := http.NewRequest("GET", "http://"+g.Addr()+"/api/users?x=1", nil)
 	req.Header.Set("X-Secret", "s")

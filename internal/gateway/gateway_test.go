@@ -62,6 +62,19 @@ func startGateway(t testing.TB, yaml string, origins []*testorigin.Server, opts 
 	return g
 }
 
+// reloadText parses text (as test.yaml) and reloads g with it; either
+// failing fails the test.
+func reloadText(t testing.TB, g *Gateway, text string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // newGateway builds, without starting, a gateway from config text, with a
 // silent logger unless opts has one; it is closed when the test ends.
 func newGateway(t testing.TB, text string, opts Options) *Gateway {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/corput/corput/internal/config"
 	testorigin "github.com/corput/corput/internal/origin"
 	"github.com/corput/corput/internal/waitfor"
 )
@@ -181,36 +180,28 @@ func TestMirrorOverTheCapIsDropped(t *testing.T) {
 // shadow that swallows requests. It closes when the test ends.
 func silentListener(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() { defer wg.Done(); io.Copy(io.Discard, c) }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
+	closed := false
+	ln := acceptEach(t, func(c net.Conn) {
 		mu.Lock()
+		if closed {
+			mu.Unlock()
+			return
+		}
+		conns = append(conns, c)
+		mu.Unlock()
+		io.Copy(io.Discard, c)
+	})
+	// Before acceptEach's cleanup (cleanups run last first): end every
+	// read so that it can wait for them.
+	t.Cleanup(func() {
+		mu.Lock()
+		closed = true
 		for _, c := range conns {
 			c.Close()
 		}
 		mu.Unlock()
-		wg.Wait()
 	})
 	return ln.Addr().String()
 }
@@ -310,14 +301,7 @@ func TestReloadKeepsTheMirrorCapAndShutdownEndsEveryMirror(t *testing.T) {
 	}
 	waitfor.Until(t, "3 mirrors in flight", func() bool { return g.shadows.InFlight() == 3 })
 	reload := func(text string) {
-		t.Helper()
-		cfg, err := config.Parse([]byte(text), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Reload(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reloadText(t, g, text)
 	}
 	reload(strings.Replace(capped, "path_prefix: /,", "path_prefix: /, priority: normal,", 1)) // the route kept, changed
 	send(t, c, g.Addr(), "GET", "after-reload", nil)

@@ -601,14 +601,7 @@ func TestSharedIndicesSurviveReloadsOfTheSubsetSettings(t *testing.T) {
 	// To an algorithm that cannot place by them, and back: the indices
 	// are ignored meanwhile (with a warning) and placed again after.
 	reload := func(text string) {
-		t.Helper()
-		cfg, err := config.Parse([]byte(text), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Reload(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reloadText(t, g, text)
 	}
 	reload(strings.Replace(text, "size: 4", "algorithm: rendezvous, size: 4", 1))
 	checkPlacement(t, g, "local")

@@ -208,13 +208,7 @@ func TestSplitReloadUnderLoad(t *testing.T) {
 	l := startKeepAliveLoad(t, 12, 0, nil, func(w, i int) string { return "http://" + g.Addr() + "/x" })
 	time.Sleep(500 * time.Millisecond)
 	acc1, acc2 := accepted(v1), accepted(v2)
-	cfg, err := config.Parse([]byte(splitText(true, 75, 25, "", "", v1, v2)), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Reload(cfg); err != nil {
-		t.Fatal(err)
-	}
+	reloadText(t, g, splitText(true, 75, 25, "", "", v1, v2))
 	s1, s2 := served(v1), served(v2)
 	time.Sleep(time.Second)
 	d1, d2 := served(v1)-s1, served(v2)-s2
@@ -279,13 +273,7 @@ func TestSplitRampUnderSkewedLoad(t *testing.T) {
 	clk := clock.NewFake(start)
 	slow := "    slow_start: {window: 60s}\n"
 	g := startGateway(t, splitText(true, 100, 0, "", slow, v1, v2), nil, Options{Clock: clk, Seed: 7})
-	cfg, err := config.Parse([]byte(splitText(true, 75, 25, "", slow, v1, v2)), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Reload(cfg); err != nil {
-		t.Fatal(err)
-	}
+	reloadText(t, g, splitText(true, 75, 25, "", slow, v1, v2))
 	src := rng.New(3)
 	var mu sync.Mutex
 	path := func(int) string {
@@ -351,13 +339,7 @@ func TestSplitRampAcrossReloads(t *testing.T) {
 		if routeExtra == "renamed" {
 			text = strings.Replace(splitText(true, w1, w2, "", slow, v1, v2), "name: pay,", "name: pay2,", 1)
 		}
-		cfg, err := config.Parse([]byte(text), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Reload(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reloadText(t, g, text)
 	}
 	ramp := func(route string) (time.Time, time.Duration) {
 		tg := g.st().splits[route].Targets()[1]

@@ -386,14 +386,7 @@ func TestReloadSwapsTheTracer(t *testing.T) {
 	grpcBlock := fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: 1.0}\n", rc.GRPCAddr())
 	g := startGateway(t, text(grpcBlock), nil, Options{})
 	reload := func(tracing string) {
-		t.Helper()
-		cfg, err := config.Parse([]byte(text(tracing)), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Reload(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reloadText(t, g, text(tracing))
 	}
 	c := downstream(t, dsH1, nil)
 	first := g.st().tracer()
