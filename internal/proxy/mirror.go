@@ -15,7 +15,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/corput/corput/internal/balance"
-	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
@@ -315,34 +314,8 @@ func (j *mirrorJob) send() {
 	}
 	a := &j.a
 	o.Begin(a, ol, pol, rp, 1, balance.Key{})
-	d, l := o.Driver(), ol.Index()
-	lim := limitsOf(o, nil)
-	ok := false
-loop:
-	for {
-		step, status := d.Acquire(r.ctx, a, l, false, nil), 0
-		if step == forward.Send {
-			lim.set(&j.req, time.Now(), time.Time{})
-			if b := j.body.Bytes(); b != nil {
-				j.rd.Reset(b)
-				j.req.Body = &j.rd
-			}
-			status, step = j.x.Do(a, &j.req, j)
-		}
-		if step == forward.Again {
-			if w := a.Backoff(); w > 0 && !clock.Sleep(r.ctx, pol.Clock, w) {
-				break
-			}
-			continue
-		}
-		switch step {
-		case forward.Delivered:
-			ok = status > 0 && !j.cutOff.Load()
-			break loop
-		case forward.Gone, forward.Answer:
-			break loop
-		}
-	}
+	step, status := attempts(r.ctx, o.Driver(), a, ol.Index(), false, nil, pol, &j.x, &j.req, j, limitsOf(o, nil), time.Time{}, j)
+	ok := step == forward.Delivered && status > 0 && !j.cutOff.Load()
 	o.Finish(a, ol)
 	if ok {
 		m.Mirrored.Inc()
@@ -355,6 +328,14 @@ loop:
 	r.mu.Unlock()
 	j.release()
 	r.wg.Done()
+}
+
+// rewind gives the attempt the mirror's kept body from its first byte.
+func (j *mirrorJob) rewind(req *exchange.Request) {
+	if b := j.body.Bytes(); b != nil {
+		j.rd.Reset(b)
+		req.Body = &j.rd
+	}
 }
 
 // keptWhole is a mirror's body as an Attempt asks it: in memory, whole,

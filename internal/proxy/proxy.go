@@ -55,7 +55,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/corput/corput/internal/accesslog"
+	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/cluster"
+	"github.com/corput/corput/internal/dispatch"
 	"github.com/corput/corput/internal/edit"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
@@ -399,7 +401,6 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 	if s.mirror != nil {
 		defer s.endMirror(req, s.mirrorMax) // before endBody: it takes the body's kept copy
 	}
-	d, l := o.Driver(), ol.Index()
 	lim := limitsOf(o, rt)
 	var grpcBy time.Time // the request's grpc-timeout: the whole request's, every attempt's
 	if g := in.GRPCTimeout; g > 0 {
@@ -408,34 +409,57 @@ func (s *Stream) forward(ctx context.Context, in *Inbound, o *cluster.Origin, ol
 		}
 		grpcBy = time.Now().Add(g)
 	}
+	step, status := attempts(ctx, o.Driver(), a, ol.Index(), trust, s.Tr, pol, &s.x, req, c, lim, grpcBy, s)
+	switch step {
+	case forward.Delivered:
+		if status != 499 {
+			o.Served(k, started)
+		}
+		return status, forward.None
+	case forward.Answer:
+		return 0, a.Reason()
+	}
+	return 499, forward.None // the client left
+}
+
+// rewinder readies a request's body for an attempt: from its first byte.
+type rewinder interface{ rewind(req *exchange.Request) }
+
+// attempts runs a request's attempts on driver d (loop l) until one ends
+// it: each acquires a stream and, given one, sends req on it through c
+// (exchange x) within the limits lim (and the request's grpc-timeout,
+// grpcBy), its body rewound by b; a step to go again waits the policy's
+// backoff. It returns the step that ended the request — Delivered (with
+// the status relayed), Answer, or Gone (the client, or ctx, left) — and is
+// the one attempt loop of a proxied request and of a mirror.
+func attempts(ctx context.Context, d *dispatch.Driver, a *forward.Attempt, l int, trust bool, tr *tracing.Request,
+	pol *forward.Policy, x *exchange.State, req *exchange.Request, c exchange.Client, lim limits, grpcBy time.Time, b rewinder) (forward.Step, int) {
 	for {
-		step, status := d.Acquire(ctx, a, l, trust, s.Tr), 0
+		step, status := d.Acquire(ctx, a, l, trust, tr), 0
 		if step == forward.Send {
 			lim.set(req, time.Now(), grpcBy)
-			if s.bodyOn {
-				req.Body = s.body.Reader() // from the first byte, for this attempt only
-			}
-			s.stream.started = true
-			status, step = s.x.Do(a, req, c)
+			b.rewind(req)
+			status, step = x.Do(a, req, c)
 		}
-		s.Tr.EndAttempt(a, step)
-		if step == forward.Again {
-			if !s.again(ctx, a, pol) {
-				return 499, forward.None
-			}
-		}
+		tr.EndAttempt(a, step) // nil with tracing off: nothing
 		switch step {
-		case forward.Delivered:
-			if status != 499 {
-				o.Served(k, started)
+		case forward.Again:
+			if w := a.Backoff(); w > 0 && !clock.Sleep(ctx, pol.Clock, w) {
+				return forward.Gone, 499
 			}
-			return status, forward.None
-		case forward.Gone:
-			return 499, forward.None
-		case forward.Answer:
-			return 0, a.Reason()
+		case forward.Delivered, forward.Gone, forward.Answer:
+			return step, status
 		}
 	}
+}
+
+// rewind gives the attempt the request's kept body from its first byte
+// (for this attempt only); a streaming body is started from here on.
+func (s *Stream) rewind(req *exchange.Request) {
+	if s.bodyOn {
+		req.Body = s.body.Reader()
+	}
+	s.stream.started = true
 }
 
 // beginTrace starts the request's server span when tracing is on (s.Tr is

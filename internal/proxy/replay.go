@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"math"
 
-	"github.com/corput/corput/internal/clock"
 	"github.com/corput/corput/internal/exchange"
 	"github.com/corput/corput/internal/forward"
 	"github.com/corput/corput/internal/replay"
@@ -52,13 +50,6 @@ func (s *Stream) endBody() {
 		s.body = nil
 	}
 	s.bodyOn = false
-}
-
-// again waits the backoff the Attempt drew before its next attempt, on
-// the policy's clock. It returns false when the client left meanwhile.
-func (s *Stream) again(ctx context.Context, a *forward.Attempt, pol *forward.Policy) bool {
-	d := a.Backoff()
-	return d <= 0 || clock.Sleep(ctx, pol.Clock, d)
 }
 
 // streamBody is a streaming body's forward.Rewinder: nothing of it is
