@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/corput/corput/internal/h1"
@@ -229,32 +231,17 @@ func substitutionProblem(re *regexp.Regexp, sub string) string {
 		if name == "" {
 			continue
 		}
-		if n, ok := atoiSmall(name); ok {
+		if n, err := strconv.Atoi(name); err == nil {
 			if n >= len(names) {
 				return fmt.Sprintf("names group $%d, and the pattern has %d; write $$ for a literal $", n, len(names)-1)
 			}
 			continue
 		}
-		found := false
-		for _, nm := range names {
-			found = found || nm == name && nm != ""
-		}
-		if !found {
+		if !slices.Contains(names, name) { // name is not "", names[0]'s
 			return fmt.Sprintf("names group %q, which the pattern does not have (write ${1}x, not $1x, before a letter; $$ for a literal $)", name)
 		}
 	}
 	return ""
-}
-
-func atoiSmall(s string) (int, bool) {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' || n > 1000 {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, true
 }
 
 // validPathBytes reports whether s has only bytes a request target may
