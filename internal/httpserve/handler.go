@@ -97,6 +97,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var rt proxy.Routing
 	fwd := h.p.Table().Forwarding
+	peer := fwd.Peer(r.RemoteAddr, r.TLS != nil) // read once: routing, the sticky key and X-Forwarded-* see the same
 	refuse := badRequest(r, fwd) != ""
 	if !refuse {
 		checkBody(r, fwd)
@@ -118,7 +119,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The path as sent (EscapedPath: the client's escapes, not
 		// URL.Path's decoding), normalized by Route as on the fast path.
 		rt = h.p.Route(route.Request{Method: r.Method, Host: r.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Head: forward.HeaderFields(r.Header), Peer: h.p.Table().Forwarding.Peer(r.RemoteAddr, r.TLS != nil)})
+			Head: forward.HeaderFields(r.Header), Peer: peer})
 	}
 	in := proxy.Inbound{
 		Method: r.Method, Host: r.Host, Path: r.URL.Path, Target: r.RequestURI, Proto: r.Proto,
@@ -128,7 +129,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		in.Length = 0
 	}
-	in.Peer = rt.Table.Forwarding.Peer(r.RemoteAddr, r.TLS != nil)
+	in.Peer = peer
 	s := streams.Get().(*proxy.Stream)
 	s.Durable = true // net/http writes the header after the handler returned, and s is reused
 	c := &netClient{w: w, r: r, s: s, fwd: rt.Table.Forwarding, bodyWait: h.BodyReadTimeout}
