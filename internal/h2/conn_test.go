@@ -560,7 +560,11 @@ func TestConcurrentRequestsShareWrites(t *testing.T) {
 			}
 		})
 	}
-	for opened.Load() < n || c.waiting.Load() < n/2 {
+	// Every request waits for the writer before it is let go, so that how
+	// many share a write does not hang on the scheduler (with half of them
+	// waiting, a loaded machine let the rest arrive one write each); the
+	// wait is bounded should an Open ever not reach the writer.
+	for end := time.Now().Add(5 * time.Second); (opened.Load() < n || c.waiting.Load() < n) && time.Now().Before(end); {
 		time.Sleep(time.Millisecond)
 	}
 	c.unlockWrite()
